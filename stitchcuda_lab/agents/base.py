@@ -1,0 +1,52 @@
+"""The contract every agent fills: a Planner makes a Plan, a Coder makes Candidates.
+
+Planners and Coders see only data (Problem, Graph, Plan, Verdict): they never run generated
+code themselves; the Verifier does that in its worker.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+    from ..plan import Candidate, Plan, Verdict
+    from ..problem import Problem
+    from ..settings import Settings
+
+
+class Planner(Protocol):
+    name: str
+
+    def plan(self, problem: "Problem", graph: "Graph", settings: "Settings") -> "Plan":
+        """Propose a todo list for this problem on ``graph.device``."""
+
+
+class Coder(Protocol):
+    name: str
+
+    def code(self, problem: "Problem", graph: "Graph", plan: "Plan", settings: "Settings", *,
+             iteration: int, previous: "Candidate | None" = None,
+             feedback: "Verdict | None" = None) -> "list[Candidate]":
+        """Candidates for the approved plan: iteration 0 is the first version; later iterations
+        get the best candidate so far and its verdict and return variants to measure."""
+
+
+AGENTS = ("offline", "claude", "openai", "hybrid")
+
+
+def get_agents(name: str, settings: "Settings") -> tuple[Planner, Coder]:
+    """The Planner and Coder for an agent name (``offline`` needs no network)."""
+    if name == "offline":
+        from .offline import OfflineCoder, OfflinePlanner
+        return OfflinePlanner(), OfflineCoder()
+    if name in ("claude", "openai", "hybrid"):
+        try:
+            from .llm import make_agents
+        except ImportError as e:  # the optional extra is missing
+            raise ConfigError(f"the {name!r} agent needs the LLM extra ({e.name} is not installed)",
+                              hint="pip install 'stitchcuda-lab[llm]'") from None
+        return make_agents(name, settings)
+    raise ConfigError(f"unknown agent {name!r}", hint=f"use one of: {', '.join(AGENTS)}")
