@@ -1,0 +1,31 @@
+"""Shared test set-up: GPU tests skip without CUDA; every test gets its own sessions/cache roots."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if _cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def settings(tmp_path):
+    """Settings isolated to a temporary sessions root and kernel cache, fast test defaults."""
+    from stitchcuda_lab.settings import Settings
+    return Settings(sessions_dir=str(tmp_path / "sessions"), cache_dir=str(tmp_path / "cache"),
+                    device="cpu", trials=5, timing_trials=5, warmup=1, compile_modes="",
+                    timeout=120.0, profile=False)
