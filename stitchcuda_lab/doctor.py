@@ -1,0 +1,168 @@
+"""``stitchcuda-lab doctor``: checks the environment and says what to fix.
+
+Each check returns a Check(name, ok, detail, fix). Required checks failing make the exit code 1;
+optional ones (GPU, ncu, API key) only inform, since the CPU path and offline agents need none.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .settings import Settings
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    required: bool = True
+
+
+def _run(cmd: list[str], timeout: float = 20.0) -> tuple[int, str]:
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return p.returncode, (p.stdout + p.stderr).strip()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return 127, str(e)
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # the parent package is missing
+        return False
+
+
+def check_torch() -> Check:
+    try:
+        import torch
+    except ImportError:
+        return Check("torch", False, "not installed", "pip install torch (>= 2.4)")
+    return Check("torch", True, f"{torch.__version__} (CUDA {torch.version.cuda or 'none'})")
+
+
+def check_gpu() -> Check:
+    try:
+        import torch
+        if torch.cuda.is_available():
+            names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            cap = torch.cuda.get_device_capability(0)
+            return Check("gpu", True, f"{len(names)} x {names[0]} (sm_{cap[0]}{cap[1]})",
+                         required=False)
+    except Exception as e:  # a broken driver shows up here
+        return Check("gpu", False, f"torch.cuda failed: {e}", "check the NVIDIA driver "
+                     "(nvidia-smi) and that torch is a CUDA build", required=False)
+    return Check("gpu", False, "no CUDA GPU visible: the CPU path (C + OpenMP) will be used",
+                 "on a GPU machine install a CUDA build of torch", required=False)
+
+
+def check_driver() -> Check:
+    if not shutil.which("nvidia-smi"):
+        return Check("driver", False, "nvidia-smi not found", "install the NVIDIA driver "
+                     "(only needed for GPU work)", required=False)
+    rc, out = _run(["nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader"])
+    return Check("driver", rc == 0, out.splitlines()[0] if out else f"exit {rc}",
+                 "" if rc == 0 else "nvidia-smi failed: check the driver", required=False)
+
+
+def check_nvrtc() -> Check:
+    if not _has_module("cuda.core"):
+        return Check("nvrtc", False, "cuda.core is not installed",
+                     "pip install cuda-core cuda-bindings (needed for GPU kernels)", required=False)
+    try:
+        from cuda.core import Program, ProgramOptions
+        Program('extern "C" __global__ void k(float* x){ x[0] = 1.f; }', code_type="c++",
+                options=ProgramOptions(arch="sm_80")).compile("ptx")
+        return Check("nvrtc", True, "compiled a test kernel to PTX", required=False)
+    except Exception as e:
+        return Check("nvrtc", False, f"NVRTC failed: {e}", "install nvidia-cuda-nvrtc matching "
+                     "your CUDA version", required=False)
+
+
+def check_cc() -> Check:
+    cc = os.environ.get("CC", "cc")
+    if not shutil.which(cc):
+        return Check("c compiler", False, f"{cc} not found", "install gcc (apt-get install gcc)")
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "t.c"
+        src.write_text("#include <omp.h>\nint f(void){ int s=0;\n#pragma omp parallel for "
+                       "reduction(+:s)\nfor(int i=0;i<8;i++) s+=i; return s; }\n")
+        rc, out = _run([cc, "-O3", "-fopenmp", "-shared", "-fPIC", str(src), "-o",
+                        str(Path(d) / "t.so")])
+    if rc != 0:
+        return Check("c compiler", False, f"{cc} -fopenmp failed: {out[-300:]}",
+                     "install gcc with OpenMP (libgomp)")
+    return Check("c compiler", True, f"{cc} builds OpenMP shared objects")
+
+
+def check_ncu() -> Check:
+    path = shutil.which("ncu")
+    if not path:
+        return Check("ncu", False, "Nsight Compute (ncu) not on PATH: verdicts will say no "
+                     "hardware counters", "install Nsight Compute for per-kernel throughput",
+                     required=False)
+    return Check("ncu", True, path, required=False)
+
+
+def check_folder(name: str, path: str) -> Check:
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe = p / f".doctor-{os.getpid()}"
+        probe.write_text("ok")
+        probe.unlink()
+        return Check(name, True, str(p))
+    except OSError as e:
+        return Check(name, False, f"{p}: {e.strerror}", f"make {p} writable or set "
+                     f"STITCH_{'CACHE_DIR' if 'cache' in name else 'SESSIONS_DIR'}")
+
+
+def check_api_key(env: dict[str, str] | None = None) -> Check:
+    env = dict(os.environ) if env is None else env
+    present = bool(env.get("ANTHROPIC_API_KEY"))
+    # Only presence is ever reported, never any part of the value.
+    return Check("anthropic key", present, "ANTHROPIC_API_KEY is set" if present else
+                 "ANTHROPIC_API_KEY is not set: the claude agent is unavailable (offline "
+                 "agents work)", "" if present else "export ANTHROPIC_API_KEY=... to use Claude",
+                 required=False)
+
+
+def check_package(module: str, extra: str) -> Check:
+    ok = _has_module(module)
+    return Check(module, ok, "installed" if ok else "not installed",
+                 "" if ok else f"pip install 'stitchcuda-lab[{extra}]'", required=False)
+
+
+def run_checks(settings: Settings) -> list[Check]:
+    return [check_torch(), check_gpu(), check_driver(), check_nvrtc(), check_cc(), check_ncu(),
+            check_folder("cache folder", settings.cache_dir),
+            check_folder("sessions folder", settings.sessions_dir),
+            check_api_key(), check_package("ipywidgets", "notebook"),
+            check_package("plotly", "notebook"), check_package("anthropic", "llm")]
+
+
+def main_doctor(args) -> int:
+    settings = Settings.from_env()
+    checks = run_checks(settings)
+    if getattr(args, "json", False):
+        print(json.dumps([asdict(c) for c in checks], indent=2))
+    else:
+        for c in checks:
+            mark = "ok " if c.ok else ("!! " if c.required else "-- ")
+            print(f"{mark} {c.name:<16} {c.detail}")
+            if not c.ok and c.fix:
+                print(f"    fix: {c.fix}")
+    bad = [c for c in checks if c.required and not c.ok]
+    if bad and not getattr(args, "json", False):
+        print(f"\n{len(bad)} required check(s) failed.", file=sys.stderr)
+    return 1 if bad else 0
