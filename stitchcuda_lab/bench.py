@@ -1,0 +1,372 @@
+"""``stitchcuda-lab bench DIR``: every problem in a folder, eager vs torch.compile vs ours.
+
+Each problem runs in its own process (``python -m stitchcuda_lab.bench one ...``), so a crash
+or a leak in one cannot touch the next, and the baselines and our candidate are timed in that
+same process with the Verifier's protocol. Problems are spread over the local GPUs (one
+process per GPU at a time), or over a Ray cluster with ``--ray`` (one GPU per task), so many
+machines are driven by an existing engine rather than a scheduler of ours.
+
+Results: ``results.json`` (device, versions, date, command, one row per problem),
+``results.md`` (a table) and ``results.html`` (a plotly figure) under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ALL_MODES = "default,max-autotune-no-cudagraphs,reduce-overhead"
+_CONST = re.compile(r"^([A-Z][A-Z0-9_]*)\s*=\s*(\d+)\s*(#.*)?$")
+
+
+def shrink_source(source: str, factor: int) -> str:
+    """Divide the problem's top-level integer constants >= 64 by ``factor`` (CPU smoke runs).
+
+    Problems keep their sizes in upper-case module constants (``BATCH = 8192``) for this.
+    """
+    if factor <= 1:
+        return source
+    out = []
+    for line in source.splitlines():
+        m = _CONST.match(line)
+        if m and int(m.group(2)) >= 64:
+            line = f"{m.group(1)} = {max(1, int(m.group(2)) // factor)}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def discover(folder: Path, pattern: str | None = None) -> list[Path]:
+    files = sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
+    if pattern:
+        rx = re.compile(pattern)
+        files = [p for p in files if rx.search(p.name)]
+    return files
+
+
+def category_of(path: Path) -> str:
+    """The category from the file name ``NN_category_name.py`` (else 'other')."""
+    parts = path.stem.split("_")
+    if len(parts) >= 2 and parts[0].isdigit():
+        return parts[1]
+    return "other"
+
+
+# ---------------------------------------------------------------- one problem (child process)
+
+def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: str,
+            shrink: int, settings_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Optimise one problem and time it against the baselines; returns a result row."""
+    from .problem import problem_from_source
+    from .session import Session
+    from .settings import Settings
+
+    path = Path(problem_path)
+    row: dict[str, Any] = {"problem": path.name, "category": category_of(path)}
+    t0 = time.perf_counter()
+    settings = Settings.from_env(device=device, iters=iters, agent=agent, compile_modes=modes,
+                                 **(settings_overrides or {}))
+    source = shrink_source(path.read_text(), shrink)
+    problem = problem_from_source(source, name=path.stem, origin=str(path))
+    session = Session.create(problem, settings, agent=agent)
+    session.advance(auto=True)
+    row["session_dir"] = str(session.dir)
+    best = session.best()
+    timings: dict[str, float] = {}
+    if best is not None:
+        cand, verdict = best
+        timings = dict(verdict.timings)
+        row.update(status=verdict.status, correct=verdict.correct, candidate=cand.id,
+                   max_abs_err=verdict.max_abs_err, flags=verdict.flags)
+    else:
+        row.update(status="no_passing_candidate", correct=False, candidate=None)
+        timings = dict(session.baseline() if hasattr(session, "baseline") else {})
+    row["tasks"] = [{"kind": t.kind, "status": t.status, "ops": len(t.ops)}
+                    for t in (session.state.plan.tasks if session.state.plan else [])]
+    row["timings"] = timings
+    eager = timings.get("eager")
+    ours = timings.get("ours")
+    # The agent keeps the reference program when no candidate beats it: what a user gets is
+    # never slower than eager, and the row says so.
+    row["kept_reference"] = ours is None or (eager is not None and ours >= eager)
+    row["ours_ms"] = eager if row["kept_reference"] else ours
+    row["eager_ms"] = eager
+    for mode in [m for m in modes.split(",") if m]:
+        row[f"compile_{mode}_ms"] = timings.get(f"compile:{mode}")
+    row["speedup_vs_eager"] = _ratio(eager, row["ours_ms"])
+    row["speedup_vs_compile"] = _ratio(timings.get("compile:default"), row["ours_ms"])
+    row["candidate_speedup_vs_eager"] = _ratio(eager, ours)
+    row["seconds"] = round(time.perf_counter() - t0, 1)
+    return row
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if not num or not den:
+        return None
+    return num / den
+
+
+def _child_main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="stitchcuda_lab.bench one")
+    ap.add_argument("problem")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--iters", type=int, default=2)
+    ap.add_argument("--agent", default="offline")
+    ap.add_argument("--modes", default=ALL_MODES)
+    ap.add_argument("--shrink", type=int, default=1)
+    ap.add_argument("--json-out", required=True)
+    a = ap.parse_args(argv)
+    try:
+        row = run_one(a.problem, device=a.device, iters=a.iters, agent=a.agent, modes=a.modes,
+                      shrink=a.shrink)
+    except Exception as e:  # recorded in the row; the bench goes on with the next problem
+        row = {"problem": Path(a.problem).name, "category": category_of(Path(a.problem)),
+               "status": "error", "correct": False, "error": f"{type(e).__name__}: {e}"}
+    Path(a.json_out).write_text(json.dumps(row, indent=2, default=str))
+    return 0
+
+
+# ---------------------------------------------------------------- the whole folder
+
+def _spawn(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int | None) -> dict:
+    target = out_dir / "rows" / f"{problem.stem}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "stitchcuda_lab.bench", "one", str(problem),
+           "--device", args.device, "--iters", str(args.iters), "--agent", args.agent,
+           "--modes", args.modes, "--shrink", str(args.shrink), "--json-out", str(target)]
+    env = dict(os.environ)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    log = out_dir / "rows" / f"{problem.stem}.log"
+    try:
+        with open(log, "w") as fh:
+            rc = subprocess.run(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                timeout=args.timeout).returncode
+    except subprocess.TimeoutExpired:
+        return {"problem": problem.name, "category": category_of(problem), "status": "timeout",
+                "correct": False, "error": f"over {args.timeout:.0f} s"}
+    if not target.exists():
+        tail = log.read_text()[-800:] if log.exists() else ""
+        return {"problem": problem.name, "category": category_of(problem), "status": "crashed",
+                "correct": False, "error": f"exit {rc}: {tail}"}
+    return json.loads(target.read_text())
+
+
+def _local_gpus(device: str) -> list[int | None]:
+    if device == "cpu":
+        return [None]
+    try:
+        import torch
+        n = torch.cuda.device_count()
+    except Exception:
+        n = 0
+    return list(range(n)) or [None]
+
+
+def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
+              progress=print) -> list[dict]:
+    slots: queue.Queue = queue.Queue()
+    for g in _local_gpus(args.device):
+        slots.put(g)
+    rows: dict[str, dict] = {}
+    lock = threading.Lock()
+
+    def work(p: Path) -> None:
+        g = slots.get()
+        try:
+            row = _spawn(p, out_dir, args, g)
+        finally:
+            slots.put(g)
+        with lock:
+            rows[p.name] = row
+            progress(_progress_line(len(rows), len(problems), row))
+
+    threads = [threading.Thread(target=work, args=(p,)) for p in problems]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [rows[p.name] for p in problems]
+
+
+def run_ray(problems: list[Path], out_dir: Path, args: argparse.Namespace,
+            progress=print) -> list[dict]:
+    try:
+        import ray
+    except ImportError:
+        from .errors import ConfigError
+        raise ConfigError("--ray needs Ray", hint="pip install ray, or drop --ray") from None
+    ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True)
+    gpus = 1 if args.device != "cpu" else 0
+
+    @ray.remote(num_gpus=gpus)
+    def remote(p: str) -> dict:  # Ray sets CUDA_VISIBLE_DEVICES for the task
+        return _spawn(Path(p), out_dir, args, None)
+
+    pending = {remote.remote(str(p)): p for p in problems}
+    rows: dict[str, dict] = {}
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        p = pending.pop(done[0])
+        rows[p.name] = ray.get(done[0])
+        progress(_progress_line(len(rows), len(problems), rows[p.name]))
+    return [rows[p.name] for p in problems]
+
+
+def _progress_line(i: int, n: int, row: dict) -> str:
+    s = row.get("speedup_vs_eager")
+    c = row.get("speedup_vs_compile")
+    return (f"[{i}/{n}] {row['problem']}: {row.get('status')}"
+            + (f"  {s:.2f}x eager" if s else "") + (f"  {c:.2f}x compile" if c else ""))
+
+
+def geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def environment() -> dict[str, Any]:
+    env: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform(),
+                           "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    try:
+        import torch
+        env["torch"] = torch.__version__
+        env["cuda"] = torch.version.cuda
+        if torch.cuda.is_available():
+            env["device"] = torch.cuda.get_device_name(0)
+            env["gpus"] = torch.cuda.device_count()
+        else:
+            env["device"] = platform.processor() or "cpu"
+            env["cpu_threads"] = torch.get_num_threads()
+    except ImportError:
+        pass
+    return env
+
+
+def summarise(rows: list[dict]) -> dict[str, Any]:
+    by_cat: dict[str, list[dict]] = {}
+    for r in rows:
+        by_cat.setdefault(r.get("category", "other"), []).append(r)
+    summary = {"problems": len(rows), "correct": sum(bool(r.get("correct")) for r in rows),
+               "geomean_vs_eager": geomean([r.get("speedup_vs_eager") for r in rows]),
+               "geomean_vs_compile": geomean([r.get("speedup_vs_compile") for r in rows]),
+               "categories": {}}
+    for cat, rs in sorted(by_cat.items()):
+        summary["categories"][cat] = {
+            "problems": len(rs),
+            "geomean_vs_eager": geomean([r.get("speedup_vs_eager") for r in rs]),
+            "geomean_vs_compile": geomean([r.get("speedup_vs_compile") for r in rs])}
+    return summary
+
+
+def markdown(result: dict) -> str:
+    env = result["environment"]
+    modes = [m for m in result["modes"].split(",") if m]
+    head = ["problem", "status", "eager ms"] + [f"compile {m} ms" for m in modes] + \
+           ["ours ms", "vs eager", "vs compile"]
+    lines = [f"# Benchmark: {env.get('device', '?')}", "",
+             f"{env.get('date')} · torch {env.get('torch')} · CUDA {env.get('cuda')} · "
+             f"`{result['command']}`", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def f(x, spec=".3f"):
+        return "—" if x is None else format(x, spec)
+
+    for r in result["rows"]:
+        status = r.get("status", "?") + (" (reference kept)" if r.get("kept_reference") else "")
+        cells = [r["problem"], status, f(r.get("eager_ms"))] + \
+                [f(r.get(f"compile_{m}_ms")) for m in modes] + \
+                [f(r.get("ours_ms")), f(r.get("speedup_vs_eager"), ".2f") + "x",
+                 f(r.get("speedup_vs_compile"), ".2f") + "x"]
+        lines.append("| " + " | ".join(cells) + " |")
+    s = result["summary"]
+    lines += ["", f"Correct: {s['correct']}/{s['problems']}. Geomean vs eager "
+              f"{f(s['geomean_vs_eager'], '.2f')}x, vs torch.compile "
+              f"{f(s['geomean_vs_compile'], '.2f')}x.", "", "| category | problems | vs eager | "
+              "vs compile |", "|---|---|---|---|"]
+    for cat, c in s["categories"].items():
+        lines.append(f"| {cat} | {c['problems']} | {f(c['geomean_vs_eager'], '.2f')}x | "
+                     f"{f(c['geomean_vs_compile'], '.2f')}x |")
+    return "\n".join(lines) + "\n"
+
+
+def figure(result: dict):
+    """A plotly bar chart of speedups per problem (vs eager and vs torch.compile)."""
+    import plotly.graph_objects as go
+    rows = result["rows"]
+    names = [r["problem"].removesuffix(".py") for r in rows]
+    fig = go.Figure([
+        go.Bar(name="ours vs eager", x=names, y=[r.get("speedup_vs_eager") for r in rows]),
+        go.Bar(name="ours vs torch.compile", x=names,
+               y=[r.get("speedup_vs_compile") for r in rows])])
+    fig.add_hline(y=1.0, line_dash="dot")
+    fig.update_layout(barmode="group", title=f"Speedup on {result['environment'].get('device')}",
+                      yaxis_title="speedup (x)", xaxis_tickangle=-45, height=520)
+    return fig
+
+
+def main_bench(args: argparse.Namespace) -> int:
+    folder = Path(args.dir)
+    if not folder.is_dir():
+        from .errors import UsageError
+        raise UsageError(f"{folder} is not a folder", hint="give a folder of problem files "
+                         "(Model, get_inputs, get_init_inputs), e.g. benchmarks/problems")
+    problems = discover(folder, args.filter)
+    if not problems:
+        from .errors import UsageError
+        raise UsageError(f"no problem files (*.py) in {folder}")
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    say = (lambda m: print(m, file=sys.stderr, flush=True))
+    rows = (run_ray if args.ray else run_local)(problems, out_dir, args, progress=say)
+    result = {"environment": environment(), "modes": args.modes, "iters": args.iters,
+              "agent": args.agent, "shrink": args.shrink,
+              "command": "stitchcuda-lab bench " + " ".join(sys.argv[2:]),
+              "seconds": round(time.perf_counter() - t0, 1), "rows": rows,
+              "summary": summarise(rows)}
+    (out_dir / "results.json").write_text(json.dumps(result, indent=2, default=str))
+    (out_dir / "results.md").write_text(markdown(result))
+    try:
+        figure(result).write_html(str(out_dir / "results.html"), include_plotlyjs="cdn")
+    except ImportError:
+        pass
+    if getattr(args, "json", False):
+        print(json.dumps(result["summary"], default=str))
+    else:
+        print(markdown(result))
+    return 0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", help="folder of problem files in the KernelBench contract")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--iters", type=int, default=2)
+    p.add_argument("--agent", default="offline")
+    p.add_argument("--modes", default=ALL_MODES, help="torch.compile modes to time")
+    p.add_argument("--out", default="bench_results")
+    p.add_argument("--filter", default=None, help="regex on file names")
+    p.add_argument("--shrink", type=int, default=1,
+                   help="divide the problems' size constants by this (CPU smoke runs)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per problem")
+    p.add_argument("--ray", action="store_true", help="spread problems over a Ray cluster")
+    p.add_argument("--json", action="store_true")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "one":
+        sys.exit(_child_main(sys.argv[2:]))
+    ap = argparse.ArgumentParser(prog="python -m stitchcuda_lab.bench")
+    add_arguments(ap)
+    sys.exit(main_bench(ap.parse_args()))
