@@ -1,0 +1,646 @@
+"""Capture a problem's forward as an ATen graph, classify ops, count FLOPs/bytes, profile eager.
+
+``analyse`` exports the model with ``torch.export`` (the training IR, which keeps high-level ops
+such as ``aten.linear``, ``aten.layer_norm``, ``aten.softmax`` and ``aten.gelu`` so planners can
+recognise patterns), then replays the graph op by op under a dispatch recorder (which also
+proves the graph runs as plain ``torch.ops.aten`` calls and records what each op lowers to), and
+finally profiles eager PyTorch with ``torch.profiler``.
+
+Profile matching: the forward runs inside ``record_function("stitch::forward")``; its direct
+children are the top-level aten calls in execution order. Graph call nodes are walked in order
+and each takes the next unclaimed child whose name equals its op name (``aten.linear.default``
+-> ``aten::linear``). On CUDA a node's time is the device time of that call (kernels launched by
+it and its children), on CPU its inclusive CPU time, averaged over the profiled iterations.
+Children nobody claimed are reported in ``warnings``.
+
+>>> g = analyse(problem, device="cpu")                     # doctest: +SKIP
+>>> [n.op_class for n in g.calls()]                        # doctest: +SKIP
+['gemm', 'pointwise', 'gemm']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .problem import Problem
+    from .settings import Settings
+
+OP_CLASSES = ("pointwise", "reduction", "normalization", "gemm", "convolution", "data_movement",
+              "rnn", "other", "input")
+
+# Op classes by aten op name (the packet: "add" for aten.add.Tensor).
+_POINTWISE = set("""
+add sub rsub mul div true_divide neg relu gelu silu sigmoid tanh exp exp2 log log2 log10 log1p expm1
+sqrt rsqrt abs pow clamp clamp_min clamp_max clip hardtanh leaky_relu elu selu celu softplus mish
+hardswish hardsigmoid relu6 where gt lt ge le eq ne maximum minimum fmax fmin reciprocal sin cos tan
+asin acos atan sinh cosh asinh acosh atanh erf erfc sign sgn floor ceil round trunc frac
+logical_not logical_and logical_or logical_xor bitwise_not square dropout _to_copy to type_as
+masked_fill addcmul addcdiv lerp threshold hardshrink softshrink tanhshrink logsigmoid fmod
+remainder floor_divide prelu glu native_dropout alpha_dropout feature_dropout
+""".split())
+_REDUCTION = set("""
+sum mean amax amin max min argmax argmin prod var std var_mean std_mean logsumexp norm
+linalg_vector_norm all any cumsum cumprod max_pool1d max_pool2d max_pool3d avg_pool1d avg_pool2d
+avg_pool3d adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d
+adaptive_max_pool2d adaptive_max_pool3d max_pool2d_with_indices max_pool3d_with_indices
+lp_pool2d count_nonzero
+""".split())
+_NORMALIZATION = set("""
+softmax log_softmax _softmax _log_softmax layer_norm native_layer_norm group_norm
+native_group_norm batch_norm native_batch_norm _native_batch_norm_legit
+_native_batch_norm_legit_no_training _native_batch_norm_legit_functional instance_norm rms_norm
+_fused_rms_norm local_response_norm
+""".split())
+_GEMM = set("""
+linear addmm mm bmm matmul baddbmm addbmm dot mv addmv einsum tensordot bilinear
+scaled_dot_product_attention _scaled_dot_product_flash_attention
+_scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention
+""".split())
+_CONV = set("""
+conv1d conv2d conv3d convolution _convolution conv_transpose1d conv_transpose2d conv_transpose3d
+""".split())
+_DATA = set("""
+view reshape permute transpose t contiguous clone expand expand_as unsqueeze squeeze flatten
+unflatten slice select cat concat concatenate stack split split_with_sizes chunk unbind
+index_select gather narrow pad constant_pad_nd reflection_pad1d reflection_pad2d
+replication_pad2d repeat flip roll _unsafe_view alias detach copy copy_ lift_fresh_copy
+pixel_shuffle pixel_unshuffle index index_put scatter diagonal tril triu movedim swapaxes
+view_as reshape_as upsample_nearest2d upsample_bilinear2d interpolate
+""".split())
+_RNN = set("lstm gru rnn_tanh rnn_relu lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell".split())
+# Data-movement ops that return a view: no bytes moved.
+_VIEWS = set("""
+view reshape permute transpose t expand expand_as unsqueeze squeeze flatten unflatten slice select
+narrow split split_with_sizes chunk unbind _unsafe_view alias detach diagonal movedim swapaxes
+view_as reshape_as getitem
+""".split())
+_NORM_FLOPS_PER_ELEM = 5   # mean, variance, subtract, scale, shift (softmax: max, exp, sum, div)
+
+
+@dataclass
+class Node:
+    """One op (or input) of the captured forward. Args are JSON: node refs are {"node": name}."""
+
+    name: str
+    op: str                       # "placeholder" | "call_function" | "output"
+    target: str                   # "aten.add.Tensor" ("" for placeholders)
+    op_class: str
+    args: list = field(default_factory=list)
+    kwargs: dict = field(default_factory=dict)
+    shape: list | None = None
+    dtype: str | None = None
+    stride: list | None = None
+    kind: str | None = None       # placeholders: input | param | buffer | const
+    fqn: str | None = None
+    input_index: int | None = None
+    flops: int = 0
+    bytes: int = 0
+    time_us: float | None = None
+    lowers_to: list[str] = field(default_factory=list)  # aten ops the call dispatches to
+    mutates: list[int] = field(default_factory=list)     # arg positions written in place
+
+    @property
+    def opname(self) -> str:
+        """``aten.add.Tensor`` -> ``add``."""
+        parts = self.target.split(".")
+        return parts[1] if len(parts) >= 2 and parts[0] == "aten" else self.target
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape) if self.shape is not None else 0
+
+    def inputs(self) -> list[str]:
+        """Names of the nodes this node reads, in argument order (duplicates removed)."""
+        seen: list[str] = []
+        for r in _refs([self.args, self.kwargs]):
+            if r not in seen:
+                seen.append(r)
+        return seen
+
+
+@dataclass
+class Graph:
+    """A captured forward. ``total_bytes`` is the whole-forward minimum (graph inputs read once,
+    outputs written once); ``Node.bytes`` is each op's own traffic when run alone."""
+
+    nodes: list[Node] = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    capture: str = "none"
+    device: str = "cpu"
+    warnings: list[str] = field(default_factory=list)
+    eager_ms: float | None = None
+    total_flops: int = 0
+    total_bytes: int = 0
+    training: bool = False
+    eager_launches: int | None = None  # device kernels per eager forward (CUDA profile only)
+
+    # -- lookup helpers -------------------------------------------------------------------
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def calls(self) -> list[Node]:
+        return [n for n in self.nodes if n.op == "call_function"]
+
+    def placeholders(self) -> list[Node]:
+        return [n for n in self.nodes if n.op == "placeholder"]
+
+    def users(self) -> dict[str, list[str]]:
+        """node name -> names of nodes reading it ("output" for graph outputs)."""
+        out: dict[str, list[str]] = {n.name: [] for n in self.nodes}
+        for n in self.nodes:
+            for r in n.inputs():
+                out.setdefault(r, []).append(n.name)
+        for r in _refs(self.outputs):
+            out.setdefault(r, []).append("output")
+        return out
+
+    def output_names(self) -> list[str]:
+        return list(_refs(self.outputs))
+
+    # -- serialisation --------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self, **kw: Any) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Graph":
+        d = dict(d)
+        names = {f.name for f in dataclasses.fields(Node)}
+        d["nodes"] = [n if isinstance(n, Node) else Node(**{k: v for k, v in n.items() if k in names})
+                      for n in d.get("nodes", [])]
+        gnames = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in gnames})
+
+    def summary(self) -> str:
+        """A table a person (or an LLM prompt) reads: one line per op."""
+        lines = [f"Graph ({self.capture}, {self.device}, {'train' if self.training else 'eval'}): "
+                 f"{len(self.calls())} ops, {_si(self.total_flops)}FLOP, min {_si(self.total_bytes)}B"
+                 + (f", eager {self.eager_ms:.3f} ms" if self.eager_ms is not None else "")]
+        for n in self.nodes:
+            if n.op == "placeholder":
+                what = n.kind + (f" {n.fqn}" if n.fqn else f" #{n.input_index}"
+                                 if n.input_index is not None else "")
+                lines.append(f"  {n.name:<20} {what:<24} {n.dtype} {n.shape}")
+            elif n.op == "call_function":
+                args = ", ".join(_fmt_arg(a) for a in n.args)
+                t = f"{n.time_us:9.1f}us" if n.time_us is not None else " " * 11
+                lines.append(f"  {n.name:<20} {n.target}({args}) -> {n.dtype} {n.shape} "
+                             f"[{n.op_class}] {_si(n.flops)}FLOP {_si(n.bytes)}B {t}")
+        lines.append(f"  return {', '.join(self.output_names())}")
+        lines += [f"  warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+# ---------------------------------------------------------------------------------------------
+def analyse(problem: "Problem", device: str = "cpu", profile: bool = True,
+            settings: "Settings | None" = None) -> Graph:
+    """Capture ``problem``'s forward on ``device`` and measure eager PyTorch on it.
+
+    Never raises for a model that export cannot capture: the graph then has ``capture="none"``,
+    only the input placeholders, and warnings saying why.
+    """
+    import torch
+
+    seed = settings.seed if settings is not None else 42
+    model = problem.make_model(device=device, seed=seed)
+    inputs = list(problem.make_inputs(device=device, seed=seed))
+    graph = Graph(device=str(device), training=bool(model.training))
+    ep = None
+    errors = []
+    for strict in (False, True):
+        try:
+            with torch.no_grad():
+                ep = torch.export.export(model, tuple(inputs), strict=strict)
+            break
+        except Exception as e:  # export refuses many things; say which and carry on
+            errors.append(f"torch.export (strict={strict}) failed: {type(e).__name__}: "
+                          f"{_first_line(e)}")
+    if ep is None:
+        graph.warnings += errors
+        graph.warnings.append("graph capture failed: only whole-forward options (keep, CUDA graph) "
+                              "are possible")
+        graph.nodes = [_input_node(i, x) for i, x in enumerate(inputs)]
+    else:
+        graph.capture = "torch.export"
+        _from_export(graph, ep, model)
+        _replay(graph, ep, model, inputs)
+    _count(graph)
+    if profile:
+        try:
+            _profile(graph, model, inputs, settings)
+        except Exception as e:
+            graph.warnings.append(f"eager profile failed: {type(e).__name__}: {_first_line(e)}")
+    return graph
+
+
+def _input_node(i: int, x: Any) -> Node:
+    n = Node(name=f"arg{i}", op="placeholder", target="", op_class="input", kind="input",
+             input_index=i)
+    _set_meta(n, x)
+    return n
+
+
+def _from_export(graph: Graph, ep: Any, model: Any) -> None:
+    import torch
+
+    sig = ep.graph_signature
+    kinds: dict[str, tuple[str, str | None]] = {}
+    user_index = 0
+    for spec in sig.input_specs:
+        name = spec.arg.name
+        k = spec.kind.name
+        if k == "PARAMETER":
+            kinds[name] = ("param", spec.target)
+        elif k == "BUFFER":
+            kinds[name] = ("buffer", spec.target)
+        elif k in ("CONSTANT_TENSOR", "CUSTOM_OBJ", "TOKEN"):
+            kinds[name] = ("const", spec.target)
+        else:
+            kinds[name] = ("input", None)
+    mutated = {s.arg.name for s in sig.output_specs if s.kind.name != "USER_OUTPUT"}
+    user_outputs = [s.arg.name for s in sig.output_specs if s.kind.name == "USER_OUTPUT"]
+    for fx in ep.graph.nodes:
+        if fx.op == "placeholder":
+            kind, fqn = kinds.get(fx.name, ("input", None))
+            n = Node(name=fx.name, op="placeholder", target="", op_class="input", kind=kind, fqn=fqn)
+            if kind == "input":
+                n.input_index = user_index
+                user_index += 1
+            _set_meta(n, fx.meta.get("val"))
+            graph.nodes.append(n)
+        elif fx.op == "call_function":
+            target = _target_name(fx.target)
+            n = Node(name=fx.name, op="call_function", target=target, op_class="other",
+                     args=_jsonable(list(fx.args)), kwargs=_jsonable(dict(fx.kwargs)))
+            n.op_class = classify(n)
+            _set_meta(n, fx.meta.get("val"))
+            if isinstance(fx.target, torch._ops.OpOverload):
+                schema = fx.target._schema
+                n.mutates = [i for i, a in enumerate(schema.arguments)
+                             if a.alias_info is not None and a.alias_info.is_write]
+            graph.nodes.append(n)
+        elif fx.op == "output":
+            outs = fx.args[0]
+            graph.outputs = [{"node": o.name} if hasattr(o, "name") else _jsonable(o)
+                             for o in outs if not (hasattr(o, "name") and o.name in mutated
+                                                   and o.name not in user_outputs)]
+        else:
+            graph.warnings.append(f"unexpected fx node {fx.op} {fx.name}")
+    # Buffers mutated by the forward (batch-norm running stats): noted for the coder.
+    for s in sig.output_specs:
+        if s.kind.name == "BUFFER_MUTATION":
+            graph.warnings.append(f"forward mutates buffer {s.target} (node {s.arg.name})")
+
+
+def _replay(graph: Graph, ep: Any, model: Any, inputs: list) -> None:
+    """Run the graph op by op as plain aten calls; record what each lowers to; compare outputs
+    with eager so the coder can trust the graph as a program."""
+    import copy
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Record(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = _target_name(func)
+            if name not in self.ops:
+                self.ops.append(name)
+            return func(*args, **(kwargs or {}))
+
+    try:
+        ref_model = copy.deepcopy(model)
+        state = dict(ref_model.named_parameters())
+        state.update(dict(ref_model.named_buffers()))
+        env: dict[str, Any] = {}
+        consts = getattr(ep, "constants", {})
+        fx_nodes = {fx.name: fx for fx in ep.graph.nodes}
+        for n in graph.nodes:
+            if n.op != "placeholder":
+                continue
+            if n.kind == "input":
+                env[n.name] = inputs[n.input_index].clone() if hasattr(
+                    inputs[n.input_index], "clone") else inputs[n.input_index]
+            elif n.kind in ("param", "buffer"):
+                env[n.name] = state[n.fqn]
+            elif n.fqn in consts:
+                env[n.name] = consts[n.fqn]
+            else:
+                env[n.name] = _attr(ref_model, n.fqn)
+        with torch.no_grad():
+            for n in graph.calls():
+                fx = fx_nodes[n.name]
+                args, kwargs = _bind(fx.args, env), _bind(fx.kwargs, env)
+                rec = _Record()
+                with rec:
+                    env[n.name] = fx.target(*args, **kwargs)
+                n.lowers_to = rec.ops
+            got = [env[r] for r in _refs(graph.outputs)]
+            want = _flat_tensors(copy.deepcopy(model)(*[x.clone() if hasattr(x, "clone") else x
+                                                        for x in inputs]))
+        if len(got) == len(want) and all(
+                torch.allclose(g.float(), w.float(), atol=1e-4, rtol=1e-4, equal_nan=True)
+                for g, w in zip(got, want) if torch.is_tensor(g) and torch.is_tensor(w)
+                and g.shape == w.shape and not (g.is_floating_point() and g.dtype != w.dtype)):
+            return
+        graph.warnings.append("replaying the graph as aten calls did not reproduce eager outputs "
+                              "(random ops or training-mode dropout?)")
+    except Exception as e:
+        graph.warnings.append(f"replaying the graph as aten calls failed: {type(e).__name__}: "
+                              f"{_first_line(e)}")
+
+
+def _count(graph: Graph) -> None:
+    by_name = {n.name: n for n in graph.nodes}
+    for n in graph.calls():
+        n.flops = node_flops(n, by_name)
+        n.bytes = node_bytes(n, by_name)
+    graph.total_flops = sum(n.flops for n in graph.calls())
+    used = set()
+    for n in graph.calls():
+        used.update(n.inputs())
+    read = sum(_nbytes(n) for n in graph.placeholders() if n.name in used or graph.capture == "none")
+    written = sum(_nbytes(by_name[r]) for r in set(_refs(graph.outputs)) if r in by_name)
+    graph.total_bytes = read + written
+
+
+def _profile(graph: Graph, model: Any, inputs: list, settings: "Settings | None") -> None:
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    cuda = str(graph.device).startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    iters = 5
+    with torch.no_grad():
+        for _ in range(2):
+            model(*inputs)
+        sync()
+        walls = []
+        for _ in range(max(iters, 5)):
+            t0 = time.perf_counter()
+            model(*inputs)
+            sync()
+            walls.append((time.perf_counter() - t0) * 1e3)
+        graph.eager_ms = statistics.median(walls)
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=acts) as prof:
+            for _ in range(iters):
+                with record_function("stitch::forward"):
+                    model(*inputs)
+            sync()
+    forwards = [e for e in prof.events() if e.name == "stitch::forward"]
+    if not forwards:
+        graph.warnings.append("eager profile: no forward events recorded")
+        return
+    calls = graph.calls()
+    times: dict[str, list[float]] = {n.name: [] for n in calls}
+    unmatched: dict[str, int] = {}
+    for fwd in forwards:
+        children = sorted(fwd.cpu_children, key=lambda e: e.time_range.start)
+        claimed = [False] * len(children)
+        pos = 0
+        for n in calls:
+            want = "aten::" + n.opname
+            for j in range(pos, len(children)):
+                if not claimed[j] and children[j].name == want:
+                    claimed[j] = True
+                    pos = j + 1
+                    ev = children[j]
+                    times[n.name].append(ev.device_time_total if cuda else ev.cpu_time_total)
+                    break
+        for j, c in enumerate(children):
+            if not claimed[j]:
+                unmatched[c.name] = unmatched.get(c.name, 0) + 1
+    for n in calls:
+        if times[n.name]:
+            n.time_us = sum(times[n.name]) / len(times[n.name])
+        elif n.op_class not in ("data_movement",) and n.target != "getitem":
+            n.time_us = 0.0
+    if unmatched:
+        graph.warnings.append("eager profile: calls not matched to graph nodes: " + ", ".join(
+            f"{k} x{v // len(forwards)}" for k, v in sorted(unmatched.items()) if v >= len(forwards)))
+    if cuda:
+        kernels = [e for e in prof.events() if getattr(e, "device_type", None) is not None
+                   and str(e.device_type).endswith("CUDA")]
+        graph.eager_launches = max(1, round(len(kernels) / iters)) if kernels else None
+
+
+# ---------------------------------------------------------------------------------------------
+def classify(n: Node) -> str:
+    """The op class of a call node, by its aten op name."""
+    name = n.opname
+    if n.op == "placeholder":
+        return "input"
+    if n.target == "getitem":
+        return "data_movement"
+    if name in _POINTWISE or name.rstrip("_") in _POINTWISE:
+        return "pointwise"
+    if name in _NORMALIZATION:
+        return "normalization"
+    if name in _REDUCTION:
+        return "reduction"
+    if name in _GEMM:
+        return "gemm"
+    if name in _CONV:
+        return "convolution"
+    if name in _DATA or name.rstrip("_") in _DATA:
+        return "data_movement"
+    if name in _RNN:
+        return "rnn"
+    return "other"
+
+
+def node_flops(n: Node, by_name: dict[str, Node]) -> int:
+    """Floating point operations of one op.
+
+    GEMM 2*M*N*K (K = the first matrix operand's last dim, M*N = output elements), convolution
+    2*out*Cin/groups*kh*kw (= 2*out*prod(weight.shape[1:])), transposed convolution
+    2*in*Cout/groups*kh*kw, pointwise 1 per output element, reductions 1 per element read,
+    normalisations 5 per element, RNNs 2*steps*batch*(weight elements).
+    """
+    cls = n.op_class
+    ins = [by_name[r] for r in n.inputs() if r in by_name]
+    tin = [x for x in ins if x.shape is not None]
+    name = n.opname
+    if cls == "gemm":
+        if "attention" in name and len(tin) >= 3:
+            q, k = tin[0].shape, tin[1].shape
+            return 4 * math.prod(q[:-1]) * k[-2] * q[-1]
+        mats = [x for x in tin if len(x.shape) >= 1]
+        if name in ("addmm", "baddbmm", "addbmm", "addmv") and len(mats) >= 2:
+            mats = mats[1:]
+        if not mats or n.shape is None:
+            return 0
+        k = mats[0].shape[-1] if mats[0].shape else 1
+        return 2 * n.numel * k
+    if cls == "convolution":
+        if len(tin) < 2 or n.shape is None:
+            return 0
+        w = tin[1].shape
+        transposed = "transpose" in name or (name in ("convolution", "_convolution")
+                                              and len(n.args) > 6 and n.args[6] is True)
+        if transposed:
+            return 2 * tin[0].numel * math.prod(w[1:])
+        return 2 * n.numel * math.prod(w[1:])
+    if cls == "pointwise":
+        return n.numel
+    if cls == "reduction":
+        return tin[0].numel if tin else 0
+    if cls == "normalization":
+        return _NORM_FLOPS_PER_ELEM * (tin[0].numel if tin else n.numel)
+    if cls == "rnn" and tin:
+        x = tin[0]
+        weights = [by_name[r] for r in _refs(n.args[2:3]) if r in by_name]
+        steps = x.numel // x.shape[-1] if x.shape else 0
+        return 2 * steps * sum(w.numel for w in weights if w.shape and len(w.shape) == 2)
+    return 0
+
+
+def node_bytes(n: Node, by_name: dict[str, Node]) -> int:
+    """Bytes an op moves when it runs alone: each tensor input read once, output written once
+    (views move nothing)."""
+    if n.opname in _VIEWS or n.target == "getitem":
+        return 0
+    read = sum(_nbytes(by_name[r]) for r in n.inputs() if r in by_name)
+    return read + _nbytes(n)
+
+
+# ---------------------------------------------------------------------------------------------
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4,
+                "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8}
+
+
+def _nbytes(n: Node) -> int:
+    if n.shape is None:
+        return getattr(n, "_tuple_bytes", 0)
+    return math.prod(n.shape) * _DTYPE_BYTES.get(n.dtype or "", 4)
+
+
+def _set_meta(n: Node, val: Any) -> None:
+    import torch
+
+    if isinstance(val, torch.Tensor):
+        n.shape = [int(s) for s in val.shape]
+        n.dtype = str(val.dtype).replace("torch.", "")
+        try:
+            n.stride = [int(s) for s in val.stride()]
+        except Exception:
+            n.stride = None
+    elif isinstance(val, (tuple, list)):
+        # Multi-output op (max.dim, native_layer_norm): its getitem users carry the shapes.
+        object.__setattr__(n, "_tuple_bytes", sum(
+            v.numel() * v.element_size() for v in val if isinstance(v, torch.Tensor)))
+    elif isinstance(val, (int, float, bool)):
+        n.dtype = type(val).__name__
+
+
+def _target_name(t: Any) -> str:
+    import operator
+
+    if t is operator.getitem:
+        return "getitem"
+    s = str(t)
+    if s.startswith("aten::"):
+        s = "aten." + s[len("aten::"):]
+    return s
+
+
+def _jsonable(x: Any) -> Any:
+    import torch
+
+    if hasattr(x, "op") and hasattr(x, "name") and hasattr(x, "meta"):  # torch.fx.Node
+        return {"node": x.name}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    if isinstance(x, torch.dtype):
+        return {"dtype": str(x).replace("torch.", "")}
+    if isinstance(x, torch.device):
+        return {"device": str(x)}
+    if isinstance(x, torch.memory_format):
+        return {"memory_format": str(x).replace("torch.", "")}
+    if isinstance(x, torch.layout):
+        return {"layout": str(x).replace("torch.", "")}
+    return {"repr": repr(x)}
+
+
+def _refs(x: Any):
+    """Node names referenced anywhere inside JSON args."""
+    if isinstance(x, dict):
+        if set(x) == {"node"}:
+            yield x["node"]
+        else:
+            for v in x.values():
+                yield from _refs(v)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _refs(v)
+
+
+def _bind(x: Any, env: dict) -> Any:
+    if hasattr(x, "op") and hasattr(x, "name") and hasattr(x, "meta"):
+        return env[x.name]
+    if isinstance(x, (list, tuple)):
+        return type(x)(_bind(v, env) for v in x)
+    if isinstance(x, dict):
+        return {k: _bind(v, env) for k, v in x.items()}
+    return x
+
+
+def _attr(obj: Any, fqn: str | None) -> Any:
+    for part in (fqn or "").split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _flat_tensors(out: Any) -> list:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _flat_tensors(o)]
+    return [out]
+
+
+def _fmt_arg(a: Any) -> str:
+    if isinstance(a, dict) and set(a) == {"node"}:
+        return "%" + a["node"]
+    if isinstance(a, dict) and len(a) == 1:
+        return str(next(iter(a.values())))
+    if isinstance(a, list):
+        return "[" + ", ".join(_fmt_arg(v) for v in a) + "]"
+    return repr(a)
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip().splitlines()
+    return s[0][:300] if s else ""
+
+
+def _si(v: float) -> str:
+    for unit, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(v) >= div:
+            return f"{v / div:.2f} {unit}"
+    return f"{v:g} "
