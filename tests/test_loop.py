@@ -1,0 +1,212 @@
+"""The loop state machine: phases, what it needs next, best candidate, JSON round trip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stitchcuda_lab.errors import InvalidEvent
+from stitchcuda_lab.loop import (_ALLOWED, EVENTS, PHASES, CandidateApproved, CandidateEdited,
+                                 CandidatesProposed, Failed, Finished, NextIteration,
+                                 PlanApproved, PlanEdited, PlanProposed, State, Stop,
+                                 VerdictReady, event_from_payload, replay, step)
+from stitchcuda_lab.plan import Candidate, KernelSource, Plan, Task, Verdict
+
+
+def plan(n=1):
+    return Plan(tasks=[Task(id=f"t{i}", kind="pointwise_fusion", ops=[f"op{i}"])
+                       for i in range(n)])
+
+
+def cand(tag, iteration=0):
+    return Candidate(program=f"# program {tag}", iteration=iteration,
+                     kernels=[KernelSource(name="k", lang="c", code=f"/* {tag} */")])
+
+
+def passing(speedup):
+    return Verdict(status="pass", correct=True, speedup_vs_eager=speedup)
+
+
+def to_verified(*verdicts):
+    """A state after planning, approving and verifying one candidate per verdict."""
+    cs = [cand(f"c{i}") for i in range(len(verdicts))]
+    s = replay([PlanProposed(plan()), PlanApproved(), CandidatesProposed(cs)])
+    for c, v in zip(cs, verdicts):
+        s = step(s, CandidateApproved(c.id))
+    for c, v in zip(cs, verdicts):
+        s = step(s, VerdictReady(c.id, v))
+    return s, cs
+
+
+def test_a_new_state_needs_a_plan():
+    s = State()
+    assert (s.phase, s.needs) == ("new", "plan")
+
+
+def test_happy_path_walks_every_phase_and_need():
+    c = cand("a")
+    seen = []
+    s = State()
+    for e in [PlanProposed(plan()), PlanApproved(), CandidatesProposed([c]),
+              CandidateApproved(c.id), VerdictReady(c.id, passing(1.5)), NextIteration(),
+              Finished("enough")]:
+        s = step(s, e)
+        seen.append((s.phase, s.needs))
+    assert seen == [("planned", "approve_plan"), ("plan_approved", "code"),
+                    ("coded", "approve_candidate"), ("candidate_approved", "verify"),
+                    ("verified", "next"), ("refining", "code"), ("done", None)]
+    assert s.iteration == 1 and s.message == "enough" and s.finished
+
+
+def test_step_does_not_mutate_its_input():
+    s0 = step(State(), PlanProposed(plan()))
+    before = s0.to_json()
+    step(s0, PlanApproved())
+    assert s0.to_json() == before
+
+
+def test_plan_approval_marks_plan_and_proposed_tasks_approved():
+    p = plan(2)
+    p.tasks[1].status = "skipped"
+    s = replay([PlanProposed(p), PlanApproved()])
+    assert s.plan.approved
+    assert [t.status for t in s.plan.tasks] == ["approved", "skipped"]
+
+
+def test_plan_edit_replaces_the_plan_before_approval():
+    s = replay([PlanProposed(plan(1)), PlanEdited(plan(3))])
+    assert len(s.plan.tasks) == 3 and s.needs == "approve_plan"
+
+
+def test_invalid_event_says_what_the_loop_needs():
+    with pytest.raises(InvalidEvent) as ei:
+        step(State(), PlanApproved())
+    msg = str(ei.value)
+    assert "PlanApproved" in msg and "'new'" in msg and "'plan'" in msg and "PlanProposed" in msg
+
+
+def test_approving_an_unknown_candidate_is_invalid():
+    s = replay([PlanProposed(plan()), PlanApproved(), CandidatesProposed([cand("a")])])
+    with pytest.raises(InvalidEvent, match="not awaiting approval"):
+        step(s, CandidateApproved("nope"))
+
+
+def test_verdict_for_an_unapproved_candidate_is_invalid():
+    a, b = cand("a"), cand("b")
+    s = replay([PlanProposed(plan()), PlanApproved(), CandidatesProposed([a, b]),
+                CandidateApproved(a.id)])
+    with pytest.raises(InvalidEvent, match="awaiting a verdict"):
+        step(s, VerdictReady(b.id, passing(2.0)))
+
+
+def test_empty_candidate_list_is_invalid():
+    s = replay([PlanProposed(plan()), PlanApproved()])
+    with pytest.raises(InvalidEvent, match="no candidates"):
+        step(s, CandidatesProposed([]))
+
+
+def test_no_event_is_taken_after_the_end():
+    s = step(State(), Stop("bored"))
+    assert (s.phase, s.needs, s.message) == ("stopped", None, "bored")
+    with pytest.raises(InvalidEvent, match="finished"):
+        step(s, PlanProposed(plan()))
+
+
+def test_failed_records_the_message_from_any_phase():
+    s = step(step(State(), PlanProposed(plan())), Failed("LLM service unavailable"))
+    assert s.phase == "failed" and s.message == "LLM service unavailable" and s.needs is None
+
+
+def test_every_phase_takes_exactly_the_events_it_lists():
+    samples = {"PlanProposed": PlanProposed(plan()), "PlanEdited": PlanEdited(plan()),
+               "PlanApproved": PlanApproved(), "NextIteration": NextIteration(),
+               "Finished": Finished(), "Stop": Stop(), "Failed": Failed("x")}
+    states = {"new": State()}
+    states["planned"] = step(states["new"], PlanProposed(plan()))
+    states["plan_approved"] = step(states["planned"], PlanApproved())
+    states["verified"], _ = to_verified(passing(1.0))
+    states["refining"] = step(states["verified"], NextIteration())
+    for phase, s in states.items():
+        for name, e in samples.items():
+            if phase in _ALLOWED[name]:
+                step(s, e)
+            else:
+                with pytest.raises(InvalidEvent):
+                    step(s, e)
+
+
+def test_best_is_the_passing_candidate_with_highest_speedup():
+    s, cs = to_verified(passing(1.2), passing(2.5), passing(1.9))
+    assert s.best == cs[1].id
+    assert s.best_pair()[1].speedup_vs_eager == 2.5
+    assert s.best_by_iteration == [2.5]
+
+
+def test_a_rejected_or_incorrect_candidate_is_never_best():
+    s, cs = to_verified(Verdict(status="rejected", reason="aten.add ran", correct=True,
+                                speedup_vs_eager=50.0),
+                        Verdict(status="incorrect", speedup_vs_eager=9.0),
+                        passing(1.1))
+    assert s.best == cs[2].id
+
+
+def test_no_passing_candidate_means_no_best():
+    s, _ = to_verified(Verdict(status="build_error", build_log="error: x"))
+    assert s.best is None and s.best_pair() is None and s.best_by_iteration == [None]
+
+
+def test_refine_iteration_keeps_the_best_across_iterations():
+    s, cs = to_verified(passing(2.0))
+    worse = cand("worse")
+    s = replay([NextIteration(), CandidatesProposed([worse]), CandidateApproved(worse.id),
+                VerdictReady(worse.id, passing(1.5))], s)
+    assert s.best == cs[0].id and s.candidates[worse.id].iteration == 1
+    assert s.best_by_iteration == [2.0, 2.0]
+
+
+def test_a_persons_kernel_edit_after_verification_is_a_new_candidate_to_approve():
+    s, cs = to_verified(passing(1.3))
+    edited = cs[0].with_kernel("k", "/* faster */")
+    s = step(s, CandidateEdited(edited))
+    assert s.needs == "approve_candidate" and s.candidates[edited.id].parent == cs[0].id
+    s = replay([CandidateApproved(edited.id), VerdictReady(edited.id, passing(1.8))], s)
+    assert s.best == edited.id and s.needs == "next"
+
+
+def test_editing_into_an_already_verified_candidate_is_refused():
+    s, cs = to_verified(passing(1.3))
+    with pytest.raises(InvalidEvent, match="already verified"):
+        step(s, CandidateEdited(cs[0]))
+
+
+def test_unapproved_variants_can_still_be_approved_after_verification():
+    a, b = cand("a"), cand("b")
+    s = replay([PlanProposed(plan()), PlanApproved(), CandidatesProposed([a, b]),
+                CandidateApproved(a.id), VerdictReady(a.id, passing(1.1))])
+    assert s.phase == "verified" and s.pending == [b.id]
+    s = replay([CandidateApproved(b.id), VerdictReady(b.id, passing(1.4))], s)
+    assert s.best == b.id
+    assert step(s, NextIteration()).pending == []
+
+
+def test_state_round_trips_through_json():
+    s, _ = to_verified(passing(1.2), Verdict(status="incorrect", max_abs_err=0.5))
+    s = step(s, NextIteration())
+    again = State.from_json(json.dumps(json.loads(s.to_json())))
+    assert again.to_dict() == s.to_dict()
+    assert again.best_pair()[1].speedup_vs_eager == 1.2
+
+
+def test_events_rebuild_from_their_payloads():
+    c = cand("a")
+    events = [PlanProposed(plan(2)), PlanApproved(), CandidatesProposed([c]),
+              CandidateApproved(c.id), VerdictReady(c.id, passing(3.0)), Finished("ok")]
+    again = [event_from_payload(e.kind, json.loads(json.dumps(e.payload()))) for e in events]
+    assert replay(again).to_dict() == replay(events).to_dict()
+    assert set(EVENTS) >= {e.kind for e in events}
+
+
+def test_every_phase_is_known():
+    s, _ = to_verified(passing(1.0))
+    assert all(h["to"] in PHASES for h in s.history)
