@@ -1,0 +1,389 @@
+"""Session folders: an append-only event log plus content-addressed artifacts.
+
+    <root>/<id>/events.jsonl     one JSON record a line: {"seq", "time", "kind", "payload"};
+                                 appended with flush + fsync, never rewritten
+    <root>/<id>/artifacts/<sha>  blobs the records point at ({"$ref": sha}): sources, plans,
+                                 candidates, verdicts, traces; written to a temp name, then renamed
+    <root>/<id>/meta.json        problem name, device, agent, created, status, pid
+    <root>/<id>/lock             pid (and start time) of the process driving the session
+
+A crash can only ever cut the last line short: reading skips a torn or corrupt line with a
+warning and keeps everything before it, and reopening for writing sets the torn tail aside.
+A session whose last event is not terminal and whose lock holder is gone is "interrupted".
+Values of environment variables that look like secrets (API keys, tokens) are replaced before
+anything reaches disk.
+
+>>> import tempfile
+>>> log = SessionStore(tempfile.mkdtemp()).create({"problem": "p"})
+>>> log.append("plan_proposed", {"plan": {"tasks": []}}).seq
+1
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import secrets as _secrets
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from .errors import SessionNotFound, StoreError
+
+TERMINAL_KINDS = {"finished": "done", "stop": "stopped", "failed": "failed"}
+_INLINE_MAX = 200           # strings longer than this, and any dict/list, go to artifacts
+_SECRET_WORDS = ("API_KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+class StoreWarning(UserWarning):
+    """A session log had a torn or corrupt line that was skipped."""
+
+
+@dataclass
+class Record:
+    """One line of events.jsonl, with artifact references resolved on request."""
+
+    seq: int
+    time: float
+    kind: str
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "time": self.time, "kind": self.kind, "payload": self.payload}
+
+
+def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Values of environment variables whose names look like credentials (8+ characters)."""
+    env = os.environ if environ is None else environ
+    return sorted({v for k, v in env.items()
+                   if any(w in k.upper() for w in _SECRET_WORDS) and len(v) >= 8},
+                  key=len, reverse=True)
+
+
+class SessionStore:
+    """The sessions root: creates, opens and lists session folders.
+
+    ``secrets`` are strings never to be written (default: credential-like environment values,
+    read once here so nothing else needs the environment).
+    """
+
+    def __init__(self, root: str | os.PathLike, secrets: list[str] | None = None):
+        self.root = Path(root)
+        self.secrets = secret_values() if secrets is None else list(secrets)
+
+    def create(self, meta: dict[str, Any], session_id: str | None = None) -> "SessionLog":
+        sid = session_id or _new_id(meta.get("problem", "session"))
+        d = self.root / sid
+        try:
+            d.mkdir(parents=True, exist_ok=False)
+            (d / "artifacts").mkdir()
+        except FileExistsError:
+            raise StoreError(f"session folder {d} already exists") from None
+        except OSError as e:
+            raise StoreError(f"cannot create session folder {d}: {e}",
+                             hint="check that the sessions root is writable") from None
+        log = SessionLog(d, self.secrets)
+        full = {"id": sid, "created": _now_iso(), "status": "running", **meta}
+        log.write_meta(full)
+        (d / "events.jsonl").touch()
+        log.acquire()
+        return log
+
+    def path(self, id_or_path: str | os.PathLike) -> Path:
+        """The folder for a session id, a unique id prefix or a path."""
+        p = Path(id_or_path)
+        if (p / "events.jsonl").exists() or (p / "meta.json").exists():
+            return p
+        d = self.root / str(id_or_path)
+        if (d / "meta.json").exists():
+            return d
+        if self.root.is_dir() and str(id_or_path):
+            hits = [c for c in self.root.iterdir() if c.name.startswith(str(id_or_path))
+                    and (c / "meta.json").exists()]
+            if len(hits) == 1:
+                return hits[0]
+            if len(hits) > 1:
+                raise SessionNotFound(f"session id {str(id_or_path)!r} is ambiguous",
+                                      hint="matches: " + ", ".join(sorted(h.name for h in hits)))
+        raise SessionNotFound(f"no session {str(id_or_path)!r} under {self.root}",
+                              hint="list them with `stitchcuda-lab sessions --out ROOT`")
+
+    def open(self, id_or_path: str | os.PathLike) -> "SessionLog":
+        return SessionLog(self.path(id_or_path), self.secrets)
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every session's meta plus its computed status, newest first."""
+        if not self.root.is_dir():
+            return []
+        out = []
+        for d in self.root.iterdir():
+            if not (d / "meta.json").exists():
+                continue
+            try:
+                out.append(SessionLog(d, self.secrets).info())
+            except StoreError as e:
+                out.append({"id": d.name, "status": "unreadable", "error": str(e),
+                            "dir": str(d)})
+        return sorted(out, key=lambda m: m.get("created", ""), reverse=True)
+
+
+class SessionLog:
+    """One session folder: append events, put/get artifacts, read them back."""
+
+    def __init__(self, directory: str | os.PathLike, secrets: list[str] | None = None):
+        self.dir = Path(directory)
+        self.id = self.dir.name
+        self.secrets = secret_values() if secrets is None else list(secrets)
+        self.events_path = self.dir / "events.jsonl"
+        self.artifacts = self.dir / "artifacts"
+        if not self.dir.is_dir():
+            raise SessionNotFound(f"no session folder {self.dir}")
+        self._seq: int | None = None
+
+    # --- artifacts
+    def put(self, data: str | bytes) -> str:
+        """Store a blob under its sha256 (idempotent, atomic) and return the hash."""
+        raw = self._redact(data.encode() if isinstance(data, str) else bytes(data))
+        sha = hashlib.sha256(raw).hexdigest()
+        dest = self.artifacts / sha
+        if dest.exists():
+            return sha
+        self.artifacts.mkdir(exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.artifacts, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(raw)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, dest)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        return sha
+
+    def get(self, sha: str) -> bytes:
+        try:
+            return (self.artifacts / sha).read_bytes()
+        except OSError as e:
+            raise StoreError(f"artifact {sha[:12]} of session {self.id} is missing: {e}") from None
+
+    def get_json(self, sha: str) -> Any:
+        return json.loads(self.get(sha))
+
+    # --- events
+    def append(self, kind: str, payload: dict[str, Any] | None = None) -> Record:
+        """Write one event durably. Dicts, lists and long strings become artifacts."""
+        if self._seq is None:
+            self._seq = self._repair()
+        stored = {k: self._externalise(v) for k, v in (payload or {}).items()}
+        rec = Record(seq=self._seq + 1, time=time.time(), kind=kind, payload=stored)
+        line = self._redact(json.dumps(rec.to_dict(), sort_keys=True)) + "\n"
+        try:
+            with open(self.events_path, "a", encoding="utf-8") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise StoreError(f"cannot append to {self.events_path}: {e}") from None
+        self._seq = rec.seq
+        return rec
+
+    def records(self, resolve: bool = True) -> list[Record]:
+        """Every readable record in order; a torn or corrupt line is skipped with a warning."""
+        return list(self._iter_records(resolve))
+
+    def _iter_records(self, resolve: bool) -> Iterator[Record]:
+        try:
+            text = self.events_path.read_bytes().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise StoreError(f"cannot read {self.events_path}: {e}") from None
+        lines = text.split("\n")
+        for i, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                rec = Record(seq=int(d["seq"]), time=float(d["time"]), kind=str(d["kind"]),
+                             payload=dict(d.get("payload") or {}))
+            except (ValueError, KeyError, TypeError):
+                torn = i == len(lines)   # no newline after it: the write was cut short
+                warnings.warn(f"{self.events_path}: skipping {'torn' if torn else 'corrupt'} "
+                              f"line {i}", StoreWarning, stacklevel=3)
+                continue
+            if resolve:
+                rec.payload = {k: self._resolve(v) for k, v in rec.payload.items()}
+            yield rec
+
+    def _repair(self) -> int:
+        """Before the first append: set a torn tail aside so new lines start clean."""
+        try:
+            data = self.events_path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        if data and not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            aside = self.dir / f"events.torn-{int(time.time())}-{os.getpid()}"
+            aside.write_bytes(data[cut:])
+            with open(self.events_path, "r+b") as f:
+                f.truncate(cut)
+                f.flush()
+                os.fsync(f.fileno())
+        seqs = [r.seq for r in self._iter_records(resolve=False)]
+        return max(seqs, default=0)
+
+    def _externalise(self, v: Any) -> Any:
+        if isinstance(v, (dict, list)) or (isinstance(v, str) and len(v) > _INLINE_MAX):
+            return {"$ref": self.put(json.dumps(v, sort_keys=True))}
+        return v
+
+    def _resolve(self, v: Any) -> Any:
+        if isinstance(v, dict) and set(v) == {"$ref"}:
+            return self.get_json(v["$ref"])
+        return v
+
+    def _redact(self, data):
+        """``data`` (str or bytes) with every secret, raw or JSON-escaped, replaced."""
+        is_str = isinstance(data, str)
+        raw = data.encode() if is_str else data
+        for secret in self.secrets:
+            for form in {secret, json.dumps(secret)[1:-1]}:
+                raw = raw.replace(form.encode(), b"[redacted]")
+        return raw.decode() if is_str else raw
+
+    # --- meta, lock, status
+    def meta(self) -> dict[str, Any]:
+        try:
+            return json.loads((self.dir / "meta.json").read_text())
+        except (OSError, ValueError) as e:
+            raise StoreError(f"cannot read {self.dir / 'meta.json'}: {e}") from None
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        _atomic_write(self.dir / "meta.json",
+                      self._redact(json.dumps(meta, indent=2, sort_keys=True)))
+
+    def update_meta(self, **changes: Any) -> dict[str, Any]:
+        m = self.meta()
+        m.update(changes)
+        self.write_meta(m)
+        return m
+
+    def acquire(self) -> None:
+        """Mark this process as the session's driver; refuse if another live process is."""
+        holder = self.holder()
+        if holder is not None and holder != os.getpid():
+            raise StoreError(f"session {self.id} is in use by process {holder}",
+                             hint="wait for it to finish, or stop that process")
+        _atomic_write(self.dir / "lock", json.dumps({"pid": os.getpid(),
+                                                     "start": _proc_start(os.getpid())}))
+        self.update_meta(pid=os.getpid())
+
+    def release(self) -> None:
+        if self.holder() == os.getpid():
+            try:
+                (self.dir / "lock").unlink()
+            except FileNotFoundError:
+                pass
+
+    def holder(self) -> int | None:
+        """The pid of the live process holding the lock, or None."""
+        try:
+            lock = json.loads((self.dir / "lock").read_text())
+            pid = int(lock["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not _alive(pid):
+            return None
+        start = lock.get("start")
+        if start is not None and _proc_start(pid) not in (None, start):
+            return None   # the pid was reused by another process
+        return pid
+
+    def status(self, records: list[Record] | None = None) -> str:
+        """done | stopped | failed | waiting | running | interrupted | new."""
+        recs = self.records(resolve=False) if records is None else records
+        loop = [r for r in recs if r.kind in _LOOP_KINDS]
+        if loop and loop[-1].kind in TERMINAL_KINDS:
+            return TERMINAL_KINDS[loop[-1].kind]
+        if self.holder() is not None:
+            return "running"
+        meta = self.meta()
+        last = recs[-1].seq if recs else 0
+        if meta.get("status") == "waiting" and meta.get("last_seq") == last:
+            return "waiting"
+        return "interrupted" if recs else "new"
+
+    def info(self) -> dict[str, Any]:
+        """meta.json plus computed status, event count and the last event's kind."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StoreWarning)
+            recs = self.records(resolve=False)
+        m = self.meta()
+        m.update(status=self.status(recs), events=len(recs), dir=str(self.dir),
+                 last_event=recs[-1].kind if recs else None)
+        return m
+
+
+_LOOP_KINDS = {"plan_proposed", "plan_edited", "plan_approved", "candidates_proposed",
+               "candidate_edited", "candidate_approved", "verdict_ready", "next_iteration",
+               "finished", "stop", "failed"}
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    # A zombie (killed, not yet reaped) counts as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _proc_start(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _new_id(name: str) -> str:
+    stem = "".join(c if c.isalnum() or c in "-_" else "-" for c in str(name))[:32] or "session"
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{stem}-{_secrets.token_hex(3)}"
