@@ -1,0 +1,279 @@
+"""What generated ModelNew programs import: compile (cached) and launch kernels on torch tensors.
+
+>>> from stitchcuda_lab import runtime
+>>> mod = runtime.load(SOURCES["fused_0"], lang="cuda", name="fused_0")     # doctest: +SKIP
+>>> mod.launch("fused_0", grid=(g, 1, 1), block=(256, 1, 1), args=(x, out, n, 1.5))
+>>> cmod = runtime.load(C_SRC, lang="c", name="fused_0")                    # doctest: +SKIP
+>>> cmod.call("fused_0", x, out, n, 1.5)
+
+Argument conversion (docs/CONTRACTS.md): torch.Tensor -> pointer to its data (the caller
+guarantees contiguity and dtype), int -> 64-bit (``long long``), float -> 32-bit float,
+bool -> 32-bit int, ``i32(v)`` / ``f64(v)`` for other widths. CUDA launches go on torch's
+current stream. Compiler errors raise ``BuildError`` with the compiler's log.
+
+This module is imported by generated code, so it cannot be handed a Settings object: the cache
+folder and the kill switch come from ``Settings.from_env()`` (STITCH_CACHE_DIR, STITCH_CACHE,
+which the worker sets), read in ``_cache()`` only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from .errors import BuildError, UsageError
+from .toolchain import build
+from .toolchain.cache import KernelCache
+
+__all__ = ["load", "i32", "f64", "sm_count", "CModule", "CudaModule"]
+
+_LOADED: dict[str, Any] = {}      # cache key -> loaded module (one build per process and key)
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class i32:  # noqa: N801  (reads like a C type at the call site)
+    """A 32-bit int kernel argument: ``mod.call("f", x, runtime.i32(n))``."""
+    value: int
+
+
+@dataclass(frozen=True)
+class f64:  # noqa: N801
+    """A 64-bit float (double) kernel argument."""
+    value: float
+
+
+def load(source: str, lang: str = "cuda", name: str = "kernel", *,
+         flags: Sequence[str] = ()) -> "CModule | CudaModule":
+    """Compile ``source`` (through the content-addressed cache) and load it in this process.
+
+    ``lang`` is "cuda" (NVRTC device code, for the current GPU's arch) or "c" (cc -O3 -fopenmp).
+    """
+    flags = tuple(flags)
+    if lang == "c":
+        cc = build.c_compiler()
+        key = KernelCache.key(lang="c", source=source, flags=flags, cc=cc,
+                              cc_version=build.c_compiler_version(cc),
+                              arch=_host_arch(), torch=_torch_version())
+        with _LOCK:
+            if key not in _LOADED:
+                path = _cache().get_or_build(
+                    key, lambda: build.compile_c(source, name=name, flags=flags), ".so",
+                    meta={"name": name, "lang": "c"})
+                _LOADED[key] = CModule(name, ctypes.CDLL(str(path)), str(path))
+            return _LOADED[key]
+    if lang == "cuda":
+        device = _cuda_device_index()
+        arch = _cuda_arch(device)
+        key = KernelCache.key(lang="cuda", source=source, flags=flags, arch=arch,
+                              nvrtc=build.nvrtc_version(), torch=_torch_version())
+        with _LOCK:
+            if (key, device) not in _LOADED:
+                path = _cache().get_or_build(
+                    key, lambda: build.compile_cuda(source, name=name, arch=arch, flags=flags),
+                    ".cubin", meta={"name": name, "lang": "cuda", "arch": arch})
+                _LOADED[(key, device)] = CudaModule(name, path.read_bytes(), device)
+            return _LOADED[(key, device)]
+    raise UsageError(f"unknown kernel language {lang!r} for {name!r}", hint="use 'cuda' or 'c'")
+
+
+def sm_count() -> int:
+    """Streaming multiprocessors of the current GPU; CPU cores when there is no GPU."""
+    import torch
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return os.cpu_count() or 1
+
+
+class CModule:
+    """A compiled C shared library; ``call(fn, *args)`` runs an exported function via ctypes."""
+
+    def __init__(self, name: str, lib: ctypes.CDLL, path: str):
+        self.name, self._lib, self.path = name, lib, path
+        self._fns: dict[str, Any] = {}
+
+    def call(self, fn: str, *args: Any) -> None:
+        f = self._fns.get(fn)
+        if f is None:
+            try:
+                f = getattr(self._lib, fn)
+            except AttributeError:
+                raise UsageError(f"C kernel {self.name!r} exports no function {fn!r}",
+                                 hint="check the name and that it is not static") from None
+            f.restype = None
+            self._fns[fn] = f
+        f(*[_c_arg(a, fn, i) for i, a in enumerate(args)])
+
+    def launch(self, fn: str, *a: Any, **k: Any) -> None:
+        raise UsageError(f"{self.name!r} is a C module: use .call({fn!r}, *args)")
+
+
+class CudaModule:
+    """A cubin loaded through cuda.core; ``launch`` runs a kernel on torch's current stream."""
+
+    def __init__(self, name: str, cubin: bytes, device: int):
+        cc = build._cuda_core()
+        self.name, self.device = name, device
+        cc.Device(device).set_current()
+        self._obj = cc.ObjectCode.from_cubin(cubin, name=name)
+        self._kernels: dict[str, Any] = {}
+        self._cc = cc
+
+    def kernel(self, fn: str) -> Any:
+        k = self._kernels.get(fn)
+        if k is None:
+            try:
+                k = self._obj.get_kernel(fn)
+            except Exception as e:  # noqa: BLE001  (CUDA_ERROR_NOT_FOUND)
+                raise UsageError(f"CUDA module {self.name!r} has no kernel {fn!r} ({e})",
+                                 hint='declare it extern "C" __global__') from None
+            self._kernels[fn] = k
+        return k
+
+    def launch(self, fn: str, grid: Sequence[int] | int, block: Sequence[int] | int,
+               args: Sequence[Any] = (), shared_mem: int = 0) -> None:
+        cc = self._cc
+        kernel = self.kernel(fn)
+        if shared_mem > 48 * 1024:
+            _allow_large_shared(kernel, shared_mem, self.device)
+        config = cc.LaunchConfig(grid=_dims(grid), block=_dims(block), shmem_size=int(shared_mem))
+        cc.launch(_current_stream(self.device), config, kernel,
+                  *[_cuda_arg(a, fn, i) for i, a in enumerate(args)])
+
+    def call(self, fn: str, *a: Any) -> None:
+        raise UsageError(f"{self.name!r} is a CUDA module: use .launch({fn!r}, grid, block, args)")
+
+
+# --- argument conversion -------------------------------------------------------------------
+
+def _is_tensor(a: Any) -> bool:
+    return hasattr(a, "data_ptr") and hasattr(a, "is_cuda")
+
+
+def _c_arg(a: Any, fn: str, i: int) -> Any:
+    if _is_tensor(a):
+        if a.is_cuda:
+            raise UsageError(f"argument {i} of C function {fn!r} is a CUDA tensor",
+                             hint="C kernels take CPU tensors")
+        return ctypes.c_void_p(a.data_ptr())
+    if isinstance(a, i32):
+        return ctypes.c_int32(a.value)
+    if isinstance(a, f64):
+        return ctypes.c_double(a.value)
+    if isinstance(a, bool):
+        return ctypes.c_int32(int(a))
+    if isinstance(a, int):
+        return ctypes.c_int64(a)
+    if isinstance(a, float):
+        return ctypes.c_float(a)
+    if isinstance(a, ctypes._SimpleCData):
+        return a
+    raise UsageError(f"argument {i} of {fn!r} has unsupported type {type(a).__name__}",
+                     hint="pass tensors, ints, floats, bools, runtime.i32 or runtime.f64")
+
+
+def _cuda_arg(a: Any, fn: str, i: int) -> Any:
+    import numpy as np
+    if _is_tensor(a):
+        if not a.is_cuda:
+            raise UsageError(f"argument {i} of CUDA kernel {fn!r} is a CPU tensor",
+                             hint="move it to the GPU first (.cuda())")
+        return np.intp(a.data_ptr())
+    if isinstance(a, i32):
+        return np.int32(a.value)
+    if isinstance(a, f64):
+        return np.float64(a.value)
+    if isinstance(a, bool):
+        return np.int32(int(a))
+    if isinstance(a, int):
+        return np.int64(a)
+    if isinstance(a, float):
+        return np.float32(a)
+    if isinstance(a, (np.generic, ctypes._SimpleCData)):
+        return a
+    raise UsageError(f"argument {i} of {fn!r} has unsupported type {type(a).__name__}",
+                     hint="pass tensors, ints, floats, bools, runtime.i32 or runtime.f64")
+
+
+def _dims(d: Sequence[int] | int) -> tuple[int, ...]:
+    if isinstance(d, int):
+        return (d,)
+    return tuple(int(x) for x in d)
+
+
+# --- CUDA plumbing -------------------------------------------------------------------------
+
+_STREAMS: dict[tuple[int, int], Any] = {}
+
+
+def _current_stream(device: int) -> Any:
+    """torch's current stream as a cuda.core Stream (wrapped once per stream handle)."""
+    import torch
+    ts = torch.cuda.current_stream(device)
+    key = (device, ts.cuda_stream)
+    s = _STREAMS.get(key)
+    if s is None:
+        s = build._cuda_core().Device(device).create_stream(ts)  # __cuda_stream__ protocol
+        _STREAMS[key] = (s, ts)  # keep torch's stream object alive with the wrapper
+        return s
+    return s[0]
+
+
+def _allow_large_shared(kernel: Any, nbytes: int, device: int) -> None:
+    from cuda.bindings import driver
+    attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    handle = kernel.handle
+    if type(handle).__name__ == "CUkernel":
+        err, = driver.cuKernelSetAttribute(attr, nbytes, handle, device)
+    else:
+        err, = driver.cuFuncSetAttribute(handle, attr, nbytes)
+    if int(err) != 0:
+        raise UsageError(f"cannot raise dynamic shared memory to {nbytes} bytes ({err})",
+                         hint="use less shared memory per block")
+
+
+def _cuda_device_index() -> int:
+    import torch
+    if not torch.cuda.is_available():
+        raise UsageError("runtime.load(lang='cuda') needs a CUDA GPU, and none is visible",
+                         hint="use lang='c' kernels on the CPU, or run on a GPU machine")
+    return torch.cuda.current_device()
+
+
+def _cuda_arch(device: int) -> str:
+    import torch
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"{major}{minor}"
+
+
+def _host_arch() -> str:
+    import platform
+    return platform.machine()
+
+
+def _torch_version() -> str:
+    try:
+        import torch
+        return torch.__version__
+    except ImportError:
+        return "none"
+
+
+def _cache() -> KernelCache:
+    # The one place the runtime reads configuration (generated code cannot be handed Settings).
+    from .settings import Settings
+    s = Settings.from_env()
+    enabled = s.cache and os.environ.get("STITCH_CACHE", "1") != "0"
+    return KernelCache(s.cache_dir, enabled=enabled)
+
+
+def clear_loaded() -> None:
+    """Forget modules loaded in this process (tests; a fresh process starts empty anyway)."""
+    with _LOCK:
+        _LOADED.clear()
+
+
+__all__ += ["clear_loaded", "BuildError"]

@@ -1,0 +1,170 @@
+"""Run-time anti-hacking checks: which aten ops a candidate ran, and whether that is allowed.
+
+Op policy (docs/ARCHITECTURE.md, "Verification"):
+
+- CHEAP ops never count as computation: allocation and fills (empty*, zeros*, full*, fill_,
+  zero_), views and reshapes (view, reshape, as_strided, expand, permute, transpose, slice, ...)
+  and copies (clone, copy_, _to_copy, contiguous, cat, stack). A copy moves data but computes
+  nothing; a candidate that computes with lower precision is caught by the tolerance instead.
+- LIBRARY ops are vendor-library calls a plan may keep (mm, addmm, bmm, convolution, scaled
+  dot-product attention, ...). They are allowed when listed in ``kept``.
+- Every other op is COMPUTE. It is a "pytorch_fallback" when
+    * it is in ``replaced`` (the candidate claims to compute it itself), or
+    * the candidate claims to replace everything (``replaced`` contains "*", or covers every
+      compute op of the reference) and the op is not in ``kept``, or
+    * ``replaced`` is None (a candidate file, which declares nothing): then every compute op
+      that is not a library op and not in the file's module-level ``KEPT_OPS`` is a fallback.
+
+Names compare by op packet with the in-place underscore dropped: "aten.add.Tensor", "aten::add",
+"add" and "add_" all mean "add".
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any, Iterable
+
+REASONS = {
+    # rejected
+    "pytorch_fallback": "the candidate ran PyTorch ops it claims to replace",
+    "input_mutation": "the candidate changed its inputs",
+    "output_aliasing": "an output shares memory with an input or an earlier output",
+    "cached_output": "the candidate returned results cached from an earlier call",
+    "constant_output": "the output does not depend on the inputs",
+    "side_stream": "work on another CUDA stream was not joined before returning",
+    "background_thread": "the candidate left work running in a background thread",
+    "patched_timer": "the candidate replaced a timer or synchronize function",
+    # incorrect
+    "output_mismatch": "outputs differ from the reference beyond tolerance",
+    "uninitialized_output": "outputs hold NaN where the reference has numbers (unwritten memory)",
+    "shape_mismatch": "output shapes differ from the reference",
+    "dtype_mismatch": "output dtypes differ from the reference",
+    "output_count": "the number of outputs differs from the reference",
+    "nondeterministic": "a second call on the same inputs gave a different result",
+    # runtime_error / build_error / timeout
+    "exception": "the candidate raised an exception",
+    "crash": "the worker process died (segfault, abort)",
+    "cuda_error": "a CUDA error (illegal memory access, launch failure)",
+    "out_of_memory": "the candidate ran out of memory",
+    "compile_error": "a kernel did not compile",
+    "syntax_error": "the candidate program is not valid Python",
+    "timeout": "the job ran past its time limit",
+}
+
+CHEAP = frozenset("""
+empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros ones
+ones_like new_ones full full_like new_full fill zero scalar_tensor arange lift_fresh
+lift_fresh_copy detach alias view _unsafe_view reshape _reshape_alias as_strided expand
+expand_as permute transpose t squeeze unsqueeze flatten unflatten slice select narrow split
+split_with_sizes chunk unbind view_as contiguous clone copy _to_copy to _copy_from
+_copy_from_and_resize cat stack resize set _local_scalar_dense item is_same_size
+_has_compatible_shallow_copy_type record_stream sym_size sym_stride sym_numel
+sym_storage_offset dim size stride numel is_contiguous result_type resolve_conj resolve_neg
+conj _conj _neg_view movedim swapaxes unfold diagonal
+""".split())
+
+LIBRARY = frozenset("""
+mm addmm bmm baddbmm addbmm mv addmv dot vdot matmul linear _int_mm _scaled_mm
+convolution _convolution convolution_overrideable cudnn_convolution
+cudnn_convolution_transpose mkldnn_convolution miopen_convolution _slow_conv2d_forward
+slow_conv3d_forward slow_conv_transpose2d slow_conv_transpose3d _nnpack_spatial_convolution
+conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d
+scaled_dot_product_attention _scaled_dot_product_flash_attention
+_scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention
+_scaled_dot_product_flash_attention_for_cpu _efficient_attention_forward _flash_attention_forward
+""".split())
+
+
+def norm(op: str) -> str:
+    """'aten.add_.Tensor' / 'aten::add' / 'torch.add' / 'add_' -> 'add'."""
+    s = str(op).strip()
+    for prefix in ("aten::", "aten.", "torch.ops.aten.", "torch.", "prims::", "prims."):
+        if s.startswith(prefix):
+            s = s[len(prefix):]
+            break
+    s = s.split(".")[0]
+    if len(s) > 1 and s.endswith("_") and not s.endswith("__"):
+        s = s[:-1]
+    return s
+
+
+def op_class(op: str) -> str:
+    n = norm(op)
+    if n in CHEAP:
+        return "cheap"
+    if n in LIBRARY:
+        return "library"
+    return "compute"
+
+
+def find_fallback(candidate_ops: Iterable[str], *, replaced: Iterable[str] | None,
+                  kept: Iterable[str], reference_ops: Iterable[str] = ()) -> list[str]:
+    """The candidate's ops that break the policy above (aten names as traced), sorted."""
+    kept_n = {norm(k) for k in kept}
+    ref_compute = {norm(o) for o in reference_ops if op_class(o) == "compute"}
+    if replaced is None:
+        strict, rep, allowed = True, set(), kept_n | LIBRARY
+    else:
+        rep = {norm(r) for r in replaced}
+        strict = "*" in rep or (bool(ref_compute) and ref_compute <= rep)
+        allowed = kept_n
+    bad = []
+    for op in candidate_ops:
+        n = norm(op)
+        if n in CHEAP or n in allowed:
+            continue
+        if n in rep or (strict and n != "*"):
+            bad.append(str(op))
+    return sorted(set(bad))
+
+
+def make_tracer():
+    """A TorchDispatchMode that counts every aten op dispatched while it is active."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class OpTracer(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.counts: Counter[str] = Counter()
+            self._lock = threading.Lock()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            with self._lock:
+                self.counts[str(func)] += 1
+            return func(*args, **(kwargs or {}))
+
+    return OpTracer()
+
+
+# --- memory identity -------------------------------------------------------------------------
+
+def storage_span(t: Any) -> tuple[int, int, str] | None:
+    """(start, end, device) of the bytes a tensor's storage covers; None for empty storage."""
+    try:
+        st = t.untyped_storage()
+        start, n = st.data_ptr(), st.nbytes()
+    except Exception:  # noqa: BLE001  (sparse / meta tensors)
+        return None
+    if n == 0 or start == 0:
+        return None
+    return (start, start + n, str(t.device))
+
+
+def overlaps(a: Any, b: Any) -> bool:
+    sa, sb = storage_span(a), storage_span(b)
+    if sa is None or sb is None or sa[2] != sb[2]:
+        return False
+    return sa[0] < sb[1] and sb[0] < sa[1]
+
+
+# --- threads ---------------------------------------------------------------------------------
+
+def live_threads() -> set[int]:
+    return {t.ident for t in threading.enumerate() if t.is_alive() and t.ident is not None}
+
+
+def new_threads(before: set[int]) -> list[str]:
+    """Names of Python threads started since ``before`` that are still running."""
+    return sorted(t.name for t in threading.enumerate()
+                  if t.is_alive() and t.ident not in before)

@@ -1,0 +1,166 @@
+"""Compilers: C source -> shared library (cc), CUDA device code -> cubin (NVRTC via cuda.core).
+
+Both return the artifact's bytes and raise ``BuildError`` carrying the compiler's own log, with
+line numbers relative to the kernel source a person wrote. ``COMPILES`` counts real compiler
+invocations in this process (the cache tests rely on it).
+
+>>> so = compile_c("int two(void) { return 2; }", name="two")   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..errors import BuildError
+
+C_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c11")
+C_LIBS = ("-lm",)
+COMPILES = {"c": 0, "cuda": 0}
+
+
+def c_compiler() -> str:
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or "cc"
+
+
+@functools.lru_cache(maxsize=None)
+def c_compiler_version(cc: str) -> str:
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+        return (out.stdout.splitlines() or ["unknown"])[0]
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def compile_c(source: str, *, name: str = "kernel", flags: tuple[str, ...] = ()) -> bytes:
+    """``cc -O3 -march=native -fopenmp -shared -fPIC -std=c11 ... -lm`` -> the .so's bytes."""
+    cc = c_compiler()
+    with tempfile.TemporaryDirectory(prefix="stitch_cc_") as tmp:
+        src = Path(tmp) / f"{_safe(name)}.c"
+        out = Path(tmp) / f"{_safe(name)}.so"
+        src.write_text(source)
+        COMPILES["c"] += 1
+        try:
+            proc = subprocess.run([cc, *C_FLAGS, *flags, "-o", str(out), str(src), *C_LIBS],
+                                  capture_output=True, text=True, timeout=300, cwd=tmp)
+        except FileNotFoundError:
+            raise BuildError(f"no C compiler found ({cc!r})",
+                             hint="install gcc (apt-get install gcc) or set CC") from None
+        except subprocess.TimeoutExpired:
+            raise BuildError(f"C compiler took longer than 300 s on {name}") from None
+        log = (proc.stdout + proc.stderr).replace(str(src), src.name).replace(tmp + "/", "")
+        if proc.returncode != 0 or not out.exists():
+            raise BuildError(f"C kernel {name!r} did not compile", log=log.strip(),
+                             hint="fix the lines the compiler names (numbers are the kernel's own)")
+        return out.read_bytes()
+
+
+# --- CUDA (NVRTC through cuda.core) -------------------------------------------------------
+
+def _cuda_core():
+    try:
+        import cuda.core as cc
+        cc.Program  # noqa: B018  (older cuda.core exposes it under .experimental only)
+        return cc
+    except (ImportError, AttributeError):
+        try:
+            import cuda.core.experimental as cc  # type: ignore[no-redef]
+            return cc
+        except ImportError:
+            raise BuildError("cuda.core is not installed, so CUDA kernels cannot be compiled",
+                             hint="pip install 'stitchcuda-lab[cuda]' (cuda-core, cuda-bindings)"
+                             ) from None
+
+
+@functools.lru_cache(maxsize=None)
+def nvrtc_version() -> str:
+    """'nvrtc 13.0 / cuda.core 1.2.0', part of every CUDA cache key."""
+    cc = _cuda_core()
+    version = "?"
+    try:
+        from cuda.bindings import nvrtc
+        _, major, minor = nvrtc.nvrtcVersion()
+        version = f"{major}.{minor}"
+    except Exception:  # noqa: BLE001  (an old binding layout: the key stays valid, just coarser)
+        pass
+    return f"nvrtc {version} / cuda.core {getattr(cc, '__version__', '?')}"
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_include_dirs() -> tuple[str, ...]:
+    """Toolkit header folders, so kernels may #include <cuda_fp16.h> where headers exist."""
+    found = []
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and (Path(root) / "include" / "cuda_fp16.h").exists():
+            found.append(str(Path(root) / "include"))
+    try:
+        import nvidia  # pip wheels: nvidia/cu13/include, nvidia/cuda_runtime/include
+        for base in getattr(nvidia, "__path__", []):
+            for hdr in Path(base).glob("*/include/cuda_fp16.h"):
+                found.append(str(hdr.parent))
+    except ImportError:
+        pass
+    return tuple(dict.fromkeys(found))
+
+
+def compile_cuda(source: str, *, name: str = "kernel", arch: str,
+                 flags: tuple[str, ...] = ()) -> bytes:
+    """NVRTC: ``extern "C" __global__`` device code -> cubin bytes for ``sm_<arch>``.
+
+    Functions without an execution-space annotation are device functions (-default-device).
+    A ``#line`` directive keeps the compiler's line numbers those of ``source``.
+    ``flags`` are ProgramOptions fields as "key=value" ("use_fast_math=1", "max_register_count=64").
+    """
+    cc = _cuda_core()
+    options = dict(name=_safe(name), arch=f"sm_{arch}", std="c++17",
+                   device_as_default_execution_space=True)
+    incs = cuda_include_dirs()
+    if incs:
+        options["include_path"] = list(incs)
+    for flag in flags:
+        key, _, value = flag.partition("=")
+        options[key] = _option_value(value)
+    code = f'#line 1 "{_safe(name)}.cu"\n{source}'
+    logs = io.StringIO()
+    COMPILES["cuda"] += 1
+    try:
+        program = cc.Program(code, code_type="c++", options=cc.ProgramOptions(**options))
+        obj = program.compile("cubin", logs=logs)
+    except TypeError as e:  # an unknown ProgramOptions field in flags
+        raise BuildError(f"bad NVRTC option for {name!r}: {e}",
+                         hint="flags are ProgramOptions fields, e.g. use_fast_math=1") from None
+    except Exception as e:  # noqa: BLE001  (NVRTCError: the message carries the log)
+        raise BuildError(f"CUDA kernel {name!r} did not compile", log=_nvrtc_log(str(e), logs),
+                         hint="fix the lines the compiler names (numbers are the kernel's own)"
+                         ) from None
+    return bytes(obj.code)
+
+
+def _nvrtc_log(message: str, logs: io.StringIO) -> str:
+    text = logs.getvalue() or message
+    text = text.replace("\x00", "")
+    text = re.sub(r"^\d+: NVRTC_ERROR_\w+, compilation log:\s*", "", text.strip())
+    return text.strip()
+
+
+def _option_value(raw: str):
+    if raw == "":
+        return True
+    if raw.lower() in ("true", "yes", "on"):
+        return True
+    if raw.lower() in ("false", "no", "off"):
+        return False
+    try:
+        return int(raw)
+    except ValueError:
+        return raw
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", name) or "kernel"
