@@ -1,0 +1,146 @@
+"""What the notebook asks of a Session: read its state, post a person's events.
+
+The panel and the magics talk to the Session only through these functions, so the view never
+reaches into the loop's internals and one file follows the Session contract
+(docs/CONTRACTS.md, "Session").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..plan import Candidate, Plan, Verdict
+
+# ---- reading --------------------------------------------------------------------------------
+
+def phase(session: Any) -> str:
+    """The loop's phase (``loop.PHASES``: planned, coded, verified, done, stopped, failed ...)."""
+    return str(getattr(session.state, "phase", "") or "")
+
+
+def needs(session: Any) -> str | None:
+    """What the loop waits for (``approve_plan``, ``approve_candidate``, ``next``) or None."""
+    return getattr(session.state, "needs", None)
+
+
+def plan(session: Any) -> Plan | None:
+    return getattr(session.state, "plan", None)
+
+
+def candidates(session: Any) -> list[Candidate]:
+    """Every candidate in arrival order."""
+    cs = getattr(session.state, "candidates", None) or {}
+    return list(cs.values()) if isinstance(cs, dict) else list(cs)
+
+
+def verdicts(session: Any) -> dict[str, Verdict]:
+    return dict(getattr(session.state, "verdicts", None) or {})
+
+
+def pending(session: Any) -> list[str]:
+    """Candidate ids proposed and awaiting a person's approval."""
+    return list(getattr(session.state, "pending", None) or [])
+
+
+def verdict_for(session: Any, candidate: Candidate | None) -> Verdict | None:
+    if candidate is None:
+        return None
+    return verdicts(session).get(candidate.id)
+
+
+def previous(session: Any, candidate: Candidate) -> Candidate | None:
+    """The version this candidate came from (its parent), else the one before it."""
+    cs = candidates(session)
+    by_id = {c.id: c for c in cs}
+    if candidate.parent and candidate.parent in by_id:
+        return by_id[candidate.parent]
+    idx = next((i for i, c in enumerate(cs) if c.id == candidate.id), None)
+    return cs[idx - 1] if idx else None
+
+
+def history(session: Any) -> list[dict[str, Any]]:
+    """One point per verified candidate, in order: iteration, speedups, status, id."""
+    vs = verdicts(session)
+    out = []
+    for c in candidates(session):
+        v = vs.get(c.id)
+        if v is None:
+            continue
+        ok = v.status == "pass"
+        out.append({"iteration": c.iteration, "candidate_id": c.id, "status": v.status,
+                    "origin": c.origin,
+                    "speedup_vs_eager": v.speedup_vs_eager if ok else None,
+                    "speedup_vs_compile": v.speedup_vs_compile if ok else None})
+    return out
+
+
+def is_done(session: Any) -> bool:
+    from ..loop import TERMINAL
+    return phase(session) in TERMINAL
+
+
+def error(session: Any) -> str | None:
+    """Why the loop failed (the Failed event's message), else None."""
+    if phase(session) == "failed":
+        return getattr(session.state, "message", "") or "the session failed"
+    return None
+
+
+def message(session: Any) -> str:
+    return str(getattr(session.state, "message", "") or "")
+
+
+# ---- events ---------------------------------------------------------------------------------
+
+def approve_plan(session: Any, edited: Plan | None = None) -> Any:
+    """Approve the plan, with a person's edits (statuses, order, technique, params) if any."""
+    from .. import loop
+    current = plan(session)
+    if edited is not None and current is not None and edited.to_dict() != current.to_dict():
+        session.post(loop.PlanEdited(plan=edited))
+    return session.post(loop.PlanApproved())
+
+
+def approve_candidate(session: Any, candidate: Candidate) -> Any:
+    from .. import loop
+    return session.post(loop.CandidateApproved(candidate_id=candidate.id))
+
+
+def edit_kernel(session: Any, candidate: Candidate, name: str, code: str) -> Candidate:
+    """Post a person's kernel edit (``Candidate.with_kernel``); the loop verifies it."""
+    edited = candidate.with_kernel(name, code)
+    post_edited(session, edited)
+    return edited
+
+
+def post_edited(session: Any, edited: Candidate) -> Any:
+    """Post an edited candidate and approve it, so the next advance verifies it."""
+    from .. import loop
+    session.post(loop.CandidateEdited(candidate=edited))
+    return session.post(loop.CandidateApproved(candidate_id=edited.id))
+
+
+def next_iteration(session: Any) -> Any:
+    """Ask for the next refine round. Pending candidates are approved first (so they are
+    verified), as a person pressing "Run next iteration" means "go on"."""
+    from .. import loop
+    if phase(session) in ("coded", "candidate_approved"):
+        for cid in pending(session):
+            session.post(loop.CandidateApproved(candidate_id=cid))
+        return session.state
+    return session.post(loop.NextIteration())
+
+
+def regenerate(session: Any) -> Any:
+    """New candidates from the Coder, given the verdicts so far (the loop's NextIteration)."""
+    from .. import loop
+    if phase(session) != "verified":
+        from ..errors import InvalidEvent
+        raise InvalidEvent("Regenerate needs the current candidates verified first",
+                           hint="press Approve (or Verify edit) and wait for the verdict")
+    return session.post(loop.NextIteration())
+
+
+def stop(session: Any, reason: str = "stopped from the notebook") -> Any:
+    from .. import loop
+    return session.post(loop.Stop(reason=reason))

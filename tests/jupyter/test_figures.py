@@ -1,0 +1,92 @@
+"""The plotly figures, checked as data: trace types, numeric axes, lanes."""
+
+from __future__ import annotations
+
+from stitchcuda_lab.jupyter import figures
+
+from .fakes import rows
+
+
+def _profile(**extra):
+    return {"reference": rows(1.0), "candidate": rows(0.5), "kernels": {}, "ncu": {}, **extra}
+
+
+def test_timeline_puts_reference_and_candidate_lanes_on_one_numeric_axis():
+    fig = figures.timeline_figure(_profile())
+    assert fig.layout.xaxis.type == "linear"
+    assert all(t.type == "bar" and t.orientation == "h" for t in fig.data)
+    lanes = set(fig.layout.yaxis.categoryarray)
+    assert lanes == {"reference · CPU 0", "reference · stream 7",
+                     "candidate · CPU 0", "candidate · stream 7"}
+    # the reference lanes sit on top: plotly draws the category array bottom-up
+    assert list(fig.layout.yaxis.categoryarray)[-1].startswith("reference")
+
+
+def test_timeline_bars_start_at_their_event_times_relative_to_each_side():
+    fig = figures.timeline_figure(_profile())
+    bases = [b for t in fig.data for b in t.base]
+    assert min(bases) == 0.0                           # each side shifted to start at 0 µs
+    assert all(isinstance(b, float) for b in bases)    # numbers, never dates
+    relu = [(t.base[i], t.x[i]) for t in fig.data for i, cd in enumerate(t.customdata)
+            if cd[0] == "aten::relu" and cd[3] == "reference"]
+    assert relu == [(12.0, 8.0)]
+
+
+def test_timeline_colours_by_category_with_one_legend_entry_each():
+    fig = figures.timeline_figure(_profile())
+    shown = [t.name for t in fig.data if t.showlegend]
+    assert sorted(shown) == ["cpu_op", "kernel"]
+
+
+def test_empty_profile_gives_a_timeline_with_a_note():
+    fig = figures.timeline_figure({})
+    assert not fig.data
+    assert "no profile rows" in fig.layout.annotations[0].text
+
+
+def test_kernel_times_sum_gpu_rows_per_side():
+    times = figures.kernel_times(_profile())
+    assert times["reference"] == {"vectorized_elementwise_kernel": 4.0}
+    assert times["candidate"] == {"vectorized_elementwise_kernel": 2.0}
+
+
+def test_kernel_times_use_the_cpu_ops_when_there_are_no_kernels():
+    cpu_only = [r for r in rows(1.0) if r["cat"] == "cpu_op"]
+    times = figures.kernel_times({"reference": cpu_only, "candidate": cpu_only})
+    assert times["reference"] == {"aten::add": 10.0, "aten::relu": 8.0}
+
+
+def test_kernel_summary_is_preferred_over_rows():
+    prof = _profile(kernels={"candidate": [{"name": "fused_0", "total_us": 3.5, "calls": 1}],
+                             "reference": {"add_kernel": 5.0}})
+    fig = figures.kernel_figure(prof)
+    by_name = {t.name: dict(zip(t.y, t.x)) for t in fig.data}
+    assert by_name == {"reference": {"add_kernel": 5.0}, "candidate": {"fused_0": 3.5}}
+    assert fig.layout.xaxis.type == "linear"
+
+
+def test_ncu_chart_from_kernel_rows():
+    ncu = {"kernels": [{"name": "fused_0",
+                        "dram__throughput.avg.pct_of_peak_sustained_elapsed": 81.0,
+                        "sm__throughput.avg.pct_of_peak_sustained_elapsed": 22.5,
+                        "gpu__time_duration.sum": 3.1}]}
+    fig = figures.ncu_figure(ncu)
+    assert [t.name for t in fig.data] == ["DRAM % of peak", "SM % of peak"]
+    assert list(fig.data[0].x) == [81.0] and list(fig.data[1].x) == [22.5]
+    assert figures.ncu_note(ncu) is None
+
+
+def test_ncu_note_says_why_there_is_no_chart():
+    assert figures.ncu_figure({}) is None
+    assert "CPU" in figures.ncu_note({}, device="cpu")
+    assert "not run" in figures.ncu_note({}, device="cuda")
+    assert "ncu not found" in figures.ncu_note({"reason": "ncu not found on PATH"}, "cuda")
+
+
+def test_history_plots_speedups_per_iteration_on_numeric_axes():
+    pts = [{"iteration": 0, "speedup_vs_eager": 1.5, "speedup_vs_compile": None},
+           {"iteration": 1, "speedup_vs_eager": 1.75, "speedup_vs_compile": 1.1}]
+    fig = figures.history_figure(pts)
+    assert fig.layout.xaxis.type == "linear" and fig.layout.yaxis.type == "linear"
+    eager = next(t for t in fig.data if t.name == "vs eager")
+    assert list(eager.x) == [0, 1] and list(eager.y) == [1.5, 1.75]

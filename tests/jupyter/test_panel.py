@@ -1,0 +1,174 @@
+"""The session panel driven headless: set widget values, click buttons, read the Session."""
+
+from __future__ import annotations
+
+import pytest
+
+from stitchcuda_lab import loop
+from stitchcuda_lab.jupyter.panel import SessionPanel
+
+
+@pytest.fixture
+def panel(fake_session):
+    fake_session.advance()
+    return SessionPanel(fake_session, threaded=False)
+
+
+def _approve_plan(panel):
+    panel.plan_approve.click()
+    assert not panel.error, panel.error
+
+
+def test_plan_tab_lists_each_task_with_ops_share_reason_and_refs(panel):
+    assert panel.tabs.get_title(0) == "Plan"
+    assert [r.task.id for r in panel._task_rows] == ["t1", "t2"]
+    info = panel._task_rows[0].widget.children[0].children[1].value
+    for text in ("pointwise_fusion", "add, relu", "80%", "two memory-bound ops",
+                 "memory-coalescing"):
+        assert text in info
+    assert panel._task_rows[0].technique.value == "one pass over x"
+    assert not panel.plan_approve.disabled
+
+
+def test_keep_tasks_cannot_be_unchecked(panel):
+    assert panel._task_rows[1].approve.disabled
+
+
+def test_approve_plan_posts_the_persons_edits_and_advances(panel):
+    row = panel._task_rows[0]
+    row.technique.value = "vectorised float4 pass"
+    row.params.value = '{"block": 128}'
+    assert panel._task_rows[1].down.disabled and panel._task_rows[0].up.disabled
+    row.down.click()                    # reorder: t2 first
+    _approve_plan(panel)
+    s = panel.session
+    edited = next(e for e in s.posted if isinstance(e, loop.PlanEdited)).plan
+    assert [t.id for t in edited.tasks] == ["t2", "t1"]
+    t1 = edited.task("t1")
+    assert (t1.technique, t1.params, t1.status) == ("vectorised float4 pass", {"block": 128},
+                                                    "approved")
+    assert s.state.plan.approved
+    assert s.state.phase == "coded"           # the Coder ran; a person approves candidates
+    assert panel.plan_approve.disabled
+
+
+def test_unchecked_task_is_skipped(panel):
+    panel._task_rows[0].approve.value = False
+    _approve_plan(panel)
+    assert panel.session.state.plan.task("t1").status == "skipped"
+
+
+def test_bad_params_show_in_the_error_box_not_a_traceback(panel):
+    panel._task_rows[0].params.value = "{block: 128"
+    panel.plan_approve.click()
+    assert "params are not valid JSON" in panel.error and "Hint" in panel.error
+    assert panel.session.state.phase == "planned"
+
+
+def test_kernels_tab_shows_code_diff_and_log_and_approve_verifies(panel):
+    _approve_plan(panel)
+    c = panel.selected()
+    assert panel._editors["fused_0"].value == c.kernels[0].code
+    assert not panel.kernel_approve.disabled
+    panel.kernel_approve.click()
+    v = panel.session.state.verdicts[c.id]
+    assert v.status == "pass"
+    assert "pass" in panel.verdict_html.value and "1.50x" in panel.verdict_html.value
+    assert "compile log" in panel.kernel_box.children[-2].value
+
+
+def test_wrong_edit_is_caught_by_the_verifier_and_a_fix_passes(panel):
+    _approve_plan(panel)
+    panel.kernel_approve.click()
+    first = panel.selected()
+    ed = panel._editors["fused_0"]
+    ed.value = ed.value.replace("+ 1.0f", "+ 2.0f /* BUG */")
+    panel.kernel_verify.click()
+    assert not panel.error, panel.error
+    edited = panel.selected()
+    assert edited.parent == first.id and edited.origin == "user"
+    v = panel.session.state.verdicts[edited.id]
+    assert v.status == "incorrect"
+    assert "incorrect" in panel.verdict_html.value
+    assert "mismatches" in panel.verdict_html.value
+    diff = "".join(w.value for w in panel.kernel_box.children if hasattr(w, "value")
+                   and isinstance(w.value, str))
+    assert "+ 2.0f /* BUG */" in diff and "diff against the previous version" in diff
+    # fix it
+    panel._editors["fused_0"].value = first.kernels[0].code.replace("+ 1.0f", "+ 1.0f ")
+    panel.kernel_verify.click()
+    fixed = panel.selected()
+    assert panel.session.state.verdicts[fixed.id].status == "pass"
+
+
+def test_verify_without_an_edit_says_so(panel):
+    _approve_plan(panel)
+    panel.kernel_verify.click()
+    assert "No kernel was edited" in panel.error
+
+
+def test_profile_tab_draws_timeline_and_kernel_figures(panel):
+    _approve_plan(panel)
+    panel.kernel_approve.click()
+    tl = panel.figures["timeline"]
+    assert tl.layout.xaxis.type == "linear"
+    assert any("candidate" in y for t in tl.data for y in t.y)
+    assert panel.figures["kernels"].data
+    assert panel.timeline_out.outputs[0]["data"]["application/vnd.plotly.v1+json"]
+    assert "CPU" in panel.ncu_note.value       # why there is no ncu chart
+
+
+def test_run_next_iteration_then_stop_and_export(panel, tmp_path):
+    _approve_plan(panel)
+    panel.next_button.click()           # approves the pending candidate and verifies it
+    assert panel.session.state.phase == "verified"
+    panel.next_button.click()           # refine round
+    s = panel.session.state
+    assert s.iteration == 1 and s.phase == "coded"
+    panel.kernel_approve.click()
+    hist = panel.figures["history"]
+    eager = next(t for t in hist.data if t.name == "vs eager")
+    assert list(eager.x) == [0, 1] and list(eager.y) == [1.5, 1.75]
+    assert "★" in panel.versions_html.value
+    panel.export_path.value = str(tmp_path / "out")
+    panel.stop_button.click()
+    assert panel.session.state.phase == "stopped"
+    assert (tmp_path / "out" / "model_new.py").exists()
+    assert "Exported to" in panel.export_html.value
+    panel.model_button.click()
+    assert panel.model is not None
+
+
+def test_errors_from_the_session_land_in_the_error_box_with_the_hint(panel):
+    panel.regenerate()                  # nothing verified yet: the loop refuses
+    assert "verified first" in panel.error and "Hint" in panel.error
+
+
+def test_progress_callback_moves_the_bar(panel):
+    panel._on_progress("verifying", 1, 4)
+    assert panel.progress.value == 25 and panel.progress_label.value == "verifying"
+    panel._on_progress("half", 0.5)
+    assert panel.progress.value == 50
+
+
+def test_threaded_steps_leave_the_notebook_free_and_finish(fake_session):
+    fake_session.advance()
+    p = SessionPanel(fake_session, threaded=True)
+    p.plan_approve.click()
+    assert p.wait(30)
+    assert fake_session.state.phase == "coded"
+    assert p.plan_approve.disabled and not p.kernel_approve.disabled
+
+
+def test_panel_renders_as_text_and_html_outside_widgets(panel):
+    bundle = panel._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "Plan (offline, cpu)" in bundle["text/plain"]
+    assert "<table>" in bundle["text/html"]
+
+
+def test_failed_session_shows_its_message(fake_session):
+    fake_session.advance()
+    fake_session.post(loop.Failed("the worker died"))
+    p = SessionPanel(fake_session, threaded=False)
+    assert "the worker died" in p.error
