@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["SessionPanel", "StitchMagics", "figures", "load_ipython_extension",
-           "unload_ipython_extension"]
+__all__ = ["SessionPanel", "StitchMagics", "load_ipython_extension", "unload_ipython_extension"]
 
 
 def __getattr__(name: str) -> Any:
@@ -21,9 +20,6 @@ def __getattr__(name: str) -> Any:
     if name == "StitchMagics":
         from .magics import StitchMagics
         return StitchMagics
-    if name == "figures":
-        from . import figures
-        return figures
     raise AttributeError(f"module 'stitchcuda_lab.jupyter' has no attribute {name!r}")
 
 

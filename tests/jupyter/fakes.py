@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from stitchcuda_lab import loop
 from stitchcuda_lab.plan import Candidate, KernelSource, Plan, Task, TrialResult, Verdict
@@ -39,6 +39,8 @@ def rows(scale: float) -> list[dict[str, Any]]:
 class FakeSession:
     """Planner -> Coder -> Verifier on the real state machine, with scripted steps."""
 
+    opened: ClassVar[dict[str, FakeSession]] = {}
+
     def __init__(self, problem: Any, settings: Any, agent: str = "offline"):
         self.id = f"fake-{next(_ids)}"
         self.dir = Path(settings.sessions_dir) / self.id
@@ -53,7 +55,17 @@ class FakeSession:
 
     @classmethod
     def create(cls, problem: Any, settings: Any, agent: str = "offline") -> FakeSession:
-        return cls(problem, settings, agent)
+        s = cls(problem, settings, agent)
+        cls.opened[s.id] = s
+        return s
+
+    @classmethod
+    def open(cls, session_id: str, settings: Any = None) -> FakeSession:
+        from stitchcuda_lab.errors import SessionNotFound
+        if session_id not in cls.opened:
+            raise SessionNotFound(f"no session {session_id!r}",
+                                  hint="list them with %stitch_sessions")
+        return cls.opened[session_id]
 
     def post(self, event: loop.Event) -> loop.State:
         self.posted.append(event)

@@ -1,0 +1,140 @@
+"""The %%stitch magics driven through InteractiveShell, with no kernel or browser."""
+
+from __future__ import annotations
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from stitchcuda_lab.jupyter.panel import SessionPanel
+
+from .conftest import SOURCE
+from .fakes import FakeSession
+
+
+@pytest.fixture
+def shell(settings, monkeypatch):
+    import stitchcuda_lab.session
+    monkeypatch.setattr(stitchcuda_lab.session, "Session", FakeSession)
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "stitchcuda_lab")
+    magics = ip.magics_manager.registry["StitchMagics"]
+    # the test's isolated roots, through %config like a person would
+    ip.run_line_magic("config", f"StitchMagics.sessions_dir = {settings.sessions_dir!r}")
+    ip.run_line_magic("config", f"StitchMagics.cache_dir = {settings.cache_dir!r}")
+    ip.run_line_magic("config", "StitchMagics.compile_modes = ''")
+    yield ip
+    ip.run_line_magic("unload_ext", "stitchcuda_lab")
+    magics.sessions.clear()
+    for name in ("s", "Model", "get_inputs", "get_init_inputs", "Net"):
+        ip.user_ns.pop(name, None)
+
+
+def _magics(ip):
+    return ip.magics_manager.registry["StitchMagics"]
+
+
+def test_load_ext_registers_cell_and_line_magics(shell):
+    m = shell.magics_manager.magics
+    assert "stitch" in m["cell"]
+    assert {"stitch_sessions", "stitch_open", "stitch_approve", "stitch_export",
+            "stitch_stop"} <= set(m["line"])
+
+
+def test_config_values_reach_the_settings(shell):
+    shell.run_line_magic("config", "StitchMagics.iters = 2")
+    shell.run_line_magic("config", "StitchMagics.device = 'cpu'")
+    s = _magics(shell).settings()
+    assert (s.iters, s.device, s.compile_modes) == (2, "cpu", "")
+
+
+def test_options_override_config(shell):
+    shell.run_line_magic("config", "StitchMagics.iters = 2")
+    shell.run_cell_magic("stitch", "--iters 0 --agent offline -o s", SOURCE)
+    s = shell.user_ns["s"]
+    assert s.settings.iters == 0 and s.agent == "offline"
+
+
+def test_stitch_stops_at_the_plan_and_shows_the_panel(shell):
+    assert shell.run_cell_magic("stitch", "-o s", SOURCE) is None    # returns at once
+    s = shell.user_ns["s"]
+    assert s.state.phase == "planned"
+    panel = _magics(shell).panels[s.id]
+    assert isinstance(panel, SessionPanel) and panel.threaded
+    assert not panel.plan_approve.disabled
+    assert "Model" in shell.user_ns       # the cell's names are usable in the notebook
+
+
+def test_stitch_auto_runs_the_whole_loop(shell):
+    shell.run_cell_magic("stitch", "--auto --iters 1 -o s", SOURCE)
+    s = shell.user_ns["s"]
+    assert s.state.phase == "done"
+    assert s.best() is not None and s.state.iteration == 1
+
+
+def test_model_class_option_names_the_module(shell):
+    cell = SOURCE.replace("class Model", "class Net")
+    shell.run_cell_magic("stitch", "--model-class Net --name net -o s", cell)
+    s = shell.user_ns["s"]
+    assert s.problem.name == "net" and "Model = Net" in s.problem.source
+
+
+@pytest.mark.parametrize("line, cell, message", [
+    ("--frobnicate", SOURCE, "unrecognized arguments"),
+    ("--agent gpt9", SOURCE, "invalid choice"),
+    ("--device tpu", SOURCE, "is not a device"),
+    ("", "x = 1\n", "defines no `Model` class"),
+    ("", SOURCE.replace("class Model", "class Net"), "--model-class Net"),
+    ("--model-class Missing", SOURCE, "defines no such class"),
+    ("", SOURCE.replace("def get_inputs", "def inputs"), "no `get_inputs()`"),
+    ("", "\n\n", "needs a cell|cell body is empty"),
+])
+def test_user_mistakes_raise_usage_error_with_a_clear_message(shell, line, cell, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        shell.run_cell_magic("stitch", line, cell)
+
+
+def test_problem_errors_name_their_line(shell):
+    bad = SOURCE.replace("return torch.relu(x + 1.0)", "return torch.relu(x +)")
+    with pytest.raises(UsageError, match=r"line 7|:7: syntax error"):
+        shell.run_cell_magic("stitch", "", bad)
+
+
+def test_approve_and_stop_line_magics(shell):
+    shell.run_cell_magic("stitch", "-o s", SOURCE)
+    s = shell.user_ns["s"]
+    state = shell.run_line_magic("stitch_approve", "")        # the plan
+    assert state.phase == "coded"
+    state = shell.run_line_magic("stitch_approve", s.id)      # the pending candidate
+    assert state.phase == "verified" and s.best() is not None
+    with pytest.raises(UsageError, match="nothing awaits approval"):
+        shell.run_line_magic("stitch_approve", "")
+    assert shell.run_line_magic("stitch_stop", s.id).phase == "stopped"
+    panel = _magics(shell).panels[s.id]
+    assert "stopped" in panel.status.value
+
+
+def test_export_line_magic_writes_the_best_candidate(shell, tmp_path):
+    shell.run_cell_magic("stitch", "--auto --iters 0 -o s", SOURCE)
+    s = shell.user_ns["s"]
+    out = shell.run_line_magic("stitch_export", f"{s.id} {tmp_path / 'out'}")
+    assert (out / "model_new.py").exists()
+
+
+def test_open_unknown_session_is_a_usage_error(shell):
+    with pytest.raises(UsageError, match="no session 'nope'"):
+        shell.run_line_magic("stitch_open", "nope")
+
+
+def test_approve_without_a_session_says_what_to_do(shell):
+    _magics(shell).last = None
+    with pytest.raises(UsageError, match="run a %%stitch cell"):
+        shell.run_line_magic("stitch_approve", "")
+
+
+def test_sessions_lists_the_sessions_root(shell, settings):
+    from stitchcuda_lab.store import SessionStore
+    SessionStore(settings.sessions_dir).create({"problem": "cell", "device": "cpu",
+                                                "agent": "offline"})
+    listing = shell.run_line_magic("stitch_sessions", "")
+    assert len(listing) == 1 and "cell" in repr(listing) and "<table>" in listing._repr_html_()
