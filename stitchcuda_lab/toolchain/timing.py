@@ -32,7 +32,7 @@ def _targets():
             (torch.cuda.Stream, "torch.cuda.Stream.", "synchronize"),
             (torch.cuda, "torch.cuda.", "current_stream"),
             (torch, "torch.", "allclose"), (torch, "torch.", "isclose"),
-            (torch, "torch.", "equal"), (torch, "torch.", "manual_seed")]
+            (torch, "torch.", "equal")]
 
 
 def capture() -> None:

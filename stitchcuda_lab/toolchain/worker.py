@@ -1,0 +1,421 @@
+"""The isolated worker: every build and every run of generated code happens in it.
+
+One process per device, started with ``python -m stitchcuda_lab.toolchain.worker``, in its own
+session (process group), with an environment stripped of API keys and tokens, reused while
+healthy. It is restarted after a crash, a CUDA error or a job that left it in doubt (patched
+timers, background threads), and killed when a job runs past its timeout (the Verdict then says
+"timeout"). The caller's process never runs candidate code and carries on whatever happens.
+
+Protocol: length-prefixed JSON messages on two pipes handed to the child (not stdin/stdout, so
+a candidate that prints cannot corrupt it); the child's stdout and stderr go to a log file whose
+tail explains crashes.
+
+>>> w = get_worker("cpu", Settings())                                       # doctest: +SKIP
+>>> w.verify(problem_src, candidate_src, options=VerifyOptions(), timeout=60).status
+'pass'
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..errors import ConfigError, WorkerError
+from ..plan import Verdict
+from .verify import VerifyOptions
+
+__all__ = ["Worker", "get_worker", "resolve_device", "clean_env", "VerifyOptions"]
+
+_SECRET = re.compile(r"(_API_KEY$|_TOKEN$|SECRET|^ANTHROPIC_|^OPENAI_API|PASSWORD)", re.I)
+START_TIMEOUT = 120.0
+
+
+def clean_env(base: dict[str, str] | None = None, **extra: str) -> dict[str, str]:
+    """The environment for a worker: the caller's, less API keys, tokens and secrets."""
+    env = {k: v for k, v in (os.environ if base is None else base).items()
+           if not _SECRET.search(k)}
+    env.update(extra)
+    return env
+
+
+def resolve_device(name: str) -> str:
+    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; 'cuda' without a GPU is a ConfigError."""
+    name = (name or "auto").strip().lower()
+    if name == "cpu":
+        return "cpu"
+    try:
+        import torch
+        has_cuda = torch.cuda.is_available()
+        count = torch.cuda.device_count() if has_cuda else 0
+    except ImportError:
+        has_cuda, count = False, 0
+    if name == "auto":
+        return "cuda" if has_cuda else "cpu"
+    if name == "cuda" or re.fullmatch(r"cuda:\d+", name):
+        if not has_cuda:
+            raise ConfigError(f"device {name!r} was asked for, but this machine has no CUDA GPU "
+                              "(or torch is a CPU build)",
+                              hint="use --device cpu (or auto), or run on a GPU machine")
+        if ":" in name and int(name.split(":")[1]) >= count:
+            raise ConfigError(f"device {name!r} does not exist: {count} GPU(s) visible",
+                              hint=f"use cuda:0 .. cuda:{count - 1}")
+        return name
+    raise ConfigError(f"unknown device {name!r}", hint="use auto, cpu, cuda or cuda:N")
+
+
+class Worker:
+    """A handle on one worker process; methods never raise for the candidate's faults."""
+
+    def __init__(self, device: str, *, cache_dir: str, cache: bool = True,
+                 env: dict[str, str] | None = None, memory_limit: int | None = None):
+        self.device = device
+        self.cache_dir = cache_dir
+        self.cache = cache
+        self.memory_limit = memory_limit
+        self._extra_env = dict(env or {})
+        self._proc: subprocess.Popen | None = None
+        self._rfd = self._wfd = -1
+        self._log: Path | None = None
+        self.restarts = 0
+        self.info: dict[str, Any] = {}
+
+    # -- lifecycle --
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self.alive else None
+
+    def start(self) -> None:
+        if self.alive:
+            return
+        self._cleanup()
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        fd, log = tempfile.mkstemp(prefix="stitch_worker_", suffix=".log")
+        self._log = Path(log)
+        env = clean_env(**self._extra_env)
+        env.update(STITCH_CACHE_DIR=str(self.cache_dir), STITCH_CACHE="1" if self.cache else "0",
+                   TORCH_EXTENSIONS_DIR=str(Path(self.cache_dir) / "torch_extensions"),
+                   PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+        if self.memory_limit:
+            env["STITCH_WORKER_MEMORY"] = str(self.memory_limit)
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "stitchcuda_lab.toolchain.worker", self.device,
+                 str(to_child_r), str(from_child_w)],
+                pass_fds=(to_child_r, from_child_w), env=env, stdin=subprocess.DEVNULL,
+                stdout=fd, stderr=subprocess.STDOUT, start_new_session=True,
+                cwd=tempfile.gettempdir())
+        except OSError as e:
+            raise WorkerError(f"cannot start the worker process: {e}") from None
+        finally:
+            os.close(fd)
+            os.close(to_child_r)
+            os.close(from_child_w)
+        self._wfd, self._rfd = to_child_w, from_child_r
+        msg = self._recv(START_TIMEOUT)
+        if msg is None or not msg.get("ready"):
+            tail = self.log_tail()
+            self.kill()
+            raise WorkerError(f"the {self.device} worker did not start: {tail or 'no output'}",
+                              hint="run `stitchcuda-lab doctor` to check torch and the GPU")
+        self.info = msg
+
+    def close(self) -> None:
+        if self.alive:
+            try:
+                self._send({"op": "exit"})
+                self._proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group (its compilers and children too)."""
+        if self._proc is not None and self._proc.poll() is None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self._proc.kill()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self._cleanup()
+
+    def restart(self) -> None:
+        self.kill()
+        self.restarts += 1
+        self.start()
+
+    def _cleanup(self) -> None:
+        for fd in (self._rfd, self._wfd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._rfd = self._wfd = -1
+
+    def log_tail(self, n: int = 2000) -> str:
+        try:
+            return self._log.read_text(errors="replace")[-n:].strip() if self._log else ""
+        except OSError:
+            return ""
+
+    # -- jobs --
+    def verify(self, problem_source: str, candidate_source: str, *,
+               replaced: Iterable[str] | None = (), kept: Iterable[str] = (),
+               options: VerifyOptions | None = None, timeout: float = 300.0,
+               candidate_id: str = "") -> Verdict:
+        """Run the Verification protocol on a candidate. ``replaced=None``: infer (files)."""
+        options = options or VerifyOptions()
+        job = {"op": "verify", "problem_source": problem_source,
+               "candidate_source": candidate_source,
+               "replaced": None if replaced is None else list(replaced), "kept": list(kept),
+               "options": options.to_dict(), "candidate_id": candidate_id}
+        reply = self._job(job, timeout)
+        if "verdict" in reply:
+            return Verdict.from_dict(reply["verdict"])
+        status = reply["status"]
+        return Verdict(status=status, reason=reply["reason"], candidate_id=candidate_id,
+                       device=self.device, build_log=reply.get("log", ""))
+
+    def baseline(self, problem_source: str, *, options: VerifyOptions | None = None,
+                 timeout: float = 600.0) -> dict[str, float]:
+        """Eager and torch.compile timings (ms) of the problem's reference, cached per worker."""
+        reply = self._job({"op": "baseline", "problem_source": problem_source,
+                           "options": (options or VerifyOptions()).to_dict()}, timeout)
+        if "timings" not in reply:
+            raise WorkerError(f"baseline failed: {reply.get('reason')}", hint=reply.get("log"))
+        return reply["timings"]
+
+    def ping(self, timeout: float = 30.0) -> dict:
+        return self._job({"op": "ping"}, timeout)
+
+    def _job(self, job: dict, timeout: float) -> dict:
+        """Send one job; crash / timeout / internal error become status dicts, never raises."""
+        self.start()
+        try:
+            self._send(job)
+        except OSError:
+            self.restart()
+            self._send(job)
+        t0 = time.monotonic()
+        msg = self._recv(timeout)
+        if msg is None:
+            if self.alive and time.monotonic() - t0 >= timeout - 0.05:
+                self.kill()
+                return {"status": "timeout", "reason": f"timeout: the job ran past {timeout:g} s "
+                        "and the worker was killed", "log": self.log_tail()}
+            code = self._proc.wait(timeout=10) if self._proc else None
+            why = _signal_name(code)
+            log = self.log_tail()
+            self.kill()
+            return {"status": "runtime_error", "reason": f"crash: the worker process died ({why})",
+                    "log": log}
+        if "internal_error" in msg:
+            self.kill()
+            return {"status": "runtime_error", "reason": "exception: internal worker error: "
+                    + msg["internal_error"].splitlines()[-1], "log": msg["internal_error"]}
+        if not msg.get("healthy", True):
+            self.kill()  # the next job starts a fresh process
+        return msg
+
+    def _send(self, obj: dict) -> None:
+        data = json.dumps(obj).encode()
+        os.write(self._wfd, struct.pack("<Q", len(data)))
+        view = memoryview(data)
+        while view:
+            n = os.write(self._wfd, view)
+            view = view[n:]
+
+    def _recv(self, timeout: float) -> dict | None:
+        """One message, or None on EOF (the child died) or when ``timeout`` passes."""
+        deadline = time.monotonic() + timeout
+        head = _read_exact(self._rfd, 8, deadline)
+        if head is None:
+            return None
+        (n,) = struct.unpack("<Q", head)
+        body = _read_exact(self._rfd, n, deadline + 60)
+        return None if body is None else json.loads(body)
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Worker({self.device!r}, pid={self.pid}, restarts={self.restarts})"
+
+
+def _read_exact(fd: int, n: int, deadline: float) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+        if not ready:
+            continue
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def _signal_name(code: int | None) -> str:
+    if code is None:
+        return "no exit status"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+_WORKERS: dict[tuple, Worker] = {}
+
+
+def get_worker(device: str, settings: Any) -> Worker:
+    """The shared worker for (device, cache settings), started on first use."""
+    dev = resolve_device(device)
+    key = (dev, settings.cache_dir, settings.cache)
+    w = _WORKERS.get(key)
+    if w is None:
+        w = Worker(dev, cache_dir=settings.cache_dir, cache=settings.cache)
+        _WORKERS[key] = w
+    return w
+
+
+@atexit.register
+def _close_all() -> None:
+    for w in list(_WORKERS.values()):
+        try:
+            w.kill()
+        except Exception:  # noqa: BLE001  (exiting anyway)
+            pass
+    _WORKERS.clear()
+
+
+def verify_files(problem_path: str | os.PathLike, candidate_path: str | os.PathLike,
+                 device: str, settings: Any) -> Verdict:
+    """Verify a KernelBench-form candidate file against a problem file (CLI ``verify``).
+
+    The candidate declares nothing, so the op policy is inferred: every compute op that is not
+    a library op (mm, addmm, bmm, convolution, ...) and not in the file's ``KEPT_OPS`` list is a
+    PyTorch fallback (toolchain/antihack.py).
+    """
+    from ..errors import UsageError
+    try:
+        problem_source = Path(problem_path).read_text()
+        candidate_source = Path(candidate_path).read_text()
+    except OSError as e:
+        raise UsageError(f"cannot read {e.filename}: {e.strerror}") from None
+    worker = get_worker(device, settings)
+    return worker.verify(problem_source, candidate_source, replaced=None, kept=(),
+                         options=VerifyOptions.from_settings(settings), timeout=settings.timeout,
+                         candidate_id=Path(candidate_path).stem)
+
+
+# --- the child side ------------------------------------------------------------------------
+
+def _child_main(device: str, rfd: int, wfd: int) -> None:
+    import faulthandler
+    faulthandler.enable()
+    limit = os.environ.get("STITCH_WORKER_MEMORY")
+    if not device.startswith("cuda"):
+        _limit_memory(int(limit) if limit else None)
+    import traceback
+
+    import torch
+
+    from . import timing
+    from .verify import WorkerState, run_baseline, run_verify
+    timing.capture()
+    if device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(device))
+        torch.zeros(1, device=device)
+    state = WorkerState(device=device, workdir=Path(tempfile.mkdtemp(prefix="stitch_jobs_")))
+
+    def send(obj: dict) -> None:
+        data = json.dumps(obj, default=_json_default).encode()
+        os.write(wfd, struct.pack("<Q", len(data)))
+        view = memoryview(data)
+        while view:
+            view = view[os.write(wfd, view):]
+
+    send({"ready": True, "pid": os.getpid(), "torch": torch.__version__, "device": device})
+    while True:
+        head = _read_exact(rfd, 8, float("inf"))
+        if head is None:
+            return
+        (n,) = struct.unpack("<Q", head)
+        job = json.loads(_read_exact(rfd, n, float("inf")))
+        op = job.get("op")
+        if op == "exit":
+            return
+        try:
+            if op == "verify":
+                reply = run_verify(job, state)
+            elif op == "baseline":
+                reply = run_baseline(job, state)
+            elif op == "ping":
+                reply = {"pong": True, "pid": os.getpid(), "jobs": state.jobs}
+            else:
+                reply = {"internal_error": f"unknown op {op!r}"}
+        except BaseException:  # noqa: BLE001  (report, never die silently)
+            reply = {"internal_error": traceback.format_exc()[-4000:]}
+        sys.stdout.flush()
+        sys.stderr.flush()
+        send(reply)
+
+
+def _limit_memory(limit: int | None) -> None:
+    """Cap the CPU worker's address space so a runaway allocation fails fast (MemoryError)."""
+    import resource
+    if limit is None:
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            return
+        limit = max(int(total * 0.6), 4 * 1024 ** 3)
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ValueError, OSError):
+        pass
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, float):
+        return None
+    try:
+        import math
+        f = float(o)
+        return None if math.isnan(f) else f
+    except (TypeError, ValueError):
+        return str(o)
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
