@@ -116,4 +116,4 @@ def test_size_constants_are_plain_lines_a_text_shrink_can_rewrite(path):
     source = path.read_text()
     for name, value in vars(module).items():
         if name.isupper() and type(value) is int and value >= 64:
-            assert re.search(rf"^{name} = {value}$", source, re.M), name
+            assert re.search(rf"^{name} = {value}$", source, re.MULTILINE), name

@@ -1,8 +1,8 @@
 """pointwise: bias add, GELU (tanh approximation), scale."""
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 BATCH = 8192
 DIM = 8192

@@ -1,7 +1,7 @@
 """pointwise: SiLU (x * sigmoid(x)), residual add, clamp."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 8192
 DIM = 8192

@@ -1,7 +1,7 @@
 """pointwise: six-op chain with per-channel and per-row broadcasting on an NCHW tensor."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 64
 CHANNELS = 256

@@ -1,8 +1,8 @@
 """pointwise: leaky ReLU, hardtanh and Mish mixed with a subtraction."""
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 BATCH = 16384
 DIM = 4096

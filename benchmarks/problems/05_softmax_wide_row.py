@@ -1,7 +1,7 @@
 """softmax: softmax along the last dim of wide rows."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 4096
 DIM = 16384

@@ -1,7 +1,7 @@
 """softmax: log-softmax of temperature-scaled logits."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 8192
 VOCAB = 8192

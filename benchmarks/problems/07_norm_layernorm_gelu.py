@@ -1,8 +1,8 @@
 """norm: LayerNorm over the hidden dim followed by GELU."""
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 BATCH = 8192
 HIDDEN = 4096

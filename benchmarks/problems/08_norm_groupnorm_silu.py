@@ -1,8 +1,8 @@
 """norm: GroupNorm on an NCHW activation followed by SiLU."""
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 BATCH = 32
 CHANNELS = 256

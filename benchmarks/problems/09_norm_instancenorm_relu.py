@@ -1,7 +1,7 @@
 """norm: affine InstanceNorm2d followed by ReLU."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 32
 CHANNELS = 128

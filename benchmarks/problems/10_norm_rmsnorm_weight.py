@@ -1,7 +1,7 @@
 """norm: RMS norm written out as x * rsqrt(mean(x^2) + eps) * weight."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 16
 SEQ = 1024

@@ -1,7 +1,7 @@
 """norm: BatchNorm2d in eval mode (running statistics) followed by ReLU."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 64
 CHANNELS = 128

@@ -1,7 +1,7 @@
 """norm: BatchNorm2d in training mode (batch statistics) followed by tanh."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 64
 CHANNELS = 128

@@ -1,7 +1,7 @@
 """reduction: sum and mean along a middle (strided) dim of a 3-D tensor."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 128
 REDUCE = 1024

@@ -1,7 +1,7 @@
 """reduction: argmax along dim 1 (int64 indices)."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 128
 REDUCE = 4096

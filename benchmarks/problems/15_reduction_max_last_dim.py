@@ -1,7 +1,7 @@
 """reduction: max along the last dim after a scale, minus the row mean."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 16384
 DIM = 4096

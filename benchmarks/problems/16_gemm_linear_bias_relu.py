@@ -1,7 +1,7 @@
 """gemm: Linear (x @ W^T + b) followed by ReLU."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 1024
 IN_FEATURES = 8192

@@ -1,8 +1,8 @@
 """gemm: Linear followed by exact GELU and a scalar scale."""
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 BATCH = 2048
 IN_FEATURES = 4096

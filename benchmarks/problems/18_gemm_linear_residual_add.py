@@ -1,7 +1,7 @@
 """gemm: Linear projection plus a residual input, then a per-feature scale."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 4096
 FEATURES = 4096

@@ -1,7 +1,7 @@
 """gemm: batched matmul (scores = q @ k^T * scale) followed by softmax over the last dim."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 64
 SEQ = 1024

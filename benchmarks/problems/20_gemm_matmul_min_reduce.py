@@ -1,7 +1,7 @@
 """gemm: matmul with a weight and bias, then row min and row max subtracted (reduction epilogue)."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 4096
 IN_FEATURES = 4096

@@ -1,8 +1,8 @@
 """conv: Conv2d followed by ReLU and 2x2 max pooling."""
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 BATCH = 32
 IN_CHANNELS = 64

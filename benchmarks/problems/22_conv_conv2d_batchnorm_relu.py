@@ -1,7 +1,7 @@
 """conv: Conv2d (no bias) followed by BatchNorm2d in eval mode and ReLU."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 32
 IN_CHANNELS = 64

@@ -1,7 +1,7 @@
 """conv: ConvTranspose2d (stride 2 upsampling), extra per-channel bias, tanh."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 32
 IN_CHANNELS = 128

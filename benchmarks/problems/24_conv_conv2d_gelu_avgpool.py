@@ -1,8 +1,8 @@
 """conv: Conv2d, GELU, 2x2 average pooling and a global mean over the spatial dims."""
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 BATCH = 64
 IN_CHANNELS = 32

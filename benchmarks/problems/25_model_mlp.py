@@ -1,7 +1,7 @@
 """model: three-layer MLP with ReLU activations."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 4096
 IN_FEATURES = 4096

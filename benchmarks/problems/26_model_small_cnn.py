@@ -1,7 +1,7 @@
 """model: small CNN classifier (conv-BN-ReLU-pool stages, global pool, linear head), eval mode."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 BATCH = 64
 IMAGE = 224

@@ -1,8 +1,8 @@
 """model: pre-norm transformer block (causal self-attention via SDPA, LayerNorm, GELU MLP)."""
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 BATCH = 16
 SEQ = 1024

@@ -1,7 +1,7 @@
 """model: GRU recurrence unrolled over time steps with nn.GRUCell, all hidden states returned."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 STEPS = 64
 BATCH = 512

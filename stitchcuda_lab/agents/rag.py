@@ -16,9 +16,9 @@ import math
 import os
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from ..errors import ConfigError
 
@@ -37,8 +37,7 @@ _CANDIDATE_DIRS = (_PACKAGE.parent / "rag_docs",            # a checkout: rag_do
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 _CAMEL = re.compile(r"[A-Z0-9]+(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z0-9]+")
 _STOP = frozenset(
-    "a an and are as at be by for from has have how in into is it its of on or so that the "
-    "their then there these this to was were what when where which while with".split())
+    ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "how", "in", "into", "is", "it", "its", "of", "on", "or", "so", "that", "the", "their", "then", "there", "these", "this", "to", "was", "were", "what", "when", "where", "which", "while", "with"])
 
 
 def tokenize(text: str) -> list[str]:
@@ -54,7 +53,7 @@ def tokenize(text: str) -> list[str]:
         if whole not in _STOP and whole.strip("_"):
             tokens.append(whole)
         parts = [p.lower() for chunk in word.split("_") for p in _CAMEL.findall(chunk)]
-        if len(parts) > 1:
+        if len(parts) > 1 or (parts and parts[0] != whole):
             tokens.extend(p for p in parts if p not in _STOP)
     return tokens
 
@@ -79,12 +78,14 @@ class Section:
 
 @dataclass(frozen=True)
 class Hit:
-    """A search result: the section's id and title, its BM25 score and a matching snippet."""
+    """A search result: the section's id and title, its BM25 score, a matching snippet and the
+    section's full body (``text``, for prompts)."""
 
     id: str
     title: str
     score: float
     snippet: str
+    text: str = ""
 
 
 def resolve_rag_dir(path: str | os.PathLike | None = None,
@@ -150,7 +151,7 @@ class KnowledgeBase:
 
     @classmethod
     def load(cls, path: str | os.PathLike | None = None, *,
-             env: Mapping[str, str] | None = None) -> "KnowledgeBase":
+             env: Mapping[str, str] | None = None) -> KnowledgeBase:
         """Read every ``*.md`` section under ``path`` (default: see ``resolve_rag_dir``).
 
         >>> KnowledgeBase.load().section("cuda-graphs").title
@@ -202,7 +203,7 @@ class KnowledgeBase:
         """
         ranked = sorted(zip(self.scores(query), self.sections), key=lambda p: (-p[0], p[1].id))
         terms = set(tokenize(query))
-        return [Hit(s.id, s.title, round(score, 4), _snippet(s.body, terms))
+        return [Hit(s.id, s.title, round(score, 4), _snippet(s.body, terms), s.body)
                 for score, s in ranked[:max(k, 0)] if score > 0]
 
     @staticmethod
@@ -213,7 +214,8 @@ class KnowledgeBase:
 
 def _snippet(body: str, terms: set[str], width: int = 240) -> str:
     """The paragraph (or its best window) that holds the most query terms."""
-    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", body) if p.strip()] or [body.strip()]
+    prose = "\n".join(line for line in body.splitlines() if not line.startswith("```"))
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", prose) if p.strip()] or [body.strip()]
     best = max(paragraphs, key=lambda p: (len(terms & set(tokenize(p))), -paragraphs.index(p)))
     best = " ".join(best.split())
     if len(best) <= width:
@@ -223,6 +225,6 @@ def _snippet(body: str, terms: set[str], width: int = 240) -> str:
     for start in range(len(words)):
         window = " ".join(words[start:start + 40])[:width]
         spans.append((len(terms & set(tokenize(window))), -start, window))
-    hits, neg_start, window = max(spans)
+    _, neg_start, window = max(spans)
     prefix = "... " if neg_start else ""
     return prefix + window.rsplit(" ", 1)[0] + " ..."
