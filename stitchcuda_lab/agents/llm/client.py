@@ -47,16 +47,11 @@ class ClaudeClient(StructuredClient):
             self._client = anthropic.Anthropic(
                 base_url=settings.base_url, timeout=settings.llm_timeout,
                 max_retries=max_retries, http_client=http_client)
-        except anthropic.AnthropicError as e:  # a broken profile or credentials file
-            raise ConfigError(f"cannot set up Anthropic credentials: {e}",
-                              hint="set ANTHROPIC_API_KEY") from None
+        except anthropic.AnthropicError as e:  # no key, and a profile that cannot be read
+            raise _missing_key(f"; the SDK found no usable profile either ({e})") from None
         c = self._client
         if c.api_key is None and c.auth_token is None and c.credentials is None:
-            raise ConfigError(
-                "no Anthropic API key: ANTHROPIC_API_KEY is not set (nor ANTHROPIC_AUTH_TOKEN "
-                "or an Anthropic profile)",
-                hint="export ANTHROPIC_API_KEY=... in the shell that starts Jupyter or the CLI, "
-                     "or use --agent offline")
+            raise _missing_key(" (nor ANTHROPIC_AUTH_TOKEN or an Anthropic profile)")
         self.base_url = str(c.base_url)
 
     def _send(self, request: Request, repair: tuple[Turn, str] | None) -> Turn:
@@ -128,6 +123,12 @@ class ClaudeClient(StructuredClient):
             return ServiceError(f"{what} rejected the request ({e.status_code}): {detail}",
                                 hint="this is a bug in the request; report it with the session")
         return ServiceError(f"{what} failed: {e.message}")
+
+
+def _missing_key(detail: str) -> ConfigError:
+    return ConfigError(f"no Anthropic API key: ANTHROPIC_API_KEY is not set{detail}",
+                       hint="export ANTHROPIC_API_KEY=... in the shell that starts Jupyter or "
+                            "the CLI, or use --agent offline")
 
 
 def _repair_turns(request: Request, turn: Turn, message: str) -> list[dict[str, Any]]:

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 PROMPTS = Path(__file__).with_name("prompts")
 
 # Node classes that compute (the rest are inputs, views, copies).
+SECTION_CHARS = 3000   # per retrieved section in a prompt
+
 COMPUTE_CLASSES = ("pointwise", "reduction", "normalization", "gemm", "convolution", "rnn")
 
 
@@ -59,9 +61,16 @@ def retrieve(knowledge: Any, query: str, k: int) -> list[dict[str, Any]]:
     hits = []
     for h in knowledge.search(query, k):
         get = h.get if isinstance(h, dict) else (lambda name, d=None, h=h: getattr(h, name, d))
+        text = get("text", None) or get("snippet", "") or ""
+        if hasattr(knowledge, "section"):   # the whole section, not just the snippet
+            try:
+                text = knowledge.section(get("id")).body
+            except Exception:  # noqa: BLE001 - a hit without a section keeps its snippet
+                pass
+        if len(text) > SECTION_CHARS:
+            text = text[:SECTION_CHARS].rsplit("\n", 1)[0] + "\n..."
         hits.append({"id": str(get("id")), "title": get("title", "") or "",
-                     "score": float(get("score", 0.0) or 0.0),
-                     "text": get("text", None) or get("snippet", "") or ""})
+                     "score": round(float(get("score", 0.0) or 0.0), 3), "text": text})
     return hits
 
 

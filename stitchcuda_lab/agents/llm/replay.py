@@ -84,19 +84,20 @@ def load_exchanges(source: str | Path | Iterable[dict[str, Any]]) -> list[dict[s
     """Exchange payloads, in order, from a session folder, a JSONL file or events."""
     if isinstance(source, (str, Path)):
         path = Path(source)
-        files = sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]
-        if not files or not all(f.exists() for f in files):
+        if (path / "events.jsonl").exists():   # a session folder: artifacts resolved
+            from ...store import SessionLog
+            source = [r.to_dict() for r in SessionLog(path).records()]
+        elif path.is_file():                   # exported exchanges or events, one a line
+            events = []
+            for line in path.read_text().splitlines():
+                try:
+                    events.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue                   # a torn last line after a crash
+            source = events
+        else:
             raise StoreError(f"no session events found at {path}",
-                             hint="pass a session folder or its events .jsonl file")
-        events = []
-        for f in files:
-            for line in f.read_text().splitlines():
-                if line.strip():
-                    try:
-                        events.append(json.loads(line))
-                    except json.JSONDecodeError:
-                        continue   # a torn last line after a crash
-        source = events
+                             hint="pass a session folder or an events .jsonl file")
     return [p for p in (exchange_payload(e) for e in source) if p is not None]
 
 
