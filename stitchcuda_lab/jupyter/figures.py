@@ -83,7 +83,7 @@ def timeline_figure(profile: Mapping[str, Any] | None, *, title: str = "Timeline
         side_lanes = sorted({r["lane"] for r in sides[side]}, key=_lane_key)
         lanes += [f"{_SIDE_LABEL[side]} · {lane}" for lane in side_lanes]
         by_cat: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for r in sides[side]:
+        for r in _with_depth(sides[side]):
             by_cat[r["cat"]].append(r)
         for cat, rows in sorted(by_cat.items()):
             fig.add_trace(go.Bar(
@@ -95,6 +95,7 @@ def timeline_figure(profile: Mapping[str, Any] | None, *, title: str = "Timeline
                 customdata=[[r["name"], r["start_us"], r["dur_us"], side] for r in rows],
                 hovertemplate=("%{customdata[0]}<br>%{customdata[3]}: start %{customdata[1]:.1f} µs,"
                                " %{customdata[2]:.1f} µs<extra>" + cat + "</extra>"),
+                width=[0.8 * 0.7 ** min(r["depth"], 4) for r in rows],
                 marker={"color": _color(cat, extra), "line": {"width": 0}},
             ))
             legend_seen.add(cat)
@@ -114,6 +115,21 @@ def timeline_figure(profile: Mapping[str, Any] | None, *, title: str = "Timeline
     return fig
 
 
+def _with_depth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with ``depth``: how many earlier rows on the same lane enclose them (an op's
+    children draw as thinner bars inside it, like a flame graph). Sorted so parents come
+    first, which also draws them underneath."""
+    out = []
+    open_: dict[str, list[float]] = defaultdict(list)   # lane -> end times of enclosing rows
+    for r in sorted(rows, key=lambda r: (r["lane"], r["start_us"], -r["dur_us"])):
+        stack = open_[r["lane"]]
+        while stack and stack[-1] <= r["start_us"]:
+            stack.pop()
+        out.append({**r, "depth": len(stack)})
+        stack.append(r["start_us"] + r["dur_us"])
+    return out
+
+
 def _lane_key(lane: str) -> tuple[int, str]:
     # host lanes first, then devices/streams, each in natural order
     low = lane.lower()
@@ -124,11 +140,15 @@ def _lane_key(lane: str) -> tuple[int, str]:
 def kernel_times(profile: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
     """Total device time per kernel name for each side, in µs.
 
-    Uses the Verifier's ``kernels`` summary when it has per-side numbers, otherwise sums the
+    Uses the Verifier's ``kernels`` / ``reference_kernels`` summaries (``[{name, total_us}]``)
+    when there are any, otherwise sums the
     timeline rows of GPU categories (on a CPU run: the ``cpu_op`` rows of the top level lane).
     """
     profile = profile or {}
     summary = profile.get("kernels")
+    if isinstance(summary, list) and isinstance(profile.get("reference_kernels"), list):
+        # the Verifier's form: "kernels" for the candidate, "reference_kernels" beside it
+        summary = {"candidate": summary, "reference": profile["reference_kernels"]}
     parsed = _parse_kernel_summary(summary)
     if parsed:
         return parsed

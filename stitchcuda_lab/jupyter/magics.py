@@ -188,7 +188,7 @@ class StitchMagics(Magics):
         except StitchUsageError as e:
             raise UsageError(str(e)) from None
         self._refresh(session)
-        return session.state
+        print(session.state)
 
     @magic_arguments()
     @argument("id", help="session id")
@@ -216,7 +216,7 @@ class StitchMagics(Magics):
         except StitchUsageError as e:
             raise UsageError(str(e)) from None
         self._refresh(session)
-        return session.state
+        print(session.state)
 
     # ---- helpers --------------------------------------------------------------------------
 

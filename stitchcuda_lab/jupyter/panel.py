@@ -292,6 +292,13 @@ class SessionPanel:
         items.append(W.HTML(_CODE_CSS))
         self.kernel_box.children = items
 
+    def edit_kernel(self, name: str, code: str) -> None:
+        """Put ``code`` in kernel ``name``'s editor (what typing in it does); then verify_edit()."""
+        if name not in self._editors:
+            raise StitchError(f"the shown candidate has no kernel {name!r}",
+                              hint=f"kernels: {', '.join(self._editors) or '(none)'}")
+        self._editors[name].value = code
+
     def edited_kernels(self) -> dict[str, str]:
         """Kernels whose editor text differs from the selected candidate's code."""
         c = self.selected()

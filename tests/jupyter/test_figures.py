@@ -90,3 +90,26 @@ def test_history_plots_speedups_per_iteration_on_numeric_axes():
     assert fig.layout.xaxis.type == "linear" and fig.layout.yaxis.type == "linear"
     eager = next(t for t in fig.data if t.name == "vs eager")
     assert list(eager.x) == [0, 1] and list(eager.y) == [1.5, 1.75]
+
+
+def test_nested_ops_draw_thinner_inside_their_parent():
+    prof = {"reference": [
+        {"lane": "CPU", "name": "aten::linear", "start_us": 0, "dur_us": 10, "cat": "cpu_op"},
+        {"lane": "CPU", "name": "aten::addmm", "start_us": 1, "dur_us": 8, "cat": "cpu_op"},
+        {"lane": "CPU", "name": "aten::relu", "start_us": 11, "dur_us": 2, "cat": "cpu_op"}]}
+    bar = figures.timeline_figure(prof).data[0]
+    width = {cd[0]: w for cd, w in zip(bar.customdata, bar.width)}
+    assert width["aten::addmm"] < width["aten::linear"] == width["aten::relu"]
+
+
+def test_verifier_kernel_summaries_per_side():
+    prof = {"kernels": [{"name": "fused_0", "count": 1, "total_us": 5.0, "share": 1.0}],
+            "reference_kernels": [{"name": "aten::add", "count": 1, "total_us": 27.0},
+                                  {"name": "aten::relu", "count": 1, "total_us": 6.0}]}
+    assert figures.kernel_times(prof) == {"candidate": {"fused_0": 5.0},
+                                          "reference": {"aten::add": 27.0, "aten::relu": 6.0}}
+
+
+def test_ncu_note_uses_the_verifiers_reason():
+    note = figures.ncu_note({"available": False, "reason": "disabled (set STITCH_NCU=1)"}, "cpu")
+    assert "disabled (set STITCH_NCU=1)" in note

@@ -103,13 +103,14 @@ def test_problem_errors_name_their_line(shell):
 def test_approve_and_stop_line_magics(shell):
     shell.run_cell_magic("stitch", "-o s", SOURCE)
     s = shell.user_ns["s"]
-    state = shell.run_line_magic("stitch_approve", "")        # the plan
-    assert state.phase == "coded"
-    state = shell.run_line_magic("stitch_approve", s.id)      # the pending candidate
-    assert state.phase == "verified" and s.best() is not None
+    shell.run_line_magic("stitch_approve", "")        # the plan
+    assert s.state.phase == "coded"
+    shell.run_line_magic("stitch_approve", s.id)      # the pending candidate
+    assert s.state.phase == "verified" and s.best() is not None
     with pytest.raises(UsageError, match="nothing awaits approval"):
         shell.run_line_magic("stitch_approve", "")
-    assert shell.run_line_magic("stitch_stop", s.id).phase == "stopped"
+    shell.run_line_magic("stitch_stop", s.id)
+    assert s.state.phase == "stopped"
     panel = _magics(shell).panels[s.id]
     assert "stopped" in panel.status.value
 
