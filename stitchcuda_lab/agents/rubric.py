@@ -5,7 +5,7 @@ Four criteria, each 0..1 with the reasons that set it:
 - ``anti_hacking``     the Verifier's rejection and flags, replaced ops that still ran, and
                        source patterns (results cached across calls, inputs returned, the
                        reference Model or get_inputs used, other streams or threads)
-- ``cuda_engineering`` kernel quality for the language: grid-stride loops, vectorised access,
+- ``cuda_engineering`` kernel quality for the language: grid-/block-stride loops, vectorised access,
                        ``__restrict__``, warp/shared-memory reductions where the candidate
                        replaces a reduction, no per-element atomics (C: OpenMP, SIMD, restrict)
 - ``coverage``         the share of the reference's compute ops computed by own kernels
@@ -254,8 +254,9 @@ def _engineering(c: Candidate) -> dict[str, Any]:
         shared = "__shared__" in cuda
         atomics = bool(re.search(r"\batomic(Add|Max|Min|Sub|Exch|CAS)\b", cuda))
         checks += [
-            (bool(re.search(r"blockDim\.x\s*\*\s*gridDim\.x|gridDim\.x\s*\*\s*blockDim\.x", cuda)),
-             "grid-stride loops", "no grid-stride loop"),
+            (bool(re.search(r"blockDim\.x\s*\*\s*gridDim\.x|gridDim\.x\s*\*\s*blockDim\.x"
+                            r"|\+=\s*blockDim\.x\b", cuda)),
+             "grid- or block-stride loops", "no grid-stride loop"),
             (bool(re.search(r"\b(float4|float2|__half2|half2|__nv_bfloat162|int4|double2)\b", cuda)),
              "vectorised loads/stores", "scalar memory access only (no float4/half2)"),
             ("__restrict__" in cuda, "__restrict__ pointers", "pointers not __restrict__"),
