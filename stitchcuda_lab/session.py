@@ -51,7 +51,6 @@ class Session:
         self.graph = graph
         self.on_progress = on_progress
         self._planner, self._coder, self._worker = planner, coder, worker
-        self._own_worker = worker is None
         self.readonly = False
 
     # ------------------------------------------------------------------ construction
@@ -283,6 +282,20 @@ class Session:
         torch.manual_seed(self.settings.seed)
         return ns["ModelNew"](*init).to(device or self.device)
 
+    def baseline(self) -> dict[str, float]:
+        """Eager (and torch.compile) timings in ms of the reference, measured by the worker
+        once per session and recorded; later calls return the recorded numbers."""
+        for r in reversed(self.log.records()):
+            if r.kind == "baseline":
+                return dict(r.payload.get("timings") or {})
+        worker = self._get_worker()
+        self._progress("timing the eager baseline", None)
+        kw = {"options": self._verify_options()} if self._verify_options() is not None else {}
+        timings = dict(worker.baseline(self.problem.source, **kw))
+        if not self.readonly:
+            self.record("baseline", {"timings": timings})
+        return timings
+
     def export(self, directory: str | os.PathLike, *, trajectories: bool = False) -> Path:
         from .export import export_session
         return export_session(self, directory, trajectories=trajectories)
@@ -291,14 +304,8 @@ class Session:
         return self.log.records()
 
     def close(self) -> None:
-        """Give the session up (the lock) and stop an owned worker."""
+        """Give the session up (its lock). The shared worker stays up for other sessions."""
         self._checkpoint()
-        if self._own_worker and self._worker is not None:
-            try:
-                self._worker.close()
-            except Exception:  # noqa: BLE001 - closing is best effort
-                pass
-            self._worker = None
         self.log.release()
 
     def __enter__(self) -> "Session":

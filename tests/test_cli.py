@@ -1,0 +1,253 @@
+"""The command line contract: outputs, JSON fields and exit codes (0 done, 2 bad input,
+1 internal error or unavailable service)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from stitchcuda_lab.cli import main
+from stitchcuda_lab.plan import VERDICT_STATUSES
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_session import PROBLEM, FakeCoder, FakePlanner, FakeWorker  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def problem_file(tmp_path):
+    f = tmp_path / "relu_scale.py"
+    f.write_text(PROBLEM)
+    return f
+
+
+@pytest.fixture
+def fakes(monkeypatch):
+    """Route the CLI's agents and worker to the fakes (the real ones are tested elsewhere)."""
+    coder = FakeCoder({0: [1.3, 1.6], 1: [2.2], 2: [2.21]})
+    worker = FakeWorker()
+    import stitchcuda_lab.agents.base as base
+    import stitchcuda_lab.toolchain.worker as tw
+    monkeypatch.setattr(base, "get_agents", lambda name, settings: (FakePlanner(), coder))
+    monkeypatch.setattr(tw, "get_worker", lambda device, settings: worker)
+    monkeypatch.setenv("STITCH_PROFILE", "0")
+    return coder, worker
+
+
+def run(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_optimize_json_prints_one_object_with_the_contract_fields(capsys, problem_file,
+                                                                  tmp_path, fakes):
+    rc, out, err = run(capsys, "optimize", problem_file, "--device", "cpu", "--iters", "3",
+                       "--out", tmp_path / "s", "--json")
+    assert rc == 0, err
+    r = json.loads(out)                       # exactly one JSON document on stdout
+    for key in ("status", "correct", "speedup_vs_eager", "speedup_vs_compile", "session_dir",
+                "tasks", "best_candidate", "eager_ms", "ours_ms", "reward"):
+        assert key in r
+    assert r["status"] == "pass" and r["correct"] is True
+    assert r["speedup_vs_eager"] == 2.21 and r["speedup_vs_compile"] is None
+    assert r["tasks"] == [{"id": "t1", "kind": "pointwise_fusion", "status": "done",
+                           "ops": ["mul", "relu"], "reason": ""}]
+    assert Path(r["session_dir"], "events.jsonl").exists()
+    assert r["eager_ms"] == 1.0 and r["ours_ms"] == pytest.approx(1 / 2.21)
+    assert r["reward"] == 2 and "under noise" in r["message"]
+    assert "verifying" in err                  # the progress log goes to stderr
+
+
+def test_optimize_human_output(capsys, problem_file, tmp_path, fakes):
+    rc, out, _ = run(capsys, "optimize", problem_file, "--device", "cpu", "--iters", "0",
+                     "--out", tmp_path / "s", "--quiet")
+    assert rc == 0
+    assert "1.60x vs eager" in out and "pointwise_fusion" in out
+
+
+def test_optimize_without_agents_reports_the_eager_baseline_and_no_speedup(
+        capsys, problem_file, tmp_path, monkeypatch):
+    import stitchcuda_lab.agents.base as base
+
+    def missing(name, settings):
+        raise ImportError("cannot import name 'OfflinePlanner'")
+    monkeypatch.setattr(base, "get_agents", missing)
+    rc, out, err = run(capsys, "optimize", problem_file, "--device", "cpu", "--out",
+                       tmp_path / "s", "--json", "--quiet")
+    assert rc == 1
+    r = json.loads(out)
+    assert r["status"] == "error" and r["correct"] is False
+    assert r["speedup_vs_eager"] is None and r["best_candidate"] is None
+    assert r["eager_ms"] is not None and r["eager_ms"] > 0
+    assert Path(r["session_dir"], "meta.json").exists()
+    assert "agents are not available" in err
+
+
+def test_a_syntax_error_exits_2_with_one_line_naming_file_and_line(capsys, tmp_path):
+    f = tmp_path / "broken.py"
+    f.write_text("import torch\nclass Model(torch.nn.Module)\n    pass\n")
+    rc, out, err = run(capsys, "optimize", f, "--device", "cpu", "--out", tmp_path / "s")
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and f"{f}:2:" in err and "Traceback" not in err
+
+
+def test_a_missing_problem_file_exits_2(capsys, tmp_path):
+    rc, _, err = run(capsys, "optimize", tmp_path / "nope.py", "--out", tmp_path / "s")
+    assert rc == 2 and "does not exist" in err
+
+
+def test_a_problem_breaking_the_contract_exits_2_with_its_line(capsys, tmp_path):
+    f = tmp_path / "badfwd.py"
+    f.write_text(PROBLEM.replace("return torch.relu(x * self.w)",
+                                 "return torch.relu(x @ self.w.view(2, 4))"))
+    rc, _, err = run(capsys, "optimize", f, "--device", "cpu", "--out", tmp_path / "s")
+    assert rc == 2 and f"{f}:10:" in err and "forward raised" in err
+
+
+def test_an_internal_error_exits_1_and_shows_a_traceback_only_with_debug(
+        capsys, problem_file, tmp_path, monkeypatch):
+    import stitchcuda_lab.problem as problem_mod
+
+    def boom(*a, **k):
+        raise RuntimeError("disk on fire")
+    monkeypatch.setattr(problem_mod, "load_problem", boom)
+    rc, _, err = run(capsys, "optimize", problem_file, "--device", "cpu", "--out",
+                     tmp_path / "s", "--quiet")
+    assert rc == 1 and "internal error: RuntimeError: disk on fire" in err
+    assert "Traceback" not in err
+    rc, _, err = run(capsys, "optimize", problem_file, "--device", "cpu", "--out",
+                     tmp_path / "s", "--quiet", "--debug")
+    assert rc == 1 and "Traceback" in err
+
+
+def test_an_unknown_agent_is_bad_input(capsys, problem_file, tmp_path):
+    with pytest.raises(SystemExit) as ei:
+        main(["optimize", str(problem_file), "--agent", "gpt-9"])
+    assert ei.value.code == 2
+
+
+def test_sessions_lists_and_shows(capsys, problem_file, tmp_path, fakes):
+    root = tmp_path / "s"
+    run(capsys, "optimize", problem_file, "--device", "cpu", "--iters", "0", "--out", root,
+        "--json", "--quiet")
+    rc, out, _ = run(capsys, "sessions", "--out", root, "--json")
+    rows = json.loads(out)
+    assert rc == 0 and len(rows) == 1 and rows[0]["status"] == "done"
+    sid = rows[0]["id"]
+    rc, out, _ = run(capsys, "sessions", "show", sid[:12], "--out", root)
+    assert rc == 0 and sid in out and "[done]" in out and "pass" in out
+    rc, out, _ = run(capsys, "sessions", "show", sid, "--out", root, "--json")
+    assert json.loads(out)["result"]["best_candidate"]
+    rc, _, err = run(capsys, "sessions", "show", "nope", "--out", root)
+    assert rc == 2 and "no session 'nope'" in err
+
+
+def test_resume_carries_an_interrupted_session_on(capsys, tmp_path, fakes, settings):
+    from stitchcuda_lab.problem import problem_from_source
+    from stitchcuda_lab.session import Session
+    root = tmp_path / "s"
+    s = Session.create(problem_from_source(PROBLEM), settings.replace(sessions_dir=str(root),
+                                                                      iters=1),
+                       device="cpu", planner=FakePlanner(), coder=FakeCoder({}),
+                       worker=FakeWorker())
+    s.advance()                                  # planned, waiting for approval
+    s.log.release()                              # as if the process had died
+    s.log.update_meta(status="running")
+    rc, out, _ = run(capsys, "sessions", "--out", root, "--json")
+    assert json.loads(out)[0]["status"] == "interrupted"
+    rc, out, err = run(capsys, "resume", s.id, "--out", root, "--json")
+    assert rc == 0, err
+    r = json.loads(out)
+    assert r["phase"] == "done" and r["status"] == "pass" and r["session_id"] == s.id
+    assert fakes[0].calls[0][0] == 0
+
+
+def test_export_writes_model_and_trajectories(capsys, problem_file, tmp_path, fakes):
+    root = tmp_path / "s"
+    run(capsys, "optimize", problem_file, "--device", "cpu", "--iters", "0", "--out", root,
+        "--quiet")
+    sid = json.loads(run(capsys, "sessions", "--out", root, "--json")[1])[0]["id"]
+    rc, out, _ = run(capsys, "export", sid, "--to", tmp_path / "x", "--out", root,
+                     "--trajectories")
+    assert rc == 0 and "model_new.py" in out
+    assert "class ModelNew" in (tmp_path / "x" / "model_new.py").read_text()
+    assert (tmp_path / "x" / "trajectories.jsonl").exists()
+
+
+def test_bench_and_doctor_report_a_missing_module_in_one_line(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "stitchcuda_lab.bench", None)
+    rc, _, err = run(capsys, "bench", "benchmarks/problems")
+    assert rc == 1 and err.count("\n") == 1 and "`bench` is not available" in err
+    monkeypatch.setitem(sys.modules, "stitchcuda_lab.doctor", None)
+    rc, _, err = run(capsys, "doctor")
+    assert rc == 1 and "`doctor` is not available" in err
+
+
+def test_doctor_runs_through_its_own_module(capsys, monkeypatch):
+    import types
+    seen = {}
+    mod = types.ModuleType("stitchcuda_lab.doctor")
+    mod.main_doctor = lambda args: seen.setdefault("json", args.json) and 0
+    monkeypatch.setitem(sys.modules, "stitchcuda_lab.doctor", mod)
+    assert run(capsys, "doctor", "--json")[0] == 0 and seen == {"json": True}
+
+
+def test_verify_a_missing_candidate_exits_2(capsys, problem_file, tmp_path):
+    rc, _, err = run(capsys, "verify", problem_file, tmp_path / "none.py")
+    assert rc == 2 and "does not exist" in err
+
+
+def _worker_missing():
+    try:
+        from stitchcuda_lab.toolchain.worker import verify_files  # noqa: F401
+        return False
+    except ImportError:
+        return True
+
+
+@pytest.mark.skipif(_worker_missing(), reason="the Verifier's worker is not installed yet")
+def test_verify_json_reports_a_verdict_status_and_exits_0(capsys, problem_file, tmp_path,
+                                                          settings, monkeypatch):
+    cand = tmp_path / "cand.py"
+    cand.write_text(textwrap.dedent(PROGRAM_FALLBACK))
+    monkeypatch.setenv("STITCH_CACHE_DIR", settings.cache_dir)
+    monkeypatch.setenv("STITCH_TIMING_TRIALS", "3")
+    monkeypatch.setenv("STITCH_COMPILE_MODES", "")
+    rc, out, err = run(capsys, "verify", problem_file, cand, "--device", "cpu", "--json")
+    assert rc == 0, err
+    r = json.loads(out)
+    assert r["status"] in VERDICT_STATUSES
+    for key in ("status", "reason", "max_abs_err", "speedup_vs_eager"):
+        assert key in r
+    # computing everything with PyTorch ops is a fallback, not an optimisation
+    assert r["status"] == "rejected" and r["reason"]
+
+
+PROGRAM_FALLBACK = """\
+    import torch
+    import torch.nn as nn
+
+    class ModelNew(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(n))
+
+        def forward(self, x):
+            return torch.relu(x * self.w)
+    """
+
+
+def test_the_console_entry_point_runs_as_a_module(tmp_path):
+    f = tmp_path / "broken.py"
+    f.write_text("def get_inputs(:\n")
+    proc = subprocess.run([sys.executable, "-m", "stitchcuda_lab", "optimize", str(f)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and f"{f}:1:" in proc.stderr
