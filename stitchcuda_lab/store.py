@@ -196,6 +196,15 @@ class SessionLog:
         self._seq = rec.seq
         return rec
 
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last readable event (0 when there is none)."""
+        if self._seq is not None:
+            return self._seq
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StoreWarning)
+            return max((r.seq for r in self._iter_records(resolve=False)), default=0)
+
     def records(self, resolve: bool = True) -> list[Record]:
         """Every readable record in order; a torn or corrupt line is skipped with a warning."""
         return list(self._iter_records(resolve))
@@ -314,12 +323,12 @@ class SessionLog:
         loop = [r for r in recs if r.kind in _LOOP_KINDS]
         if loop and loop[-1].kind in TERMINAL_KINDS:
             return TERMINAL_KINDS[loop[-1].kind]
-        if self.holder() is not None:
-            return "running"
         meta = self.meta()
         last = recs[-1].seq if recs else 0
         if meta.get("status") == "waiting" and meta.get("last_seq") == last:
             return "waiting"
+        if self.holder() is not None:
+            return "running"
         return "interrupted" if recs else "new"
 
     def info(self) -> dict[str, Any]:

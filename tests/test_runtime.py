@@ -1,0 +1,163 @@
+"""runtime: what generated programs import. C kernels run here; CUDA ones on the GPU machine."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from stitchcuda_lab import runtime
+from stitchcuda_lab.errors import BuildError, UsageError
+from stitchcuda_lab.toolchain import build
+
+ARGS_C = r"""
+#include <stdint.h>
+void args(float* out, int64_t a, float b, int32_t c, double d, int32_t flag) {
+    out[0] = (float)a; out[1] = b; out[2] = (float)c; out[3] = (float)d; out[4] = (float)flag;
+}
+"""
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("STITCH_CACHE_DIR", str(tmp_path / "kc"))
+    runtime.clear_loaded()
+    yield
+    runtime.clear_loaded()
+
+
+def test_c_kernel_runs_on_tensors_with_openmp():
+    src = r"""
+#include <stdint.h>
+void axpy(const float* x, float* y, float a, int64_t n) {
+    #pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+"""
+    mod = runtime.load(src, lang="c", name="axpy")
+    x, y = torch.randn(10_000), torch.randn(10_000)
+    expect = y + 2.5 * x
+    mod.call("axpy", x, y, 2.5, x.numel())
+    torch.testing.assert_close(y, expect)
+
+
+def test_argument_widths_follow_the_contract():
+    mod = runtime.load(ARGS_C, lang="c", name="args")
+    out = torch.zeros(5)
+    mod.call("args", out, 2**33 + 1024, 1.5, runtime.i32(-7), runtime.f64(0.25), True)
+    assert out.tolist() == [float(2**33 + 1024), 1.5, -7.0, 0.25, 1.0]
+
+
+def test_compile_error_is_a_build_error_with_the_kernels_own_line_numbers():
+    src = "#include <stdint.h>\n\nvoid f(float* x) {\n    x[0] = undefined_name;\n}\n"
+    with pytest.raises(BuildError) as e:
+        runtime.load(src, lang="c", name="broken")
+    assert "broken.c:4:" in e.value.log
+    assert "undefined_name" in e.value.log
+    assert "/tmp" not in e.value.log and "Traceback" not in e.value.log
+
+
+def test_unknown_function_and_language_are_usage_errors():
+    mod = runtime.load(ARGS_C, lang="c", name="args")
+    with pytest.raises(UsageError, match="no function 'nope'"):
+        mod.call("nope")
+    with pytest.raises(UsageError, match="unknown kernel language"):
+        runtime.load(ARGS_C, lang="fortran")
+    with pytest.raises(UsageError, match="unsupported type"):
+        mod.call("args", "a string")
+
+
+def test_same_source_loads_once_per_process():
+    a = runtime.load(ARGS_C, lang="c", name="args")
+    b = runtime.load(ARGS_C, lang="c", name="args")
+    assert a is b
+
+
+def test_sm_count_is_positive():
+    assert runtime.sm_count() >= 1
+
+
+def test_cuda_without_a_gpu_says_so():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(UsageError, match="needs a CUDA GPU"):
+        runtime.load('extern "C" __global__ void k() {}', lang="cuda", name="k")
+
+
+NVRTC_SRC = '''extern "C" __global__ void scale(float* x, long long n, float a) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) x[i] = helper(x[i], a);
+}
+'''
+
+
+def _nvrtc_or_skip():
+    try:
+        build._cuda_core()
+        build.nvrtc_version()
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"NVRTC not usable here: {e}")
+
+
+def test_nvrtc_compiles_device_code_without_a_gpu():
+    _nvrtc_or_skip()
+    src = "float helper(float v, float a) { return v * a; }\n" + NVRTC_SRC
+    cubin = build.compile_cuda(src, name="scale", arch="90")
+    assert cubin[:4] == b"\x7fELF"
+
+
+def test_nvrtc_error_names_the_kernels_line():
+    _nvrtc_or_skip()
+    with pytest.raises(BuildError) as e:
+        build.compile_cuda(NVRTC_SRC, name="scale", arch="90")  # helper is undefined
+    assert 'scale.cu(3): error: identifier "helper" is undefined' in e.value.log
+
+
+@pytest.mark.gpu
+def test_cuda_kernel_launches_on_the_current_stream():
+    src = "float helper(float v, float a) { return v * a; }\n" + NVRTC_SRC
+    mod = runtime.load(src, lang="cuda", name="scale")
+    x = torch.arange(1000, dtype=torch.float32, device="cuda")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        mod.launch("scale", grid=((1000 + 255) // 256, 1, 1), block=(256, 1, 1),
+                   args=(x, x.numel(), 2.0))
+        y = x * 1  # ordered after the kernel only if it ran on stream s
+    s.synchronize()
+    torch.testing.assert_close(y, torch.arange(1000, dtype=torch.float32, device="cuda") * 2)
+
+
+@pytest.mark.gpu
+def test_cuda_argument_widths_follow_the_contract():
+    src = r'''extern "C" __global__ void args(float* out, long long a, float b, int c, double d,
+                                            int flag) {
+    out[0] = (float)a; out[1] = b; out[2] = (float)c; out[3] = (float)d; out[4] = (float)flag;
+}'''
+    mod = runtime.load(src, lang="cuda", name="args")
+    out = torch.zeros(5, device="cuda")
+    mod.launch("args", grid=1, block=1, args=(out, 2**33 + 1024, 1.5, runtime.i32(-7),
+                                               runtime.f64(0.25), True))
+    assert out.tolist() == [float(2**33 + 1024), 1.5, -7.0, 0.25, 1.0]
+
+
+@pytest.mark.gpu
+def test_cuda_dynamic_shared_memory_above_48k():
+    src = r'''extern "C" __global__ void sm(float* out) {
+    extern __shared__ float buf[];
+    buf[threadIdx.x] = threadIdx.x; __syncthreads();
+    out[threadIdx.x] = buf[blockDim.x - 1 - threadIdx.x];
+}'''
+    mod = runtime.load(src, lang="cuda", name="sm")
+    out = torch.zeros(256, device="cuda")
+    mod.launch("sm", grid=1, block=256, args=(out,), shared_mem=64 * 1024)
+    torch.cuda.synchronize()
+    assert out[0].item() == 255.0
+
+
+@pytest.mark.gpu
+def test_cuda_cache_hit_does_not_call_nvrtc():
+    src = "float helper(float v, float a) { return v * a; }\n" + NVRTC_SRC
+    n0 = build.COMPILES["cuda"]
+    runtime.load(src, lang="cuda", name="scale")
+    runtime.clear_loaded()
+    runtime.load(src, lang="cuda", name="scale")
+    assert build.COMPILES["cuda"] == n0 + 1

@@ -1,0 +1,181 @@
+"""The worker isolates candidate faults: the caller carries on and the same Worker passes next."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from stitchcuda_lab.errors import ConfigError
+from stitchcuda_lab.toolchain import worker as worker_mod
+from stitchcuda_lab.toolchain.worker import clean_env, resolve_device
+
+ADV = __import__("pathlib").Path(__file__).parent.parent / "adversarial"
+POINTWISE = (ADV / "problems" / "pointwise.py").read_text()
+GOOD = (ADV / "candidates" / "pass_c_kernel.py").read_text()
+
+SEGFAULT = '''
+import ctypes
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        ctypes.memset(0, 1, 64)   # write to address 0
+        return x
+'''
+
+HANG = '''
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        while True:
+            pass
+'''
+
+HOG_TORCH = '''
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.empty(1 << 44, dtype=torch.uint8)   # 16 TiB
+'''
+
+HOG_PYTHON = '''
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = [bytearray(1 << 40) for _ in range(64)]   # 64 TiB of host memory
+'''
+
+
+def test_segfault_is_a_runtime_error_and_the_next_verification_passes(cpu_worker, fast_options):
+    cpu_worker.start()
+    pid = cpu_worker.pid
+    v = cpu_worker.verify(POINTWISE, SEGFAULT, replaced=None, options=fast_options, timeout=60)
+    assert v.status == "runtime_error"
+    assert v.reason.startswith("crash:") and "SIGSEGV" in v.reason
+    assert "Segmentation fault" in v.build_log  # faulthandler's report from the child
+    again = cpu_worker.verify(POINTWISE, GOOD, replaced=None, options=fast_options, timeout=60)
+    assert again.status == "pass", again.reason
+    assert cpu_worker.alive and cpu_worker.pid != pid  # a fresh process took over
+
+
+def test_hang_is_killed_as_timeout_and_the_next_verification_passes(cpu_worker, fast_options):
+    cpu_worker.start()
+    pid = cpu_worker.pid
+    t0 = time.monotonic()
+    v = cpu_worker.verify(POINTWISE, HANG, replaced=None, options=fast_options, timeout=5)
+    assert time.monotonic() - t0 < 20
+    assert v.status == "timeout" and v.reason.startswith("timeout")
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the hung process is gone, not left spinning
+    again = cpu_worker.verify(POINTWISE, GOOD, replaced=None, options=fast_options, timeout=60)
+    assert again.status == "pass", again.reason
+
+
+@pytest.mark.parametrize("source", [HOG_TORCH, HOG_PYTHON], ids=["torch_alloc", "python_alloc"])
+def test_memory_exhaustion_fails_fast_and_the_next_verification_passes(cpu_worker, fast_options,
+                                                                       source):
+    t0 = time.monotonic()
+    v = cpu_worker.verify(POINTWISE, source, replaced=None, options=fast_options, timeout=60)
+    assert time.monotonic() - t0 < 30
+    assert v.status == "runtime_error"
+    assert v.reason.startswith("out_of_memory"), v.reason
+    again = cpu_worker.verify(POINTWISE, GOOD, replaced=None, options=fast_options, timeout=60)
+    assert again.status == "pass", again.reason
+
+
+def test_worker_is_reused_while_healthy(cpu_worker, fast_options):
+    cpu_worker.verify(POINTWISE, GOOD, replaced=None, options=fast_options, timeout=60)
+    pid = cpu_worker.pid
+    v = cpu_worker.verify(POINTWISE, GOOD, replaced=None, options=fast_options, timeout=60)
+    assert v.status == "pass" and cpu_worker.pid == pid
+
+
+def test_worker_is_replaced_after_a_job_that_patched_its_timers(cpu_worker, fast_options):
+    from pathlib import Path
+    patched = (Path(__file__).parent.parent / "adversarial/candidates/patched_timer.py").read_text()
+    cpu_worker.start()
+    pid = cpu_worker.pid
+    v = cpu_worker.verify(POINTWISE, patched, replaced=None, options=fast_options, timeout=60)
+    assert v.status == "rejected" and v.reason.startswith("patched_timer")
+    again = cpu_worker.verify(POINTWISE, GOOD, replaced=None, options=fast_options, timeout=60)
+    assert again.status == "pass" and cpu_worker.pid != pid
+
+
+def test_worker_environment_has_no_api_keys(cpu_worker, fast_options, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("HF_TOKEN", "hf-secret")
+    monkeypatch.setenv("MY_SECRET_THING", "x")
+    monkeypatch.setenv("STITCH_HARMLESS", "kept")
+    probe = '''
+import os
+import torch
+import torch.nn as nn
+LEAKED = sorted(k for k in os.environ if "KEY" in k or "TOKEN" in k or "SECRET" in k)
+assert not LEAKED, LEAKED
+assert os.environ.get("STITCH_HARMLESS") == "kept"
+assert os.environ.get("STITCH_CACHE_DIR")
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x
+'''
+    cpu_worker.close()
+    v = cpu_worker.verify(POINTWISE, probe, replaced=None, options=fast_options, timeout=60)
+    # the probe imports fine (no keys leak), then fails on values: that is the point
+    assert v.status in ("incorrect", "rejected"), (v.status, v.reason, v.build_log)
+
+
+def test_clean_env_strips_keys_tokens_and_secrets():
+    env = clean_env({"ANTHROPIC_API_KEY": "a", "OPENAI_API_KEY": "b", "FOO_API_KEY": "c",
+                     "GITHUB_TOKEN": "d", "AWS_SECRET_ACCESS_KEY": "e", "PATH": "/bin",
+                     "STITCH_TRIALS": "5"})
+    assert env == {"PATH": "/bin", "STITCH_TRIALS": "5"}
+
+
+def test_resolve_device_auto_is_cpu_without_a_gpu():
+    import torch
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("cpu") == "cpu"
+
+
+def test_resolve_device_cuda_without_a_gpu_says_so():
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(ConfigError, match="no CUDA GPU"):
+        resolve_device("cuda")
+    with pytest.raises(ConfigError, match="unknown device"):
+        resolve_device("tpu")
+
+
+def test_get_worker_returns_one_worker_per_device_and_cache(settings):
+    a = worker_mod.get_worker("cpu", settings)
+    b = worker_mod.get_worker("auto" if not _has_cuda() else "cpu", settings)
+    c = worker_mod.get_worker("cpu", settings.replace(cache_dir=settings.cache_dir + "_other"))
+    assert a is b and a is not c
+    assert a.device == "cpu"
+
+
+def test_verify_files_infers_the_policy_and_names_the_candidate(settings, tmp_path):
+    from pathlib import Path
+
+    from stitchcuda_lab.toolchain.worker import verify_files
+    adv = Path(__file__).parent.parent / "adversarial"
+    v = verify_files(adv / "problems/pointwise.py", adv / "candidates/fallback_functional.py",
+                     "cpu", settings)
+    assert v.status == "rejected" and v.reason.startswith("pytorch_fallback")
+    assert v.candidate_id == "fallback_functional"
+    assert "aten.relu.default" in v.aten_ops
+
+
+def _has_cuda() -> bool:
+    import torch
+    return torch.cuda.is_available()
