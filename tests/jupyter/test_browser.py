@@ -1,0 +1,184 @@
+"""A real browser: JupyterLab + headless Chromium run the quickstart and click the panel.
+
+Chromium comes from apt-get (installed here when missing), Playwright from pip; Playwright
+cannot download its own browser on these machines, so it drives /usr/bin/chromium. The
+screenshot lands in test-artifacts/ (gitignored).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-dev-shm-usage"]
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    if shutil.which("apt-get") is None or os.geteuid() != 0:
+        pytest.skip("chromium is missing and apt-get cannot install it here (needs apt and root)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    r = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "chromium"],
+                       check=False, capture_output=True, text=True, timeout=600,
+                       env=env)
+    if r.returncode != 0:
+        subprocess.run(["apt-get", "update"], check=False, capture_output=True, timeout=300,
+                       env=env)
+        r = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "chromium"],
+                           check=False, capture_output=True, text=True, timeout=600,
+                       env=env)
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.skip(f"apt-get could not install chromium: {r.stderr.strip()[-300:]}")
+    return path
+
+
+def _playwright():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "playwright"],
+                           check=False, capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            pytest.skip(f"pip could not install playwright: {r.stderr.strip()[-300:]}")
+        from playwright.sync_api import sync_playwright
+    return sync_playwright
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _quickstart_for_clicking(root: Path) -> str:
+    """The quickstart with drive=False, so nothing is approved unless the browser clicks."""
+    import nbformat
+    nb = nbformat.read(ROOT / "notebooks" / "01_quickstart.ipynb", as_version=4)
+    params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    assert "drive = True" in params.source
+    params.source = (params.source.replace("drive = True", "drive = False")
+                     .replace('sessions_dir = "stitch_sessions"',
+                              f'sessions_dir = {str(root / "sessions")!r}'))
+    nbformat.write(nb, root / "quickstart.ipynb")
+    return "quickstart.ipynb"
+
+
+@pytest.fixture
+def jupyterlab(tmp_path):
+    root = tmp_path / "lab"
+    root.mkdir()
+    name = _quickstart_for_clicking(root)
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {**os.environ, "STITCH_CACHE_DIR": str(tmp_path / "cache"),
+           "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter_config"),
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter_runtime")}
+    env.pop("ANTHROPIC_API_KEY", None)
+    with open(tmp_path / "jupyterlab.log", "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
+             f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+             "--ServerApp.port_retries=0", "--LabApp.news_url=",
+             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+            cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 90
+            while True:
+                if proc.poll() is not None:
+                    pytest.fail("JupyterLab exited: " + (tmp_path / "jupyterlab.log").read_text()[-2000:])
+                try:
+                    with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    pytest.fail("JupyterLab did not start within 90 s")
+                time.sleep(0.5)
+            yield f"{base}/lab/tree/{name}?token={token}"
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=20)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=10)
+
+
+def test_quickstart_in_jupyterlab_click_approve_and_next(jupyterlab):
+    chromium = _chromium()
+    sync_playwright = _playwright()
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "browser_quickstart.png"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, timeout=60_000)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1800})
+            page.set_default_timeout(60_000)
+            page.goto(jupyterlab, wait_until="domcontentloaded")
+            page.wait_for_selector(".jp-Notebook", timeout=90_000)
+            # the kernel is up when the status says Idle
+            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
+                                   timeout=120_000)
+            page.click(".lm-MenuBar-item:has-text('Run')")
+            page.click("li[data-command='notebook:run-all-cells']")
+
+            panel = page.locator(".stitch-panel").first
+            approve = panel.locator("button:has-text('Approve plan')")
+            approve.wait_for(state="visible", timeout=240_000)
+            page.wait_for_function(
+                "() => { const b = [...document.querySelectorAll('.stitch-panel button')]"
+                ".find(b => b.textContent.includes('Approve plan')); return b && !b.disabled; }",
+                timeout=240_000)
+            approve.click()
+
+            panel.locator(".lm-TabBar-tab:has-text('History')").click()
+            nxt = panel.locator("button:has-text('Run next iteration')")
+            page.wait_for_function(
+                "() => { const b = [...document.querySelectorAll('.stitch-panel button')]"
+                ".find(b => b.textContent.includes('Run next iteration'));"
+                " return b && !b.disabled; }", timeout=240_000)
+            nxt.click()
+
+            panel.locator(".lm-TabBar-tab:has-text('Profile')").click()
+            verdict = panel.locator(".stitch-verdict")
+            verdict.wait_for(state="visible", timeout=240_000)
+            text = verdict.inner_text()
+            assert "pass" in text and "vs eager" in text, text
+            plot = panel.locator(".js-plotly-plot").first
+            plot.wait_for(state="visible", timeout=60_000)
+            assert "reference" in plot.inner_text() and "time (µs)" in plot.inner_text()
+            assert not panel.locator(".stitch-error").count()
+            page.wait_for_timeout(500)
+            panel.screenshot(path=str(shot))
+        except BaseException:
+            with contextlib.suppress(Exception):    # the screenshot is a diagnostic only
+                page.screenshot(path=str(ARTIFACTS / "browser_quickstart_failure.png"),
+                                full_page=True)
+            raise
+        finally:
+            browser.close()
+    assert shot.stat().st_size > 10_000
