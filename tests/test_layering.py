@@ -1,0 +1,142 @@
+"""Dependency direction: the pure core imports no GPU, notebook or LLM libraries; nothing
+imports the notebook layer; the package's public API is exactly its lazy ``__all__``."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "stitchcuda_lab"
+FORBIDDEN = ("torch.cuda", "IPython", "ipywidgets", "plotly", "anthropic")
+PURE = ["stitchcuda_lab.plan", "stitchcuda_lab.loop", "stitchcuda_lab.trace",
+        "stitchcuda_lab.store", "stitchcuda_lab.agents.offline", "stitchcuda_lab.agents.rubric"]
+
+
+def _submodules(name: str) -> list[str]:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return [f"{name}.{m.name}" for m in pkgutil.iter_modules(spec.submodule_search_locations)]
+
+
+def _modules_after_import(module: str) -> list[str]:
+    code = (f"import importlib, json, sys; importlib.import_module({module!r}); "
+            "print(json.dumps(sorted(sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _present(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
+def _pure_modules() -> list[str]:
+    mods = []
+    for m in PURE:
+        if not _present(m):
+            continue
+        mods.append(m)
+        if m.endswith("agents.offline"):
+            mods += _submodules(m)
+    return mods
+
+
+@pytest.mark.parametrize("module", _pure_modules())
+def test_core_modules_import_no_gpu_notebook_or_llm_library(module):
+    loaded = _modules_after_import(module)
+    bad = [m for m in loaded if any(m == f or m.startswith(f + ".") for f in FORBIDDEN)]
+    assert not bad, f"{module} pulls in {bad[:5]}"
+
+
+def test_importing_the_package_is_light():
+    loaded = _modules_after_import("stitchcuda_lab")
+    heavy = [m for m in loaded if m.split(".")[0] in ("torch", "IPython", "ipywidgets",
+                                                       "plotly", "anthropic")]
+    assert not heavy, heavy[:5]
+
+
+def _jupyter_imports(path: Path, text: str | None = None) -> list[int]:
+    """Lines in ``path`` that import stitchcuda_lab.jupyter, outside the extension hooks."""
+    tree = ast.parse(path.read_text() if text is None else text, filename=str(path))
+    allowed: set[int] = set()
+    if path == PKG / "__init__.py":
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef) and fn.name in ("load_ipython_extension",
+                                                               "unload_ipython_extension"):
+                allowed |= {n.lineno for n in ast.walk(fn) if hasattr(n, "lineno")}
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    package = ".".join(rel.parts[:-1]) if rel.name != "__init__" else ".".join(rel.parts[:-1])
+    hits = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[:len(parts) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module":
+            names = [a.value for a in node.args if isinstance(a, ast.Constant)
+                     and isinstance(a.value, str)]
+        if any(n == "stitchcuda_lab.jupyter" or n.startswith("stitchcuda_lab.jupyter.")
+               for n in names) and node.lineno not in allowed:
+            hits.append(node.lineno)
+    return hits
+
+
+def test_nothing_outside_the_notebook_layer_imports_it():
+    offenders = {}
+    for path in PKG.rglob("*.py"):
+        if "jupyter" in path.relative_to(PKG).parts:
+            continue
+        hits = _jupyter_imports(path)
+        if hits:
+            offenders[str(path.relative_to(PKG))] = hits
+    assert not offenders, offenders
+
+
+def test_the_jupyter_import_check_can_fail():
+    where = PKG / "agents" / "probe.py"          # never written: the text is passed in
+    assert _jupyter_imports(where, "import os\nfrom ..jupyter import panel\n") == [2]
+    assert _jupyter_imports(where, "def f():\n    import stitchcuda_lab.jupyter.magics\n") == [2]
+    assert _jupyter_imports(where, "from ..plan import Plan\n") == []
+
+
+def test_the_public_api_is_exactly_the_lazy_all():
+    import stitchcuda_lab as sl
+    assert set(sl.__all__) == set(sl._LAZY) | {"load_ipython_extension", "__version__"}
+    assert sl.__all__ == sorted(sl.__all__)
+    for name in sl.__all__:
+        assert getattr(sl, name) is not None, name
+    import types
+    public = {n for n, v in vars(sl).items() if not n.startswith("_")
+              and not isinstance(v, types.ModuleType)} - {"annotations", "Any"}
+    assert public <= set(sl.__all__) | {"unload_ipython_extension"}
+    with pytest.raises(AttributeError):
+        sl.not_a_thing  # noqa: B018
+
+
+def test_lazy_names_come_from_the_modules_they_name():
+    import stitchcuda_lab as sl
+    for name, module in sl._LAZY.items():
+        assert getattr(sl, name) is getattr(importlib.import_module(module), name)
+
+
+def test_the_import_check_sees_what_a_torch_import_pulls_in():
+    assert "torch.cuda" in _modules_after_import("torch")
