@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..plan import Candidate, Verdict
 
@@ -37,18 +38,21 @@ FASTER = 1.05   # "more than 5% faster"
 ALLOWED_IMPORTS = ("torch", "math", "stitchcuda_lab", "typing", "__future__")
 
 # aten ops that move, view or allocate memory: not "compute" for coverage.
-DATA_OPS = frozenset("""
-view _unsafe_view reshape expand permute transpose t contiguous clone copy copy_ empty
-empty_like empty_strided zeros zeros_like ones ones_like full full_like new_empty new_zeros
-unsqueeze squeeze select slice as_strided detach alias lift_fresh_copy _to_copy to
-""".split())
+DATA_OPS = frozenset((
+    "view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "contiguous",
+    "clone", "copy", "copy_", "empty", "empty_like", "empty_strided", "zeros", "zeros_like",
+    "ones", "ones_like", "full", "full_like", "new_empty", "new_zeros", "unsqueeze",
+    "squeeze", "select", "slice", "as_strided", "detach", "alias", "lift_fresh_copy",
+    "_to_copy", "to",
+))
 
-REDUCTIONS = frozenset("""
-sum mean var std var_mean amax amin max min argmax argmin prod norm logsumexp _softmax softmax
-_log_softmax log_softmax native_layer_norm layer_norm native_group_norm group_norm
-native_batch_norm _native_batch_norm_legit _native_batch_norm_legit_no_training batch_norm
-rms_norm _fused_rms_norm cumsum linalg_vector_norm
-""".split())
+REDUCTIONS = frozenset((
+    "sum", "mean", "var", "std", "var_mean", "amax", "amin", "max", "min", "argmax",
+    "argmin", "prod", "norm", "logsumexp", "_softmax", "softmax", "_log_softmax",
+    "log_softmax", "native_layer_norm", "layer_norm", "native_group_norm", "group_norm",
+    "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+    "batch_norm", "rms_norm", "_fused_rms_norm", "cumsum", "linalg_vector_norm",
+))
 
 # Python spellings of aten ops, for spotting torch fallbacks in source.
 _PY_NAMES = {
@@ -230,7 +234,7 @@ def _anti_hacking(c: Candidate, v: Verdict, src: _Source) -> dict[str, Any]:
             if isinstance(n, ast.Try):
                 hit(0.5, "try/except in forward can hide a fallback")
         fcalls = src.calls(f)
-        if any(x.endswith("manual_seed") or x.endswith(".seed") for x in fcalls):
+        if any(x.endswith(("manual_seed", ".seed")) for x in fcalls):
             hit(0.3, "reseeds random generators in forward")
     text = c.program
     if re.search(r"\bthreading\b|\bmultiprocessing\b|concurrent\.futures", text):

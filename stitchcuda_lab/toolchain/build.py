@@ -48,7 +48,8 @@ def compile_c(source: str, *, name: str = "kernel", flags: tuple[str, ...] = ())
         COMPILES["c"] += 1
         try:
             proc = subprocess.run([cc, *C_FLAGS, *flags, "-o", str(out), str(src), *C_LIBS],
-                                  capture_output=True, text=True, timeout=300, cwd=tmp)
+                                  capture_output=True, text=True, timeout=300, cwd=tmp,
+                                  env={**os.environ, "LC_ALL": "C"})  # plain ASCII quotes
         except FileNotFoundError:
             raise BuildError(f"no C compiler found ({cc!r})",
                              hint="install gcc (apt-get install gcc) or set CC") from None

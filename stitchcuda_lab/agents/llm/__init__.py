@@ -31,7 +31,7 @@ __all__ = ["HybridCoder", "LLMCoder", "LLMPlanner", "LLMReviewer", "ReplayClient
            "trajectories"]
 
 
-def make_client(provider: str, settings: "Settings", *, recorder: Recorder | None = None,
+def make_client(provider: str, settings: Settings, *, recorder: Recorder | None = None,
                 progress: Progress | None = None, **kw: Any) -> StructuredClient:
     """A live structured client: ``claude`` or ``openai`` (``kw``: max_retries, http_client)."""
     if provider == "claude":
@@ -44,7 +44,7 @@ def make_client(provider: str, settings: "Settings", *, recorder: Recorder | Non
     raise ConfigError(f"unknown LLM provider {provider!r}", hint="use claude or openai")
 
 
-def make_agents(name: str, settings: "Settings", *, client: StructuredClient | None = None,
+def make_agents(name: str, settings: Settings, *, client: StructuredClient | None = None,
                 recorder: Recorder | None = None, progress: Progress | None = None,
                 knowledge: Any = _UNSET, **client_kw: Any) -> tuple[Any, Any]:
     """The (Planner, Coder) for ``claude``, ``openai`` or ``hybrid``.
@@ -90,9 +90,9 @@ class HybridCoder:
     progress = property(lambda self: self.llm.progress,
                         lambda self, fn: setattr(self.llm, "progress", fn))
 
-    def code(self, problem: "Problem", graph: "Graph", plan: "Plan", settings: "Settings", *,
-             iteration: int, previous: "Candidate | None" = None,
-             feedback: "Verdict | None" = None) -> "list[Candidate]":
+    def code(self, problem: Problem, graph: Graph, plan: Plan, settings: Settings, *,
+             iteration: int, previous: Candidate | None = None,
+             feedback: Verdict | None = None) -> list[Candidate]:
         if iteration == 0:
             first = self.offline.code(problem, graph, plan, settings, iteration=0,
                                       previous=previous, feedback=feedback)

@@ -41,11 +41,11 @@ class LLMCoder(KnowledgeMixin):
     def __init__(self, client: StructuredClient, *, knowledge: Any = _UNSET,
                  name: str | None = None):
         self.client = client
-        self.name = name or client.provider
+        self.name = name or getattr(client, "origin", client.provider)
         if knowledge is not _UNSET:
             self.knowledge = knowledge
 
-    def code(self, problem: "Problem", graph: "Graph", plan: Plan, settings: "Settings", *,
+    def code(self, problem: Problem, graph: Graph, plan: Plan, settings: Settings, *,
              iteration: int, previous: Candidate | None = None,
              feedback: Verdict | None = None) -> list[Candidate]:
         tasks = plan.active()
@@ -142,8 +142,8 @@ def coder_request(plan: Plan, lang: str, iteration: int, previous: Candidate | N
             parts += [f"### kernel `{k.name}` ({k.lang}, entry {', '.join(k.entry)})",
                       fence(k.code, "cpp" if k.lang == "cuda" else "c")]
         parts += ["### program", fence(previous.program, "python"),
-                  f"replaced: {', '.join(previous.replaced) or '(none)'}; "
-                  f"kept: {', '.join(previous.kept) or '(none)'}"]
+                  (f"replaced: {', '.join(previous.replaced) or '(none)'}; "
+                   f"kept: {', '.join(previous.kept) or '(none)'}")]
     if feedback is not None:
         parts += ["## Verifier feedback", feedback_text(feedback)]
     parts.append("## Request")

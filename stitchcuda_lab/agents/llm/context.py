@@ -7,7 +7,8 @@ cached after the first request.
 
 from __future__ import annotations
 
-from functools import lru_cache
+import contextlib
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ SECTION_CHARS = 3000   # per retrieved section in a prompt
 COMPUTE_CLASSES = ("pointwise", "reduction", "normalization", "gemm", "convolution", "rnn")
 
 
-@lru_cache(maxsize=None)
+@cache
 def prompt(name: str) -> str:
     """A prompt file from prompts/ (``prompt("coder")`` reads prompts/coder.md)."""
     return (PROMPTS / f"{name}.md").read_text()
@@ -33,7 +34,7 @@ def lang_for(device: str) -> str:
     return "cuda" if device.startswith("cuda") else "c"
 
 
-def compute_nodes(graph: "Graph") -> list[Any]:
+def compute_nodes(graph: Graph) -> list[Any]:
     return [n for n in graph.nodes if n.op == "call_function" and n.op_class in COMPUTE_CLASSES]
 
 
@@ -43,7 +44,7 @@ def short_target(target: str) -> str:
     return parts[1] if len(parts) >= 2 and parts[0] == "aten" else target
 
 
-def rag_query(graph: "Graph", extra: str = "") -> str:
+def rag_query(graph: Graph, extra: str = "") -> str:
     """Retrieval query from the graph's op classes and targets (plus plan words)."""
     words: list[str] = []
     for n in compute_nodes(graph) or [n for n in graph.nodes if n.op == "call_function"]:
@@ -63,10 +64,8 @@ def retrieve(knowledge: Any, query: str, k: int) -> list[dict[str, Any]]:
         get = h.get if isinstance(h, dict) else (lambda name, d=None, h=h: getattr(h, name, d))
         text = get("text", None) or get("snippet", "") or ""
         if hasattr(knowledge, "section"):   # the whole section, not just the snippet
-            try:
+            with contextlib.suppress(Exception):   # a hit without a section keeps its snippet
                 text = knowledge.section(get("id")).body
-            except Exception:  # noqa: BLE001 - a hit without a section keeps its snippet
-                pass
         if len(text) > SECTION_CHARS:
             text = text[:SECTION_CHARS].rsplit("\n", 1)[0] + "\n..."
         hits.append({"id": str(get("id")), "title": get("title", "") or "",
@@ -83,11 +82,11 @@ def default_knowledge() -> Any:
     return KnowledgeBase.load()
 
 
-def problem_context(problem: "Problem", graph: "Graph", sections: list[dict[str, Any]]) -> str:
+def problem_context(problem: Problem, graph: Graph, sections: list[dict[str, Any]]) -> str:
     """The cached per-problem block: source, graph, eager profile, knowledge-base sections."""
-    parts = [f"# Problem `{problem.name}` on device `{graph.device}` "
-             f"(kernels in {lang_for(graph.device)!r})",
-             "## Reference model (KernelBench contract)", f"```python\n{problem.source.rstrip()}\n```",
+    parts = [(f"# Problem `{problem.name}` on device `{graph.device}` "
+              f"(kernels in {lang_for(graph.device)!r})"),
+             "## Reference model (KernelBench contract)", fence(problem.source, "python"),
              "## Captured ATen graph", graph.summary().rstrip(),
              "## Eager profile", eager_profile(graph)]
     parts.append("## Knowledge-base sections (cite their ids in `refs`)")
@@ -99,7 +98,7 @@ def problem_context(problem: "Problem", graph: "Graph", sections: list[dict[str,
     return "\n\n".join(parts) + "\n"
 
 
-def eager_profile(graph: "Graph", top: int = 12) -> str:
+def eager_profile(graph: Graph, top: int = 12) -> str:
     lines = [f"eager forward: {graph.eager_ms:.3f} ms" if graph.eager_ms is not None
              else "eager forward: not measured"]
     timed = [n for n in graph.nodes if getattr(n, "time_us", None)]

@@ -32,8 +32,8 @@ class OpenAIClient(StructuredClient):
                          recorder=recorder, progress=progress)
         self.temperature = settings.temperature
         self.timeout = settings.llm_timeout
-        kw = dict(base_url=settings.base_url, timeout=settings.llm_timeout,
-                  max_retries=max_retries, http_client=http_client)
+        kw = {"base_url": settings.base_url, "timeout": settings.llm_timeout,
+              "max_retries": max_retries, "http_client": http_client}
         try:
             self._client = openai.OpenAI(**kw)
         except openai.OpenAIError:

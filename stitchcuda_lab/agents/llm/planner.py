@@ -64,11 +64,11 @@ class LLMPlanner(KnowledgeMixin):
     def __init__(self, client: StructuredClient, *, knowledge: Any = _UNSET,
                  name: str | None = None):
         self.client = client
-        self.name = name or client.provider
+        self.name = name or getattr(client, "origin", client.provider)
         if knowledge is not _UNSET:
             self.knowledge = knowledge
 
-    def plan(self, problem: "Problem", graph: "Graph", settings: "Settings") -> Plan:
+    def plan(self, problem: Problem, graph: Graph, settings: Settings) -> Plan:
         sections = retrieve(self.knowledge, rag_query(graph), settings.rag_top_k)
         ids = [s["id"] for s in sections]
         request = Request(
@@ -79,14 +79,14 @@ class LLMPlanner(KnowledgeMixin):
         return plan_from_reply(reply.data, graph, ids, agent=self.name)
 
 
-def _user(graph: "Graph") -> str:
+def _user(graph: Graph) -> str:
     nodes = compute_nodes(graph) or [n for n in graph.nodes if n.op == "call_function"]
     listed = "\n".join(f"- {n.name}: {n.target} ({n.op_class})" for n in nodes)
     return (f"Propose the plan for device `{graph.device}`. The compute nodes are:\n{listed}\n\n"
             "Call submit_plan.")
 
 
-def check_plan(data: dict[str, Any], graph: "Graph") -> list[str]:
+def check_plan(data: dict[str, Any], graph: Graph) -> list[str]:
     """Semantic checks the schema cannot express: ids unique, node names exist."""
     names = {n.name for n in graph.nodes if n.op == "call_function"}
     errors, seen = [], set()
@@ -103,7 +103,7 @@ def check_plan(data: dict[str, Any], graph: "Graph") -> list[str]:
     return errors
 
 
-def plan_from_reply(data: dict[str, Any], graph: "Graph", shown_refs: list[str], *,
+def plan_from_reply(data: dict[str, Any], graph: Graph, shown_refs: list[str], *,
                     agent: str) -> Plan:
     """A validated submit_plan input as a Plan (targets from the graph, refs as shown)."""
     target = {n.name: n.target for n in graph.nodes}

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ...errors import ServiceError, StoreError
 from ...plan import Verdict
@@ -38,6 +39,9 @@ class ReplayClient(StructuredClient):
         exchanges = [e for e in exchanges if e is not None]
         model = exchanges[0].get("model", "replay") if exchanges else "replay"
         super().__init__(model=model, max_tokens=0, recorder=recorder, progress=progress)
+        # the provider that made the recording names the replayed plans and candidates
+        self.origin = next((e["provider"] for e in exchanges
+                            if e.get("provider") not in (None, "replay")), "claude")
         self.strict = strict
         self._queues: dict[str, deque[dict[str, Any]]] = {}
         for e in exchanges:
@@ -45,7 +49,7 @@ class ReplayClient(StructuredClient):
         self._served = 0
 
     @classmethod
-    def from_session(cls, source: str | Path | Iterable[dict[str, Any]], **kw: Any) -> "ReplayClient":
+    def from_session(cls, source: str | Path | Iterable[dict[str, Any]], **kw: Any) -> ReplayClient:
         """From a session folder, an events JSONL file, or an iterable of events/payloads."""
         return cls(load_exchanges(source), **kw)
 

@@ -8,7 +8,8 @@ judge can lower anti-hacking and compliance, never raise them above the rules).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from ...plan import Candidate, Verdict
 from .. import rubric
@@ -30,19 +31,19 @@ class LLMReviewer:
     def __init__(self, client: StructuredClient):
         self.client = client
 
-    def judge(self, problem: "Problem | None", candidate: Candidate, verdict: Verdict,
+    def judge(self, problem: Problem | None, candidate: Candidate, verdict: Verdict,
               rules: dict[str, Any]) -> dict[str, Any]:
         """The judge's raw ``{criterion: {"score", "reason"}, "notes"}``."""
         context = ""
         if problem is not None:
             context = "## Reference model\n" + fence(problem.source, "python")
-        parts = [f"## Candidate {candidate.id} (iteration {candidate.iteration}, "
-                 f"{candidate.origin})"]
+        parts = [(f"## Candidate {candidate.id} (iteration {candidate.iteration}, "
+                  f"{candidate.origin})")]
         for k in candidate.kernels:
             parts += [f"### kernel `{k.name}` ({k.lang})", fence(k.code, "c")]
         parts += ["### program", fence(candidate.program, "python"),
-                  f"replaced: {', '.join(candidate.replaced) or '(none)'}; "
-                  f"kept: {', '.join(candidate.kept) or '(none)'}",
+                  (f"replaced: {', '.join(candidate.replaced) or '(none)'}; "
+                   f"kept: {', '.join(candidate.kept) or '(none)'}"),
                   "## Verifier facts", feedback_text(verdict),
                   "## Rule rubric", fence(json.dumps(
                       {k: rules[k] for k in rubric.CRITERIA}, indent=1, sort_keys=True), "json"),
@@ -52,7 +53,7 @@ class LLMReviewer:
                           context=context, user="\n\n".join(parts), tool=REVIEW_TOOL)
         return self.client.ask(request).data
 
-    def score(self, candidate: Candidate, verdict: Verdict, *, problem: "Problem | None" = None,
+    def score(self, candidate: Candidate, verdict: Verdict, *, problem: Problem | None = None,
               reference_ops: Iterable[str] | None = None) -> dict[str, Any]:
         """Rule rubric merged with the judge's scores (``rubric.score`` plus ``judge``)."""
         rules = rubric.score(candidate, verdict, reference_ops=reference_ops)

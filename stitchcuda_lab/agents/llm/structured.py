@@ -16,8 +16,9 @@ usage; never request headers or keys.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ...errors import ServiceError
 from .schema import validate
@@ -122,8 +123,8 @@ class StructuredClient:
             return (f"{self.provider} declined to answer (stop_reason 'refusal'){why}",
                     "rephrase the problem or plan, or continue with --agent offline")
         if turn.stop_reason in ("max_tokens", "length"):
-            return (f"the {self.provider} reply was cut off at max_tokens={self.max_tokens} "
-                    f"(stop_reason {turn.stop_reason!r}) before the tool call was complete",
+            return ((f"the {self.provider} reply was cut off at max_tokens={self.max_tokens} "
+                     f"(stop_reason {turn.stop_reason!r}) before the tool call was complete"),
                     "raise STITCH_MAX_TOKENS (Settings.max_tokens) and run the step again")
         if turn.stop_reason == "model_context_window_exceeded":
             return (f"the prompt and reply exceed {turn.model or self.model}'s context window",

@@ -1,0 +1,507 @@
+"""CUDA device code (NVRTC, ``extern "C" __global__``) for a KernelSpec.
+
+Pointwise: a grid-stride loop; operands that walk the output contiguously are read and written
+as float4 when all of them are fp32 and 16-byte aligned (checked in the kernel, scalar tail),
+broadcast operands are read with index math from baked shape constants; ``ipt`` float4 per
+thread per trip for memory-level parallelism.
+
+Rowwise: one block per row (long rows), one warp per row (short rows) or one thread per row
+(rows interleaved in memory, so neighbouring threads read neighbouring addresses). Reductions
+combine with warp shuffles and a shared-memory block step; mean/variance use one-pass Welford,
+softmax an online max+sum; each pass re-reads its inputs (from L2 for rows that fit).
+
+No fast-math intrinsics: expf/tanhf/erff are the accurate versions, so results stay within the
+fp32 1e-4 tolerance; the kernels are memory-bound, the math is not the limit.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from .emit_c import offset
+from .fusion import KernelSpec, Operand, Stmt, deps_closure
+
+CU_TYPES = {"float32": "float", "float64": "double", "float16": "__half",
+            "bfloat16": "__nv_bfloat16", "bool": "bool", "int64": "long long", "int32": "int",
+            "int16": "short", "int8": "signed char", "uint8": "unsigned char"}
+
+PRELUDE = r"""#define SC_INF __int_as_float(0x7f800000)
+#define SC_NAN __int_as_float(0x7fffffff)
+#define SC_FULL 0xffffffffu
+__device__ __forceinline__ float sc_exp(float x) { return expf(x); }
+__device__ __forceinline__ double sc_exp(double x) { return exp(x); }
+__device__ __forceinline__ float sc_log(float x) { return logf(x); }
+__device__ __forceinline__ double sc_log(double x) { return log(x); }
+__device__ __forceinline__ float sc_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double sc_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ float sc_erf(float x) { return erff(x); }
+__device__ __forceinline__ double sc_erf(double x) { return erf(x); }
+__device__ __forceinline__ float sc_log1p(float x) { return log1pf(x); }
+__device__ __forceinline__ double sc_log1p(double x) { return log1p(x); }
+__device__ __forceinline__ float sc_expm1(float x) { return expm1f(x); }
+__device__ __forceinline__ double sc_expm1(double x) { return expm1(x); }
+__device__ __forceinline__ float sc_rsqrt(float x) { return rsqrtf(x); }
+__device__ __forceinline__ double sc_rsqrt(double x) { return rsqrt(x); }
+__device__ __forceinline__ float sc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ double sc_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+__device__ __forceinline__ float sc_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+__device__ __forceinline__ double sc_softplus(double x) { return x > 20.0 ? x : log1p(exp(x)); }
+__device__ __forceinline__ float sc_max(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double sc_max(double a, double b) { return fmax(a, b); }
+__device__ __forceinline__ float sc_min(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ double sc_min(double a, double b) { return fmin(a, b); }
+"""
+
+REDUCE_PRELUDE = r"""template <class T> struct sc_wf { T mean, m2, n; };
+template <class T> struct sc_sm { T m, s; };
+template <class T> struct sc_arg { T v; long long i; };
+__device__ __forceinline__ float sc_shfl(float v, int o) { return __shfl_xor_sync(SC_FULL, v, o); }
+__device__ __forceinline__ double sc_shfl(double v, int o) { return __shfl_xor_sync(SC_FULL, v, o); }
+__device__ __forceinline__ long long sc_shfl(long long v, int o) { return __shfl_xor_sync(SC_FULL, v, o); }
+template <class T> __device__ __forceinline__ sc_wf<T> sc_shfl(sc_wf<T> a, int o) {
+    return {sc_shfl(a.mean, o), sc_shfl(a.m2, o), sc_shfl(a.n, o)};
+}
+template <class T> __device__ __forceinline__ sc_sm<T> sc_shfl(sc_sm<T> a, int o) {
+    return {sc_shfl(a.m, o), sc_shfl(a.s, o)};
+}
+template <class T> __device__ __forceinline__ sc_arg<T> sc_shfl(sc_arg<T> a, int o) {
+    return {sc_shfl(a.v, o), sc_shfl(a.i, o)};
+}
+struct sc_add { template <class T> __device__ T operator()(T a, T b) const { return a + b; } };
+struct sc_mul { template <class T> __device__ T operator()(T a, T b) const { return a * b; } };
+struct sc_maxop { template <class T> __device__ T operator()(T a, T b) const {
+    return (b > a || b != b) ? b : a; } };
+struct sc_minop { template <class T> __device__ T operator()(T a, T b) const {
+    return (b < a || b != b) ? b : a; } };
+struct sc_wf_comb { template <class T> __device__ sc_wf<T> operator()(sc_wf<T> a, sc_wf<T> b) const {
+    const T n = a.n + b.n;
+    if (n == T(0)) return a;
+    const T d = b.mean - a.mean, f = b.n / n;
+    return {a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f, n};
+} };
+struct sc_sm_comb { template <class T> __device__ sc_sm<T> operator()(sc_sm<T> a, sc_sm<T> b) const {
+    const T m = a.m > b.m ? a.m : b.m;
+    const T s = (a.m == -SC_INF ? T(0) : a.s * sc_exp(a.m - m)) + (b.m == -SC_INF ? T(0) : b.s * sc_exp(b.m - m));
+    return {m, s};
+} };
+struct sc_argmax_comb { template <class T> __device__ sc_arg<T> operator()(sc_arg<T> a, sc_arg<T> b) const {
+    if (b.i < 0) return a;
+    if (a.i < 0 || b.v > a.v || (b.v == a.v && b.i < a.i) || (b.v != b.v && a.v == a.v)) return b;
+    return a;
+} };
+struct sc_argmin_comb { template <class T> __device__ sc_arg<T> operator()(sc_arg<T> a, sc_arg<T> b) const {
+    if (b.i < 0) return a;
+    if (a.i < 0 || b.v < a.v || (b.v == a.v && b.i < a.i) || (b.v != b.v && a.v == a.v)) return b;
+    return a;
+} };
+template <class V, class F> __device__ __forceinline__ V sc_warp_reduce(V v, F f) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = f(v, sc_shfl(v, o));
+    return v;
+}
+template <class V, class F> __device__ __forceinline__ V sc_block_reduce(V v, F f, V ident, V* sm) {
+    v = sc_warp_reduce(v, f);
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    __syncthreads();
+    if (lane == 0) sm[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        V x = lane < nw ? sm[lane] : ident;
+        x = sc_warp_reduce(x, f);
+        if (lane == 0) sm[0] = x;
+    }
+    __syncthreads();
+    return sm[0];
+}
+"""
+
+
+def _ptr(o: Operand) -> str:
+    t = CU_TYPES[o.dtype]
+    if o.role == "in":
+        return f"const {t}* __restrict__ {o.name}"
+    return f"{t}* __restrict__ {o.name}"
+
+
+def _load(o: Operand, idx: str, acc: str) -> str:
+    if o.dtype == "float16":
+        return f"({acc})__half2float({o.name}[{idx}])"
+    if o.dtype == "bfloat16":
+        return f"({acc})__bfloat162float({o.name}[{idx}])"
+    if o.role == "in" and o.dtype in ("float32", "float64"):
+        return f"({acc})__ldg({o.name} + {idx})"
+    return f"({acc}){o.name}[{idx}]"
+
+
+def _store(o: Operand, idx: str, val: str) -> str:
+    if o.dtype == "float16":
+        return f"{o.name}[{idx}] = __float2half_rn((float)({val}));"
+    if o.dtype == "bfloat16":
+        return f"{o.name}[{idx}] = __float2bfloat16_rn((float)({val}));"
+    if o.dtype == "bool":
+        return f"{o.name}[{idx}] = (({val}) != 0);"
+    return f"{o.name}[{idx}] = ({CU_TYPES[o.dtype]})({val});"
+
+
+def _rename(expr: str, local: set[str], suffix: str) -> str:
+    if not suffix:
+        return expr
+    return re.sub(r"\bv\d+\b", lambda m: m.group(0) + suffix if m.group(0) in local else m.group(0),
+                  expr)
+
+
+def _elem_lines(spec: KernelSpec, stmts: list[Stmt], idx_of, suffix: str, vec: dict,
+                ind: str) -> list[str]:
+    """Loads and expressions for one element; ``vec[operand] = component`` for float4 lanes."""
+    local = {s.var for s in stmts}
+    out = []
+    for s in stmts:
+        name = s.var + suffix
+        if s.op == "load":
+            o = spec.operands[s.operand]
+            src = vec.get(s.operand) or _load(o, idx_of(o), spec.acc)
+            out.append(f"{ind}const {spec.acc} {name} = {src};")
+        else:
+            out.append(f"{ind}const {s.ctype or spec.acc} {name} = {_rename(s.expr, local, suffix)};")
+    return out
+
+
+def _header(spec: KernelSpec) -> str:
+    inc = ""
+    dts = {o.dtype for o in spec.operands}
+    if "float16" in dts:
+        inc += "#include <cuda_fp16.h>\n"
+    if "bfloat16" in dts:
+        inc += "#include <cuda_bf16.h>\n"
+    pre = PRELUDE + (REDUCE_PRELUDE if spec.kind == "rowwise" else "")
+    return inc + pre
+
+
+def default_params(spec: KernelSpec) -> dict:
+    """Launch shape the first candidate uses (refinement varies it)."""
+    if spec.kind == "pointwise":
+        return {"block": 256, "vec": 4 if vec_ok(spec) else 1, "ipt": 1, "waves": 16}
+    strategy = row_strategy(spec)
+    block = {"block": 512 if spec.rowlen >= 4096 else 256, "warp": 256, "thread": 256}[strategy]
+    return {"block": block, "vec": 4 if vec_ok(spec, strategy) else 1, "rows": strategy,
+            "waves": 16}
+
+
+def row_strategy(spec: KernelSpec) -> str:
+    if not spec.reduce[-1]:
+        return "thread"
+    return "block" if spec.rowlen > 1024 else "warp"
+
+
+def _vec_operands(spec: KernelSpec) -> list[int]:
+    """Operands read/written as float4 (contiguous along the innermost dim)."""
+    if spec.kind == "pointwise":
+        cont = [i for i, o in enumerate(spec.operands) if o.strides == _contig(spec.dims)]
+    else:
+        cont = [i for i, o in enumerate(spec.operands)
+                if not o.row and o.strides[-1] == 1
+                and all(s % 4 == 0 for s in o.strides[:-1])]
+    return cont
+
+
+def vec_ok(spec: KernelSpec, strategy: str | None = None) -> bool:
+    vo = _vec_operands(spec)
+    if not vo or any(spec.operands[i].dtype != "float32" for i in vo):
+        return False
+    if spec.kind == "pointwise":
+        return spec.numel >= 4
+    if (strategy or row_strategy(spec)) == "thread":
+        return False
+    return spec.reduce[-1] and spec.dims[-1] % 4 == 0 and spec.rowlen >= 4 and all(
+        spec.operands[i].role != "inout" for i in vo)
+
+
+def _contig(shape):
+    st, acc = [], 1
+    for s in reversed(shape):
+        st.append(acc)
+        acc *= s
+    return st[::-1]
+
+
+def emit_cuda(spec: KernelSpec, params: dict | None = None) -> str:
+    """CUDA source with one ``extern "C" __global__`` kernel named ``spec.name``."""
+    params = {**default_params(spec), **(params or {})}
+    sig = ", ".join(_ptr(o) for o in spec.operands)
+    head = (f"// {spec.name}: {', '.join(spec.ops)}\n"
+            f"// dims {spec.dims} (reduced: {[i for i, r in enumerate(spec.reduce) if r]}), "
+            f"{spec.acc} math, params {params}\n")
+    if spec.kind == "pointwise":
+        body = _pointwise(spec, params)
+    else:
+        body = _rowwise(spec, params)
+    return (_header(spec) + "\n" + head + f'extern "C" __global__ void __launch_bounds__('
+            f'{int(params["block"])}) {spec.name}({sig})\n{{\n' + body + "}\n")
+
+
+def launch_config(spec: KernelSpec, params: dict | None = None) -> dict:
+    """grid blocks (before the SM cap) and block threads for the program to launch with."""
+    p = {**default_params(spec), **(params or {})}
+    b = int(p["block"])
+    if spec.kind == "pointwise":
+        per = b * int(p["vec"]) * int(p["ipt"])
+        return {"blocks": max(1, -(-spec.numel // per)), "block": b, "waves": int(p["waves"])}
+    rows = spec.rows
+    if p["rows"] == "block":
+        blocks = rows
+    elif p["rows"] == "warp":
+        blocks = -(-rows // (b // 32))
+    else:
+        blocks = -(-rows // b)
+    return {"blocks": max(1, blocks), "block": b, "waves": int(p["waves"])}
+
+
+def _pointwise(spec: KernelSpec, p: dict) -> str:
+    dims = spec.dims
+    n = spec.numel
+    ops = spec.operands
+    alld = list(range(len(dims)))
+    vec = int(p["vec"]) == 4 and vec_ok(spec)
+    ipt = max(1, int(p.get("ipt", 1)))
+    vops = _vec_operands(spec) if vec else []
+    elems = [s for s in spec.stmts if s.op in ("load", "expr")]
+    stores = [s for s in spec.stmts if s.op == "store"]
+    ind = "    "
+    L = [f"{ind}const long long n = {n}LL;",
+         f"{ind}const long long step = (long long)gridDim.x * blockDim.x;",
+         f"{ind}const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+         f"{ind}long long start = 0;"]
+
+    def idx_at(i: str):
+        return lambda o: offset(o.strides, dims, i, alld) if o.strides != _contig(dims) else i
+
+    if vec:
+        ptrs = " | ".join(f"(unsigned long long){ops[i].name}" for i in vops)
+        L.append(f"{ind}if ((({ptrs}) & 15ULL) == 0) {{")
+        L.append(f"{ind}    const long long nv = n / 4;")
+        L.append(f"{ind}    for (long long q0 = t; q0 < nv; q0 += step * {ipt}) {{")
+        L.append(f"{ind}#pragma unroll")
+        L.append(f"{ind}        for (int u = 0; u < {ipt}; ++u) {{")
+        L.append(f"{ind}            const long long q = q0 + u * step;")
+        L.append(f"{ind}            if (q >= nv) break;")
+        i2 = ind + " " * 12
+        for i in vops:
+            if ops[i].role == "in":
+                L.append(f"{i2}const float4 a_{ops[i].name} = __ldg(reinterpret_cast<const float4*>"
+                         f"({ops[i].name}) + q);")
+        comps = "xyzw"
+        for lane in range(4):
+            L.append(f"{i2}const long long i_{lane} = 4 * q + {lane};")
+            vmap = {i: f"a_{ops[i].name}.{comps[lane]}" for i in vops if ops[i].role == "in"}
+            L += _elem_lines(spec, elems, idx_at(f"i_{lane}"), f"_{lane}", vmap, i2)
+        for s in stores:
+            o = ops[s.operand]
+            if s.operand in vops:
+                L.append(f"{i2}reinterpret_cast<float4*>({o.name})[q] = make_float4("
+                         + ", ".join(f"(float){s.var}_{lane}" for lane in range(4)) + ");")
+            else:
+                for lane in range(4):
+                    L.append(i2 + _store(o, idx_at(f"i_{lane}")(o), f"{s.var}_{lane}"))
+        L += [f"{ind}        }}", f"{ind}    }}", f"{ind}    start = nv * 4;", f"{ind}}}"]
+    L.append(f"{ind}for (long long i = start + t; i < n; i += step) {{")
+    L += _elem_lines(spec, elems, idx_at("i"), "", {}, ind + "    ")
+    for s in stores:
+        o = ops[s.operand]
+        L.append(ind + "    " + _store(o, idx_at("i")(o), s.var))
+    L.append(f"{ind}}}")
+    return "\n".join(L) + "\n"
+
+
+_IDENT = {"sum": "{z}", "prod": "{o}", "max": "-SC_INF", "min": "SC_INF"}
+_OPS = {"sum": "sc_add()", "prod": "sc_mul()", "max": "sc_maxop()", "min": "sc_minop()"}
+
+
+def _rowwise(spec: KernelSpec, p: dict) -> str:
+    dims, red = spec.dims, spec.reduce
+    rdims = [d for d in range(len(dims)) if not red[d]]
+    edims = [d for d in range(len(dims)) if red[d]]
+    ops = spec.operands
+    acc = spec.acc
+    strategy = p["rows"] if p.get("rows") in ("block", "warp", "thread") else row_strategy(spec)
+    if strategy != "thread" and not red[-1]:
+        strategy = "thread"
+    vec = int(p["vec"]) == 4 and vec_ok(spec, strategy)
+    vops = [i for i in _vec_operands(spec)] if vec else []
+    B = int(p["block"])
+    Lr = spec.rowlen
+    z, o1 = f"({acc})0", f"({acc})1"
+    ind = "    "
+    L: list[str] = []
+    reds = [s for s in spec.stmts if s.op == "reduce"]
+    if strategy == "block":
+        for s in reds:
+            L.append(f"{ind}__shared__ {_red_type(s, acc)} sm_{_rid(s)}[32];")
+    if strategy == "block":
+        L.append(f"{ind}for (long long r = blockIdx.x; r < {spec.rows}LL; r += gridDim.x) {{")
+        j0, jstep = "threadIdx.x", str(B)
+        leader = "threadIdx.x == 0"
+    elif strategy == "warp":
+        L.append(f"{ind}const int lane = threadIdx.x & 31;")
+        L.append(f"{ind}for (long long r = (long long)blockIdx.x * {B // 32} + (threadIdx.x >> 5); "
+                 f"r < {spec.rows}LL; r += (long long)gridDim.x * {B // 32}) {{")
+        j0, jstep = "lane", "32"
+        leader = "lane == 0"
+    else:
+        L.append(f"{ind}for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
+                 f"r < {spec.rows}LL; r += (long long)gridDim.x * blockDim.x) {{")
+        j0, jstep = "0", "1"
+        leader = "true"
+    ind2 = ind * 2
+    for o in ops:
+        L.append(f"{ind2}const long long b_{o.name} = {offset(o.strides, dims, 'r', rdims)};")
+    if vec:
+        ptrs = " | ".join(f"(unsigned long long){ops[i].name}" for i in vops)
+        L.append(f"{ind2}const bool vec4 = (({ptrs}) & 15ULL) == 0;")
+
+    def idx_row(o):
+        return f"b_{o.name}"
+
+    def idx_elem(jname):
+        def f(o):
+            off = offset(o.strides, dims, jname, edims)
+            return f"b_{o.name}" + ("" if off == "0" else f" + {off}")
+        return f
+
+    avail: set[str] = set()
+    done: set[str] = set()
+    stored: set[int] = set()
+    row_stmts = [s for s in spec.stmts if s.level == "row" and s.op in ("load", "expr")]
+
+    def flush(at: str):
+        progress = True
+        while progress:
+            progress = False
+            for s in row_stmts:
+                if s.var not in done and all(d in avail for d in s.deps):
+                    L.extend(_elem_lines(spec, [s], idx_row, "", {}, at))
+                    done.add(s.var)
+                    avail.add(s.var)
+                    progress = True
+        for s in spec.stmts:
+            if s.op == "store" and s.level == "row" and s.var in avail and id(s) not in stored:
+                L.append(f"{at}if ({leader}) {_store(ops[s.operand], idx_row(ops[s.operand]), s.var)}")
+                stored.add(id(s))
+
+    flush(ind2)
+
+    def loop(roots: list[str], tail) -> None:
+        """Element loop computing ``roots``; ``tail(suffix, jexpr)`` gives the update lines."""
+        need = [s for s in deps_closure(spec, roots) if s.var not in avail]
+        i3 = ind2 + "    "
+        if vec:
+            L.append(f"{ind2}long long jv = 0;")
+            L.append(f"{ind2}if (vec4) {{")
+            L.append(f"{i3}for (long long q = {j0}; q < {Lr // 4}LL; q += {jstep}) {{")
+            i4 = i3 + "    "
+            used = {s.operand for s in need if s.op == "load"}
+            for i in vops:
+                if i in used and ops[i].role == "in":
+                    L.append(f"{i4}const float4 a_{ops[i].name} = __ldg(reinterpret_cast<const "
+                             f"float4*>({ops[i].name} + {idx_elem('(4 * q)')(ops[i])}));")
+            for lane in range(4):
+                L.append(f"{i4}const long long j_{lane} = 4 * q + {lane};")
+                vmap = {i: f"a_{ops[i].name}.{'xyzw'[lane]}" for i in vops
+                        if i in used and ops[i].role == "in"}
+                L.extend(_elem_lines(spec, need, idx_elem(f"j_{lane}"), f"_{lane}", vmap, i4))
+                L.extend(i4 + t for t in tail(f"_{lane}", f"j_{lane}", need))
+            L.append(f"{i3}}}")
+            L.append(f"{i3}jv = {Lr // 4 * 4}LL;")
+            L.append(f"{ind2}}}")
+            start = f"jv + {j0}"
+        else:
+            start = j0
+        L.append(f"{ind2}for (long long j = {start}; j < {Lr}LL; j += {jstep}) {{")
+        L.extend(_elem_lines(spec, need, idx_elem("j"), "", {}, i3))
+        L.extend(i3 + t for t in tail("", "j", need))
+        L.append(f"{ind2}}}")
+
+    def sfx(var, suffix, need):
+        return var + suffix if any(s.var == var for s in need) else var
+
+    for pno in range(1, spec.npasses + 1):
+        pass_reds = [s for s in reds if s.passno == pno]
+        for s in pass_reds:
+            L.append(f"{ind2}{_red_type(s, acc)} a{_rid(s)} = {_ident(s, acc)};")
+        if pass_reds:
+            def tail(suffix, j, need, pass_reds=pass_reds):
+                out = []
+                for s in pass_reds:
+                    x = sfx(s.deps[0], suffix, need)
+                    a = f"a{_rid(s)}"
+                    if s.kind == "sum":
+                        out.append(f"{a} += {x};")
+                    elif s.kind == "prod":
+                        out.append(f"{a} *= {x};")
+                    elif s.kind in ("max", "min"):
+                        c = ">" if s.kind == "max" else "<"
+                        out.append(f"{a} = ({x} {c} {a} || {x} != {x}) ? {x} : {a};")
+                    elif s.kind in ("argmax", "argmin"):
+                        c = ">" if s.kind == "argmax" else "<"
+                        out.append(f"if ({x} {c} {a}.v || {a}.i < 0 || ({x} != {x} && {a}.v == "
+                                   f"{a}.v)) {{ {a}.v = {x}; {a}.i = {j}; }}")
+                    elif s.kind == "welford":
+                        out.append(f"{{ {a}.n += ({acc})1; const {acc} d = {x} - {a}.mean; "
+                                   f"{a}.mean += d / {a}.n; {a}.m2 += d * ({x} - {a}.mean); }}")
+                    elif s.kind == "softmax":
+                        out.append(f"if ({x} > {a}.m) {{ {a}.s = ({a}.m == -SC_INF ? ({acc})0 : "
+                                   f"{a}.s * sc_exp({a}.m - {x})) + ({acc})1; {a}.m = {x}; }} "
+                                   f"else if ({x} != -SC_INF) {{ {a}.s += sc_exp({x} - {a}.m); }}")
+                return out
+            loop([s.deps[0] for s in pass_reds], tail)
+            for s in pass_reds:
+                a = f"a{_rid(s)}"
+                comb = _comb(s)
+                if strategy == "block":
+                    L.append(f"{ind2}{a} = sc_block_reduce({a}, {comb}, "
+                             f"{_ident(s, acc, braced=True)}, sm_{_rid(s)});")
+                elif strategy == "warp":
+                    L.append(f"{ind2}{a} = sc_warp_reduce({a}, {comb});")
+                for role, v in s.outs.items():
+                    field = {"sum": "", "r": "", "val": ".v", "idx": ".i", "mean": ".mean",
+                             "m2": ".m2", "m": ".m", "s": ".s"}[role]
+                    ct = "long long" if role == "idx" else acc
+                    L.append(f"{ind2}const {ct} {v} = {a}{field};")
+                    avail.add(v)
+        flush(ind2)
+        full_stores = [s for s in spec.stmts if s.op == "store" and s.level == "full"
+                       and s.passno == pno]
+        if full_stores:
+            def stail(suffix, j, need, full_stores=full_stores):
+                return [_store(ops[s.operand], idx_elem(j)(ops[s.operand]), sfx(s.var, suffix, need))
+                        for s in full_stores]
+            loop([s.var for s in full_stores], stail)
+    L.append(f"{ind}}}")
+    return "\n".join(L) + "\n"
+
+
+def _rid(s: Stmt) -> str:
+    return next(iter(s.outs.values()))
+
+
+def _red_type(s: Stmt, acc: str) -> str:
+    return {"welford": f"sc_wf<{acc}>", "softmax": f"sc_sm<{acc}>", "argmax": f"sc_arg<{acc}>",
+            "argmin": f"sc_arg<{acc}>"}.get(s.kind, acc)
+
+
+def _ident(s: Stmt, acc: str, braced: bool = False) -> str:
+    z, o = f"({acc})0", f"({acc})1"
+    t = _red_type(s, acc)
+    v = {"sum": z, "prod": o, "max": f"-({acc})SC_INF", "min": f"({acc})SC_INF",
+         "welford": f"{t}{{{z}, {z}, {z}}}", "softmax": f"{t}{{-({acc})SC_INF, {z}}}",
+         "argmax": f"{t}{{-({acc})SC_INF, -1LL}}", "argmin": f"{t}{{({acc})SC_INF, -1LL}}"}[s.kind]
+    return v
+
+
+def _comb(s: Stmt) -> str:
+    return {"sum": "sc_add()", "prod": "sc_mul()", "max": "sc_maxop()", "min": "sc_minop()",
+            "welford": "sc_wf_comb()", "softmax": "sc_sm_comb()", "argmax": "sc_argmax_comb()",
+            "argmin": "sc_argmin_comb()"}[s.kind]
+
+
+del math

@@ -1,0 +1,56 @@
+"""The op policy: which traced aten ops count as a PyTorch fallback."""
+
+from __future__ import annotations
+
+import torch
+
+from stitchcuda_lab.toolchain.antihack import find_fallback, make_tracer, norm, op_class, overlaps
+
+REF = ["aten.mul.Tensor", "aten.add.Tensor", "aten.relu.default"]
+
+
+def test_names_normalise_to_the_op_packet():
+    for name in ("aten.add.Tensor", "aten::add", "add", "add_", "aten.add_.Tensor", "torch.add"):
+        assert norm(name) == "add"
+    assert norm("aten._to_copy.default") == "_to_copy"
+    assert op_class("aten.empty_like.default") == "cheap"
+    assert op_class("aten.addmm.default") == "library"
+    assert op_class("aten.relu.default") == "compute"
+
+
+def test_explicit_replaced_ops_that_run_are_fallbacks():
+    ops = ["aten.relu.default", "aten.empty_like.default", "aten.sigmoid.default"]
+    assert find_fallback(ops, replaced=["aten.relu"], kept=[], reference_ops=REF) == [
+        "aten.relu.default"]
+
+
+def test_claiming_everything_makes_every_unkept_compute_op_a_fallback():
+    ops = ["aten.sigmoid.default", "aten.mm.default", "aten.view.default"]
+    assert find_fallback(ops, replaced=["*"], kept=["aten.mm"], reference_ops=REF) == [
+        "aten.sigmoid.default"]
+    # covering all of the reference's compute ops is the same claim
+    assert find_fallback(ops, replaced=REF, kept=[], reference_ops=REF) == [
+        "aten.mm.default", "aten.sigmoid.default"]
+
+
+def test_inferred_policy_allows_library_and_declared_ops_only():
+    ops = ["aten.mm.default", "aten.mul_.Tensor", "aten.tanh.default", "aten.clone.default"]
+    assert find_fallback(ops, replaced=None, kept=["aten.mul"], reference_ops=REF) == [
+        "aten.tanh.default"]
+
+
+def test_tracer_sees_functional_method_and_inplace_calls():
+    x = torch.randn(4)
+    with make_tracer() as tr:
+        torch.nn.functional.relu(x)
+        x.mul(2).add_(1)
+        torch.empty_like(x)
+    assert {"aten.relu.default", "aten.mul.Tensor", "aten.add_.Tensor",
+            "aten.empty_like.default"} <= set(tr.counts)
+
+
+def test_overlap_detects_views_and_shared_storage():
+    x = torch.randn(10)
+    assert overlaps(x[2:5], x)
+    assert overlaps(x.view(2, 5), x)
+    assert not overlaps(x.clone(), x)

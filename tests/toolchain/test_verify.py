@@ -1,0 +1,163 @@
+"""The Verification protocol end to end through a real CPU worker."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+from stitchcuda_lab.toolchain.verify import VerifyOptions, compare, tolerance
+
+ADV = Path(__file__).parent.parent / "adversarial"
+POINTWISE = (ADV / "problems" / "pointwise.py").read_text()
+GOOD = (ADV / "candidates" / "pass_c_kernel.py").read_text()
+HALF = (ADV / "candidates" / "reduced_precision.py").read_text()
+
+SLOW_REFERENCE = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        for _ in range(400):
+            x = x + 0.0
+        return x
+
+def get_inputs():
+    return [torch.randn(32, 32)]
+
+def get_init_inputs():
+    return []
+'''
+
+COPY_KERNEL = '''
+import torch
+import torch.nn as nn
+from stitchcuda_lab import runtime
+
+SRC = """
+#include <stdint.h>
+void copy(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = x[i]; }
+"""
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mod = runtime.load(SRC, lang="c", name="copy")
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        self.mod.call("copy", x.contiguous(), y, x.numel())
+        return y
+'''
+
+
+def test_pass_reports_trials_errors_tolerance_and_timings(cpu_worker, fast_options):
+    v = cpu_worker.verify(POINTWISE, GOOD, replaced=None, options=fast_options, timeout=120,
+                          candidate_id="c1")
+    assert v.status == "pass" and v.correct and v.reason == ""
+    assert [t.seed for t in v.trials] == [42, 43, 44, 45, 46]
+    assert v.atol == v.rtol == 1e-4 and v.max_abs_err is not None and v.max_abs_err <= 1e-4
+    assert {"eager", "eager_wall", "ours", "ours_wall", "build"} <= set(v.timings)
+    assert v.speedup_vs_eager == pytest.approx(v.timings["eager"] / v.timings["ours"])
+    assert v.speedup_vs_compile is None  # compile_modes "" measures no compile baseline
+    assert v.candidate_id == "c1" and v.device == "cpu"
+    assert v.aten_ops == {"aten.empty_like.default": 10}  # 5 trials x (call + determinism rerun)
+
+
+def test_tolerance_is_overridable(cpu_worker, fast_options):
+    strict = cpu_worker.verify(POINTWISE, HALF, replaced=None, options=fast_options, timeout=120)
+    assert strict.status == "incorrect" and strict.reason.startswith("output_mismatch")
+    assert strict.max_abs_err > 1e-4 and any(t.mismatches for t in strict.trials)
+    loose = cpu_worker.verify(POINTWISE, HALF, replaced=None, timeout=120,
+                              options=dataclasses.replace(fast_options, atol=1e-2, rtol=1e-2))
+    assert loose.status == "pass" and loose.atol == 1e-2
+
+
+def test_torch_compile_default_baseline_is_timed_in_the_same_run(cpu_worker, fast_options):
+    opts = dataclasses.replace(fast_options, compile_modes="default")
+    v = cpu_worker.verify(POINTWISE, GOOD, replaced=None, options=opts, timeout=300)
+    assert v.status == "pass", v.reason
+    assert v.timings["compile:default"] > 0 and "compile:default_wall" in v.timings
+    assert v.speedup_vs_compile == pytest.approx(v.timings["compile:default"] / v.timings["ours"])
+    # baselines are cached per problem in the worker: the next candidate meets the same numbers
+    again = cpu_worker.verify(POINTWISE, GOOD, replaced=None, options=opts, timeout=300)
+    assert again.timings["eager"] == v.timings["eager"]
+    assert again.timings["compile:default"] == v.timings["compile:default"]
+    assert cpu_worker.baseline(POINTWISE, options=opts)["eager"] == v.timings["eager"]
+
+
+def test_speedups_over_10x_are_flagged(cpu_worker, fast_options):
+    v = cpu_worker.verify(SLOW_REFERENCE, COPY_KERNEL, replaced=None, options=fast_options,
+                          timeout=120)
+    assert v.status == "pass", v.reason
+    assert v.speedup_vs_eager > 10 and "speedup_over_10x" in v.flags
+
+
+def test_profile_rows_kernel_summary_and_ncu_status(cpu_worker, fast_options):
+    v = cpu_worker.verify(POINTWISE, GOOD, replaced=None, timeout=120,
+                          options=dataclasses.replace(fast_options, profile=True))
+    assert v.status == "pass"
+    names = {r["name"] for r in v.profile["reference"]}
+    assert {"aten::mul", "aten::add", "aten::relu"} <= names
+    assert {"lane", "name", "start_us", "dur_us", "cat"} == set(v.profile["candidate"][0])
+    assert v.profile["kernels"] and v.profile["ncu"]["available"] is False
+
+
+def test_compile_error_is_a_build_error_with_the_compiler_log(cpu_worker, fast_options):
+    broken = GOOD.replace("y[i] = v > 0.0f ? v : 0.0f;", "y[i] = w;")
+    v = cpu_worker.verify(POINTWISE, broken, replaced=None, options=fast_options, timeout=120)
+    assert v.status == "build_error" and v.reason.startswith("compile_error")
+    assert "fused.c:7:" in v.build_log and "'w' undeclared" in v.build_log
+
+
+def test_syntax_error_names_the_line(cpu_worker, fast_options):
+    v = cpu_worker.verify(POINTWISE, "import torch\n\nclass ModelNew(:\n    pass\n",
+                          replaced=None, options=fast_options, timeout=60)
+    assert v.status == "build_error" and v.reason.startswith("syntax_error: candidate.py:3:")
+
+
+def test_exception_in_forward_is_a_runtime_error_with_the_candidate_line(cpu_worker,
+                                                                          fast_options):
+    src = "import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
+          "        raise ValueError('boom')\n"
+    v = cpu_worker.verify(POINTWISE, src, replaced=None, options=fast_options, timeout=60)
+    assert v.status == "runtime_error"
+    assert v.reason.startswith("exception: candidate.py:5: ValueError: boom")
+
+
+def test_explicit_claims_are_enforced_and_kept_ops_allowed(cpu_worker, fast_options):
+    src = (ADV / "candidates" / "fallback_torch_namespace.py").read_text()
+    ok = cpu_worker.verify(POINTWISE, src, replaced=["aten.mul.Tensor", "aten.add.Tensor"],
+                           kept=["aten.relu.default"], options=fast_options, timeout=60)
+    assert ok.status == "pass", ok.reason
+    assert ok.aten_ops["aten.relu.default"] == 10  # kept library calls are counted
+    bad = cpu_worker.verify(POINTWISE, src, replaced=["aten.relu.default"], kept=[],
+                            options=fast_options, timeout=60)
+    assert bad.status == "rejected" and bad.reason.startswith("pytorch_fallback")
+
+
+def test_missing_model_new_is_a_runtime_error(cpu_worker, fast_options):
+    v = cpu_worker.verify(POINTWISE, "x = 1\n", replaced=None, options=fast_options, timeout=60)
+    assert v.status == "runtime_error" and "no ModelNew" in v.reason
+
+
+def test_default_tolerances_per_dtype():
+    assert tolerance(torch.float32, None, None) == (1e-4, 1e-4)
+    assert tolerance(torch.float16, None, None) == (1e-2, 1e-2)
+    assert tolerance(torch.bfloat16, None, 5e-3) == (1e-2, 5e-3)
+    assert tolerance(torch.int64, None, None) == (0.0, 0.0)
+
+
+def test_compare_reports_errors_and_spots_unwritten_memory():
+    ref = torch.ones(8)
+    out = ref.clone()
+    out[3] = 1.5
+    r = compare(out, ref, 1e-4, 1e-4)
+    assert not r["ok"] and r["abs"] == 0.5 and r["rel"] == 0.5 and r["mismatches"] == 1
+    out[5] = float("nan")
+    assert compare(out, ref, 1e-4, 1e-4)["reason"] == "uninitialized_output"
+    assert compare(ref.clone(), ref, 1e-4, 1e-4)["ok"]
+    assert compare(ref[:4], ref, 1e-4, 1e-4)["reason"] == "shape_mismatch"
