@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "llm"))
-from fake_api import FakeAPI, error, ok, recorded  # noqa: E402
+from fake_api import FakeAPI, error, ok, recorded
 
-from stitchcuda_lab.agents.llm.client import DEFAULT_MODEL, ClaudeClient  # noqa: E402
-from stitchcuda_lab.agents.llm.coder import CANDIDATE_TOOL, check_candidate  # noqa: E402
-from stitchcuda_lab.agents.llm.structured import Request  # noqa: E402
-from stitchcuda_lab.errors import ConfigError, ServiceError  # noqa: E402
+from stitchcuda_lab.agents.llm.client import DEFAULT_MODEL, ClaudeClient
+from stitchcuda_lab.agents.llm.coder import CANDIDATE_TOOL, check_candidate
+from stitchcuda_lab.agents.llm.structured import Request
+from stitchcuda_lab.errors import ConfigError, ServiceError
 
 KEY = "sk-ant-api03-FAKE-KEY-for-tests-0123456789abcdef"
 _ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE", "ANTHROPIC_BASE_URL",
@@ -110,9 +110,9 @@ def test_malformed_tool_input_is_repaired_once(settings, api_key):
 
 
 def test_malformed_twice_is_a_clear_service_error(settings, api_key):
-    with FakeAPI([ok("coder_malformed_reply.json"), ok("coder_malformed_reply.json")]) as api:
-        with pytest.raises(ServiceError, match="malformed submit_candidate reply .* twice"):
-            client(settings, api).ask(coder_request())
+    with (FakeAPI([ok("coder_malformed_reply.json"), ok("coder_malformed_reply.json")]) as api,
+          pytest.raises(ServiceError, match="malformed submit_candidate reply .* twice")):
+        client(settings, api).ask(coder_request())
     assert api.count == 2
 
 
@@ -128,16 +128,16 @@ def test_semantic_check_failure_goes_back_to_the_model(settings, api_key):
 
 def test_refusal_is_a_service_error_with_the_category(settings, api_key):
     records = []
-    with FakeAPI([ok("refusal_reply.json")]) as api:
-        with pytest.raises(ServiceError, match=r"declined .*refusal.*cyber"):
-            client(settings, api, recorder=records.append).ask(coder_request())
+    with (FakeAPI([ok("refusal_reply.json")]) as api,
+          pytest.raises(ServiceError, match=r"declined .*refusal.*cyber")):
+        client(settings, api, recorder=records.append).ask(coder_request())
     assert records[0]["reply"]["stop_reason"] == "refusal"
 
 
 def test_truncated_reply_names_max_tokens(settings, api_key):
-    with FakeAPI([ok("truncated_reply.json")]) as api:
-        with pytest.raises(ServiceError, match="cut off at max_tokens=8192") as e:
-            client(settings, api).ask(coder_request())
+    with (FakeAPI([ok("truncated_reply.json")]) as api,
+          pytest.raises(ServiceError, match="cut off at max_tokens=8192") as e):
+        client(settings, api).ask(coder_request())
     assert "STITCH_MAX_TOKENS" in str(e.value)
     assert api.count == 1   # no blind retry of an expensive truncated call
 
@@ -154,9 +154,9 @@ def test_rate_limit_and_overload_are_retried_by_the_sdk(settings, api_key, statu
 @pytest.mark.parametrize("status,kind,words", [(429, "rate_limit_error", "rate limiting"),
                                                (529, "overloaded_error", "overloaded")])
 def test_exhausted_retries_say_what_happened(settings, api_key, status, kind, words):
-    with FakeAPI([error(status, kind, "busy")] * 3) as api:
-        with pytest.raises(ServiceError, match=f"{words} .*2 retries") as e:
-            client(settings, api, max_retries=2).ask(coder_request())
+    with (FakeAPI([error(status, kind, "busy")] * 3) as api,
+          pytest.raises(ServiceError, match=f"{words} .*2 retries") as e):
+        client(settings, api, max_retries=2).ask(coder_request())
     assert api.count == 3
     assert f"({status})" in str(e.value)
 
@@ -179,9 +179,9 @@ def test_connection_refused_is_a_service_error(settings, api_key):
 
 
 def test_rejected_key_is_a_config_error(settings, api_key):
-    with FakeAPI([error(401, "authentication_error", "invalid x-api-key", None)]) as api:
-        with pytest.raises(ConfigError, match="rejected the API key") as e:
-            client(settings, api).ask(coder_request())
+    with (FakeAPI([error(401, "authentication_error", "invalid x-api-key", None)]) as api,
+          pytest.raises(ConfigError, match="rejected the API key") as e):
+        client(settings, api).ask(coder_request())
     assert "ANTHROPIC_API_KEY" in str(e.value) and KEY not in str(e.value)
 
 
@@ -210,7 +210,7 @@ def test_key_is_sent_but_never_recorded(settings, api_key):
         client(settings, api, recorder=records.append, progress=events.append).ask(
             coder_request())
     sent = api.requests[0]["headers"]
-    assert KEY in (sent.get("x-api-key", "") + sent.get("Authorization", ""))
+    assert KEY in (sent.get("x-api-key", "") + sent.get("authorization", ""))
     assert KEY not in repr(records) and KEY not in repr(events)
     assert not any("header" in k for r in records for k in r)
 
@@ -244,9 +244,8 @@ def test_default_model_is_one_the_sdk_knows_and_does_not_deprecate(settings, api
     from anthropic.types.model import Model
 
     assert DEFAULT_MODEL in typing.get_args(typing.get_args(Model)[0])
-    with FakeAPI([ok("coder_iter1_reply.json")]) as api:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", DeprecationWarning)   # the SDK warns on deprecated
-            ClaudeClient(settings.replace(base_url=api.url, model=DEFAULT_MODEL)).ask(
-                coder_request())
+    with FakeAPI([ok("coder_iter1_reply.json")]) as api, warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)   # the SDK warns on deprecated
+        ClaudeClient(settings.replace(base_url=api.url, model=DEFAULT_MODEL)).ask(
+            coder_request())
     assert api.requests[0]["body"]["model"] == DEFAULT_MODEL

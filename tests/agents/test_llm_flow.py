@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "llm"))
-from fake_api import HERE, FakeAPI, ok  # noqa: E402
+from fake_api import HERE, FakeAPI, ok
 
-from stitchcuda_lab.agents import rubric  # noqa: E402
-from stitchcuda_lab.agents.llm import make_replay_agents, trajectories  # noqa: E402
-from stitchcuda_lab.agents.llm.client import DEFAULT_MODEL  # noqa: E402
-from stitchcuda_lab.agents.llm.replay import load_exchanges  # noqa: E402
-from stitchcuda_lab.problem import load_problem  # noqa: E402
-from stitchcuda_lab.session import Session  # noqa: E402
-from stitchcuda_lab.settings import Settings  # noqa: E402
+from stitchcuda_lab.agents import rubric
+from stitchcuda_lab.agents.llm import make_replay_agents, trajectories
+from stitchcuda_lab.agents.llm.client import DEFAULT_MODEL
+from stitchcuda_lab.agents.llm.replay import load_exchanges
+from stitchcuda_lab.problem import load_problem
+from stitchcuda_lab.session import Session
+from stitchcuda_lab.settings import Settings
 
 KEY = "sk-ant-api03-FLOW-TEST-KEY-9f8e7d6c5b4a"
 _CRED_ENV = ("ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE", "ANTHROPIC_BASE_URL",

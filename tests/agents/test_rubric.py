@@ -63,8 +63,8 @@ def cand(program=GOOD_PROGRAM, code=GOOD_CUDA, lang="cuda", replaced=("aten._sof
 
 
 def passed(**kw) -> Verdict:
-    base = dict(status="pass", correct=True, speedup_vs_eager=1.3, speedup_vs_compile=1.1,
-                aten_ops={"aten.empty_like.default": 5})
+    base = {"status": "pass", "correct": True, "speedup_vs_eager": 1.3,
+            "speedup_vs_compile": 1.1, "aten_ops": {"aten.empty_like.default": 5}}
     base.update(kw)
     return Verdict(**base)
 
@@ -275,5 +275,6 @@ def test_scores_accept_dicts_and_are_json():
 def test_rubric_imports_no_torch():
     code = ("import sys, stitchcuda_lab.agents.rubric as r; "
             "assert 'torch' not in sys.modules, 'torch imported'; print('ok')")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=False)
     assert out.stdout.strip() == "ok", out.stderr
