@@ -51,12 +51,13 @@ class SessionPanel:
 
         # header: title, phase, progress, error box
         self.title = W.HTML()
+        self._css = W.HTML(_PANEL_CSS + _CODE_CSS, layout=W.Layout(display="none"))
         self.status = W.HTML()
         self.progress = W.IntProgress(value=0, min=0, max=100, description="",
                                       layout=W.Layout(width="220px", visibility="hidden"))
         self.progress_label = W.Label("")
         self.error_box = W.HTML("", layout=W.Layout(display="none"))
-        header = W.VBox([self.title, W.HBox([self.status, self.progress, self.progress_label]),
+        header = W.VBox([self._css, self.title, W.HBox([self.status, self.progress, self.progress_label]),
                          self.error_box])
 
         # Plan tab
@@ -289,7 +290,6 @@ class SessionPanel:
             "<details><summary>compile log</summary>"
             f"<pre style='font-family:{_MONO};font-size:11px;max-height:240px;overflow:auto'>"
             f"{html.escape(log) or '(empty)'}</pre></details>"))
-        items.append(W.HTML(_CODE_CSS))
         self.kernel_box.children = items
 
     def edit_kernel(self, name: str, code: str) -> None:
@@ -616,8 +616,9 @@ def _knowledge_base() -> Any:
 def verdict_html(v: Verdict) -> str:
     """The Verifier's verdict: status, trials, errors, tolerances, timings and speedups."""
     color = "#1a7f37" if v.status == "pass" else "#cf222e"
+    rest = v.summary()[len(v.status):].lstrip("; ")
     head = (f"<div class='stitch-verdict'><b style='color:{color};font-size:1.1em'>"
-            f"{html.escape(v.status)}</b> — {html.escape(v.summary())}"
+            f"{html.escape(v.status)}</b> {html.escape(rest)}"
             f" <small>(candidate <code>{html.escape(v.candidate_id)}</code> on "
             f"{html.escape(v.device)})</small></div>")
     sp = []
@@ -667,6 +668,9 @@ def _diff_html(old: str | None, new: str, name: str, old_id: str | None, new_id:
 
 _CODE_CSS = (f"<style>.stitch-code textarea{{font-family:{_MONO}!important;font-size:12px;"
              "white-space:pre;tab-size:4}</style>")
+_PANEL_CSS = ("<style>.stitch-panel table{border-collapse:collapse;margin:4px 0}"
+              ".stitch-panel td,.stitch-panel th{padding:1px 10px 1px 0;text-align:left;"
+              "line-height:1.4}.stitch-panel th{border-bottom:1px solid #d0d7de}</style>")
 
 
 def _show(out: W.Output, fig: Any) -> None:

@@ -98,6 +98,7 @@ def jupyterlab(tmp_path):
             [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
              f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
              "--ServerApp.port_retries=0", "--LabApp.news_url=",
+             *(["--allow-root"] if os.geteuid() == 0 else []),
              "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
             cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         base = f"http://127.0.0.1:{port}"
@@ -105,7 +106,8 @@ def jupyterlab(tmp_path):
             deadline = time.monotonic() + 90
             while True:
                 if proc.poll() is not None:
-                    pytest.fail("JupyterLab exited: " + (tmp_path / "jupyterlab.log").read_text()[-2000:])
+                    tail = (tmp_path / "jupyterlab.log").read_text()[-2000:]
+                    pytest.fail(f"JupyterLab exited:\n{tail}")
                 try:
                     with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5) as r:
                         if r.status == 200:
@@ -144,7 +146,7 @@ def test_quickstart_in_jupyterlab_click_approve_and_next(jupyterlab):
             page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
                                    timeout=120_000)
             page.click(".lm-MenuBar-item:has-text('Run')")
-            page.click("li[data-command='notebook:run-all-cells']")
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
 
             panel = page.locator(".stitch-panel").first
             approve = panel.locator("button:has-text('Approve plan')")

@@ -74,7 +74,7 @@ def test_kernels_tab_shows_code_diff_and_log_and_approve_verifies(panel):
     v = panel.session.state.verdicts[c.id]
     assert v.status == "pass"
     assert "pass" in panel.verdict_html.value and "1.50x" in panel.verdict_html.value
-    assert "compile log" in panel.kernel_box.children[-2].value
+    assert "compile log" in panel.kernel_box.children[-1].value
 
 
 def test_wrong_edit_is_caught_by_the_verifier_and_a_fix_passes(panel):
