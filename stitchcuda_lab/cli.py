@@ -17,7 +17,8 @@ import importlib
 import json
 import sys
 import traceback
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .errors import StitchError, UsageError
 
@@ -338,8 +339,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     for m in rows:
         sp = m.get("speedup_vs_eager")
         best = f"{sp:.2f}x" if isinstance(sp, (int, float)) else "-"
-        print(f"{m['id']:<44} {m.get('status', '?'):<12} {str(m.get('problem', '?')):<20} "
-              f"{str(m.get('device', '?')):<6} {best:>8}  {m.get('created', '')}")
+        print(f"{m['id']:<44} {m.get('status', '?'):<12} {m.get('problem', '?')!s:<20} "
+              f"{m.get('device', '?')!s:<6} {best:>8}  {m.get('created', '')}")
     return 0
 
 

@@ -45,7 +45,7 @@ def reward_tier(verdict: Verdict | None) -> int:
     return 3 if fast_eager and fast_compile else 2 if fast_eager else 1
 
 
-def export_session(session: "Session", directory: str | os.PathLike, *,
+def export_session(session: Session, directory: str | os.PathLike, *,
                    trajectories: bool = False) -> Path:
     """Write the best candidate (and optionally trajectories) under ``directory``."""
     out = Path(directory)
@@ -111,15 +111,15 @@ def _readme(cand: Candidate, verdict: Verdict | None, problem_name: str, session
         lines += ["", f"Computes itself: {', '.join(cand.replaced) or '(nothing)'}.",
                   f"Keeps in the library: {', '.join(cand.kept) or '(nothing)'}."]
     lines += ["", "## Use", "",
-              "`model_new.py` follows the KernelBench contract: `ModelNew(*get_init_inputs())` "
-              "replaces `Model`.",
-              "It imports `stitchcuda_lab.runtime` to build and launch its kernels. Re-check it "
-              "with:", "",
+              ("`model_new.py` follows the KernelBench contract: `ModelNew(*get_init_inputs())` "
+               "replaces `Model`."),
+              ("It imports `stitchcuda_lab.runtime` to build and launch its kernels. Re-check it "
+               "with:"), "",
               "```bash", "stitchcuda-lab verify problem.py model_new.py", "```", ""]
     return "\n".join(lines)
 
 
-def trajectory_records(session: "Session") -> list[dict[str, Any]]:
+def trajectory_records(session: Session) -> list[dict[str, Any]]:
     """One record per recorded LLM exchange, with the verdict its work led to.
 
     A coder exchange is paired with the candidates it produced (``candidate_id(s)`` in the
@@ -160,11 +160,10 @@ def trajectory_records(session: "Session") -> list[dict[str, Any]]:
     return out
 
 
-def write_trajectories(session: "Session", path: Path) -> int:
+def write_trajectories(session: Session, path: Path) -> int:
     rows = trajectory_records(session)
     with open(path, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, sort_keys=True) + "\n")
+        f.writelines(json.dumps(row, sort_keys=True) + "\n" for row in rows)
     return len(rows)
 
 

@@ -198,7 +198,7 @@ class State:
         return json.dumps(self.to_dict(), **kw)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "State":
+    def from_dict(cls, d: dict[str, Any]) -> State:
         cands = [Candidate.from_dict(c) for c in d.get("candidates", [])]
         return cls(
             phase=d["phase"], needs=d.get("needs"), iteration=d.get("iteration", 0),
@@ -210,7 +210,7 @@ class State:
             history=[dict(h) for h in d.get("history", [])], message=d.get("message", ""))
 
     @classmethod
-    def from_json(cls, s: str) -> "State":
+    def from_json(cls, s: str) -> State:
         return cls.from_dict(json.loads(s))
 
     def __str__(self) -> str:

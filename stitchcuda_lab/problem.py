@@ -33,9 +33,10 @@ import textwrap
 import time
 import traceback
 import types
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .errors import ProblemError
 
@@ -82,7 +83,7 @@ class Problem:
         """
         import torch
         ns = self.namespace() if ns is None else ns
-        init = ns.get("get_init_inputs", lambda: [])
+        init = ns.get("get_init_inputs", list)
         torch.manual_seed(seed)
         model = ns["Model"](*init())
         return model.to(device)
@@ -159,7 +160,7 @@ def problem_from_objects(model_cls: type, get_inputs: Callable,
     says which.
     """
     objs = {"Model": model_cls, "get_inputs": get_inputs,
-            "get_init_inputs": get_init_inputs or (lambda: [])}
+            "get_init_inputs": get_init_inputs or (list)}
     module = sys.modules.get(getattr(model_cls, "__module__", ""), None)
 
     # 1. The defining module's own source, when it defines all three under our names.
@@ -181,7 +182,7 @@ def problem_from_objects(model_cls: type, get_inputs: Callable,
         ns = problem.namespace()
         if all(n in ns for n in objs):
             return problem
-    except Exception:  # noqa: BLE001 - any failure falls through to the reference form
+    except Exception:  # noqa: BLE001, S110 - any failure falls through to the reference form
         pass
 
     # 3. By reference.
@@ -199,15 +200,15 @@ def problem_from_objects(model_cls: type, get_inputs: Callable,
             refs.append("\n\ndef get_init_inputs():\n    return []")
         src = _REF_MARK + " (no source found)\n" + "\n".join(refs) + "\n"
         return Problem(name=model_cls.__name__, source=src, origin="<objects>",
-                       notes=["no source found: the problem imports the objects by reference, "
-                              "so their module must be importable where it runs"],
+                       notes=[("no source found: the problem imports the objects by reference, "
+                               "so their module must be importable where it runs")],
                        _objects=objs)
     src = (_REF_MARK + f" (no source found; {model_cls.__qualname__} lives only in this "
            "process)\n")
     return Problem(name=model_cls.__name__, source=src, origin="<objects>",
-                   notes=["no source found and the objects are not importable: the problem "
-                          "works in this process only; the isolated worker cannot run it. "
-                          "Define it in a cell or a file instead"],
+                   notes=[("no source found and the objects are not importable: the problem "
+                           "works in this process only; the isolated worker cannot run it. "
+                           "Define it in a cell or a file instead")],
                    _objects=objs)
 
 
@@ -349,21 +350,21 @@ def _validate_here(problem: Problem, device: str, seed: int, time_forward: bool)
 
     # Init inputs and the model.
     try:
-        init = ns.get("get_init_inputs", lambda: [])()
-    except Exception as e:
+        init = ns.get("get_init_inputs", list)()
+    except Exception as e:  # noqa: BLE001 - any user error
         raise _user_error("get_init_inputs() raised", e, fn, src) from None
     if not isinstance(init, (list, tuple)):
         raise ProblemError(f"get_init_inputs() must return a list, got {type(init).__name__}",
                            source_name=where, line=_def_line(src, "get_init_inputs"))
     try:
         model = problem.make_model(device, seed, ns=ns)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any user error
         raise _user_error("building Model(*get_init_inputs()) raised", e, fn, src) from None
 
     # Inputs.
     try:
         inputs = problem.make_inputs(device, seed, ns=ns)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any user error
         raise _user_error("get_inputs() raised", e, fn, src) from None
     gi_line = _def_line(src, "get_inputs")
     for i, x in enumerate(inputs):
@@ -381,7 +382,7 @@ def _validate_here(problem: Problem, device: str, seed: int, time_forward: bool)
     try:
         with torch.no_grad():
             out1 = model(*inputs)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any user error
         raise _user_error("Model.forward raised", e, fn, src) from None
     outs1 = _as_tensors(out1, where, src)
     if any(isinstance(b, torch.Tensor) and not torch.equal(b, x)
@@ -467,7 +468,8 @@ def _validate_in_subprocess(problem: Problem, device: str, seed: int, timeout: f
     env = {k: v for k, v in os.environ.items() if not _secret_name(k)}
     try:
         proc = subprocess.run([sys.executable, "-m", "stitchcuda_lab.problem"], input=job,
-                              capture_output=True, text=True, timeout=timeout, env=env)
+                              capture_output=True, text=True, timeout=timeout, env=env,
+                              check=False)
     except subprocess.TimeoutExpired:
         raise ProblemError(f"the problem did not finish validating within {timeout:g} s",
                            source_name=_short(problem.filename),

@@ -14,13 +14,25 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidEvent, ServiceError, StoreError, WorkerError
-from .loop import (EVENTS, CandidateApproved, CandidatesProposed, Event, Finished,
-                   NextIteration, PlanApproved, PlanProposed, State, VerdictReady,
-                   event_from_payload, step)
+from .loop import (
+    EVENTS,
+    CandidateApproved,
+    CandidatesProposed,
+    Event,
+    Finished,
+    NextIteration,
+    PlanApproved,
+    PlanProposed,
+    State,
+    VerdictReady,
+    event_from_payload,
+    step,
+)
 from .plan import Candidate, Verdict
 from .problem import Problem
 from .settings import Settings
@@ -39,7 +51,7 @@ class Session:
     """One optimisation of one problem on one device, backed by a session folder."""
 
     def __init__(self, log: SessionLog, problem: Problem, settings: Settings, *, agent: str,
-                 device: str, state: State | None = None, graph: "Graph | None" = None,
+                 device: str, state: State | None = None, graph: Graph | None = None,
                  planner: Any = None, coder: Any = None, worker: Any = None,
                  on_progress: ProgressFn | None = None):
         self.log = log
@@ -65,8 +77,8 @@ class Session:
     @classmethod
     def create(cls, problem: Problem, settings: Settings | None = None, agent: str | None = None,
                *, device: str | None = None, planner: Any = None, coder: Any = None,
-               worker: Any = None, graph: "Graph | None" = None,
-               on_progress: ProgressFn | None = None) -> "Session":
+               worker: Any = None, graph: Graph | None = None,
+               on_progress: ProgressFn | None = None) -> Session:
         """A new session folder for ``problem``; analyses its graph on the chosen device.
 
         ``planner``, ``coder`` and ``worker`` replace the agents and the Verifier's worker
@@ -97,7 +109,7 @@ class Session:
     def open(cls, session: str | os.PathLike, settings: Settings | None = None, *,
              iters: int | None = None, planner: Any = None, coder: Any = None,
              worker: Any = None, on_progress: ProgressFn | None = None,
-             lock: bool = True) -> "Session":
+             lock: bool = True) -> Session:
         """Reopen a session (also one interrupted by a crash) by replaying its events.
 
         ``iters`` overrides the number of refine iterations the session was created with;
@@ -263,7 +275,7 @@ class Session:
     def best(self) -> tuple[Candidate, Verdict] | None:
         return self.state.best_pair()
 
-    def model(self, device: str | None = None) -> "torch.nn.Module":
+    def model(self, device: str | None = None) -> torch.nn.Module:
         """The best candidate's ModelNew, built in this process (seeded like the reference)."""
         import torch
 
@@ -278,7 +290,7 @@ class Session:
         ns = src.namespace()
         if "ModelNew" not in ns:
             raise InvalidEvent(f"candidate {cand.id} defines no ModelNew")
-        init = ns_problem.get("get_init_inputs", lambda: [])()
+        init = ns_problem.get("get_init_inputs", list)()
         torch.manual_seed(self.settings.seed)
         return ns["ModelNew"](*init).to(device or self.device)
 
@@ -308,10 +320,10 @@ class Session:
         self._checkpoint()
         self.log.release()
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:  # noqa: PYI034
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __str__(self) -> str:
@@ -374,7 +386,7 @@ class Session:
             return None
         return VerifyOptions.from_settings(self.settings)
 
-    def _analyse(self) -> "Graph | None":
+    def _analyse(self) -> Graph | None:
         try:
             from .graph import analyse
         except ImportError as e:
@@ -391,7 +403,7 @@ class Session:
         if self.on_progress is not None:
             try:
                 self.on_progress(message, fraction)
-            except Exception:  # noqa: BLE001 - a broken display must not stop the loop
+            except Exception:  # noqa: BLE001, S110 - a broken display must not stop the loop
                 pass
 
 
@@ -435,4 +447,4 @@ def _warn(message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-__all__ = ["Session", "resolve_device", "NOISE"]
+__all__ = ["NOISE", "Session", "resolve_device"]

@@ -29,9 +29,10 @@ import secrets as _secrets
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from .errors import SessionNotFound, StoreError
 
@@ -76,7 +77,7 @@ class SessionStore:
         self.root = Path(root)
         self.secrets = secret_values() if secrets is None else list(secrets)
 
-    def create(self, meta: dict[str, Any], session_id: str | None = None) -> "SessionLog":
+    def create(self, meta: dict[str, Any], session_id: str | None = None) -> SessionLog:
         sid = session_id or _new_id(meta.get("problem", "session"))
         d = self.root / sid
         try:
@@ -113,7 +114,7 @@ class SessionStore:
         raise SessionNotFound(f"no session {str(id_or_path)!r} under {self.root}",
                               hint="list them with `stitchcuda-lab sessions --out ROOT`")
 
-    def open(self, id_or_path: str | os.PathLike) -> "SessionLog":
+    def open(self, id_or_path: str | os.PathLike) -> SessionLog:
         return SessionLog(self.path(id_or_path), self.secrets)
 
     def list(self) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from stitchcuda_lab.cli import main
 from stitchcuda_lab.plan import VERDICT_STATUSES
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_session import PROBLEM, FakeCoder, FakePlanner, FakeWorker  # noqa: E402
+from test_session import PROBLEM, FakeCoder, FakePlanner, FakeWorker
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,8 +32,8 @@ def fakes(monkeypatch):
     """Route the CLI's agents and worker to the fakes (the real ones are tested elsewhere)."""
     coder = FakeCoder({0: [1.3, 1.6], 1: [2.2], 2: [2.21]})
     worker = FakeWorker()
-    import stitchcuda_lab.agents.base as base
     import stitchcuda_lab.toolchain.worker as tw
+    from stitchcuda_lab.agents import base
     monkeypatch.setattr(base, "get_agents", lambda name, settings: (FakePlanner(), coder))
     monkeypatch.setattr(tw, "get_worker", lambda device, settings: worker)
     monkeypatch.setenv("STITCH_PROFILE", "0")
@@ -74,7 +74,7 @@ def test_optimize_human_output(capsys, problem_file, tmp_path, fakes):
 
 def test_optimize_without_agents_reports_the_eager_baseline_and_no_speedup(
         capsys, problem_file, tmp_path, monkeypatch):
-    import stitchcuda_lab.agents.base as base
+    from stitchcuda_lab.agents import base
 
     def missing(name, settings):
         raise ImportError("cannot import name 'OfflinePlanner'")
@@ -248,6 +248,7 @@ def test_the_console_entry_point_runs_as_a_module(tmp_path):
     f = tmp_path / "broken.py"
     f.write_text("def get_inputs(:\n")
     proc = subprocess.run([sys.executable, "-m", "stitchcuda_lab", "optimize", str(f)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+                          capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and f"{f}:1:" in proc.stderr

@@ -16,7 +16,7 @@ from stitchcuda_lab.problem import problem_from_source
 from stitchcuda_lab.session import Session
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_session import PROBLEM, PROGRAM, FakeCoder, FakePlanner, FakeWorker  # noqa: E402
+from test_session import PROBLEM, PROGRAM, FakeCoder, FakePlanner, FakeWorker
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_exported_model_new_is_standalone_and_matches_the_reference(settings, gr
 def test_export_writes_kernel_sources_readme_and_verdict(settings, graph, tmp_path):
     s = session(settings, graph, {0: [1.4], 1: [1.9]})
     out = s.export(tmp_path / "out")
-    cand, verdict = s.best()
+    cand, _ = s.best()
     assert (out / "kernels" / "k1_0.c").read_text().strip() == cand.kernels[0].code
     readme = (out / "README.md").read_text()
     assert cand.id in readme and "1.90x vs eager" in readme and "| eager | 1.0000 |" in readme

@@ -31,7 +31,7 @@ def _modules_after_import(module: str) -> list[str]:
     code = (f"import importlib, json, sys; importlib.import_module({module!r}); "
             "print(json.dumps(sorted(sys.modules)))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -78,7 +78,7 @@ def _jupyter_imports(path: Path, text: str | None = None) -> list[int]:
                                                                "unload_ipython_extension"):
                 allowed |= {n.lineno for n in ast.walk(fn) if hasattr(n, "lineno")}
     rel = path.relative_to(PKG.parent).with_suffix("")
-    package = ".".join(rel.parts[:-1]) if rel.name != "__init__" else ".".join(rel.parts[:-1])
+    package = ".".join(rel.parts[:-1])     # for __init__.py that is the package itself
     hits = []
     for node in ast.walk(tree):
         names: list[str] = []

@@ -7,10 +7,26 @@ import json
 import pytest
 
 from stitchcuda_lab.errors import InvalidEvent
-from stitchcuda_lab.loop import (_ALLOWED, EVENTS, PHASES, CandidateApproved, CandidateEdited,
-                                 CandidatesProposed, Failed, Finished, NextIteration,
-                                 PlanApproved, PlanEdited, PlanProposed, State, Stop,
-                                 VerdictReady, event_from_payload, replay, step)
+from stitchcuda_lab.loop import (
+    _ALLOWED,
+    EVENTS,
+    PHASES,
+    CandidateApproved,
+    CandidateEdited,
+    CandidatesProposed,
+    Failed,
+    Finished,
+    NextIteration,
+    PlanApproved,
+    PlanEdited,
+    PlanProposed,
+    State,
+    Stop,
+    VerdictReady,
+    event_from_payload,
+    replay,
+    step,
+)
 from stitchcuda_lab.plan import Candidate, KernelSource, Plan, Task, Verdict
 
 

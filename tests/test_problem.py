@@ -12,8 +12,7 @@ import pytest
 import torch
 
 from stitchcuda_lab.errors import ProblemError
-from stitchcuda_lab.problem import (load_problem, problem_from_objects, problem_from_source,
-                                    validate)
+from stitchcuda_lab.problem import load_problem, problem_from_objects, problem_from_source, validate
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -213,7 +212,7 @@ def test_problem_from_objects_stitches_pieces_with_constants():
 
 def test_problem_from_objects_without_source_says_so():
     ns: dict = {}
-    exec(GOOD, ns)  # no file behind these objects: inspect cannot find their source
+    exec(GOOD, ns)  # noqa: S102 - no file behind these objects: inspect cannot find their source
     p = problem_from_objects(ns["Model"], ns["get_inputs"], ns["get_init_inputs"])
     assert p.notes and "no source found" in p.notes[0]
     assert validate(p).output_shapes == [[4, 8]]

@@ -22,7 +22,7 @@ import torch
 from stitchcuda_lab.errors import InvalidEvent, ServiceError
 from stitchcuda_lab.loop import CandidateApproved, CandidateEdited, PlanApproved, PlanEdited
 from stitchcuda_lab.plan import Candidate, KernelSource, Plan, Task, Verdict
-from stitchcuda_lab.problem import Problem, problem_from_source
+from stitchcuda_lab.problem import problem_from_source
 from stitchcuda_lab.session import Session
 
 PROBLEM = textwrap.dedent("""\
@@ -240,7 +240,7 @@ def test_auto_stops_early_when_gains_fall_under_noise(make):
 
 
 def test_an_incorrect_candidate_is_never_best_even_when_fast(make):
-    s, coder = make({0: [None, 1.1], 1: [None]}, iters=1)
+    s, _ = make({0: [None, 1.1], 1: [None]}, iters=1)
     st = s.advance(auto=True)
     wrong = [v for v in st.verdicts.values() if v.status == "incorrect"]
     assert len(wrong) == 2 and all(v.max_abs_err > 1e-4 for v in wrong)
@@ -348,7 +348,7 @@ def test_a_session_killed_mid_verification_reopens_and_carries_on(tmp_path, sett
     root = str(tmp_path / "crash")
     proc = subprocess.run([sys.executable, "-c", CHILD.format(
         tests=str(Path(__file__).parent), root=root)], capture_output=True, text=True,
-        timeout=120)
+        timeout=120, check=False)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     sid = proc.stdout.strip()
     st = settings.replace(sessions_dir=root)

@@ -73,7 +73,7 @@ def test_appending_after_a_torn_line_sets_it_aside_and_continues(store):
     assert again.append("progress", {"i": 1}).seq == 2
     recs = again.records()
     assert [r.payload["i"] for r in recs] == [0, 1]
-    assert list(log.dir.glob("events.torn-*"))[0].read_text() == '{"seq": 2, "ti'
+    assert next(log.dir.glob("events.torn-*")).read_text() == '{"seq": 2, "ti'
 
 
 def test_a_corrupt_middle_line_is_skipped_and_later_lines_kept(store):
