@@ -128,18 +128,28 @@ class StitchMagics(Magics):
         self.sessions[str(session.id)] = session
         self.last = str(session.id)
 
-    def _show(self, session: Any, *, auto: bool = False, advance: bool = True) -> Any:
-        """Display the panel, advance the session in place (progress shows live), return."""
+    def _show(self, session: Any, *, auto: bool = False, advance: bool = True) -> None:
+        """Display the panel, advance the session in place (progress shows live), return.
+
+        A user mistake found on the way (a missing API key, a bad setting) raises UsageError
+        as well as showing in the panel; with ``--auto`` any error fails the cell, since no one
+        may be watching the panel (papermill, CI)."""
         from .panel import SessionPanel
         panel = SessionPanel(session, threaded=False)
         self.panels[str(session.id)] = panel
         display(panel)
         if advance and not _finished(session):
-            panel._run("Planning" if auto is False else "Running the whole loop",
-                       lambda: session.advance(auto=True) if auto else None,
-                       advance=not auto)
+            if auto:
+                panel._run("Running the whole loop", lambda: session.advance(auto=True),
+                           advance=False)
+            else:
+                panel._run("Planning", lambda: None)
         panel.threaded = True
-        return None
+        err = panel.last_exception
+        if isinstance(err, StitchUsageError):
+            raise UsageError(str(err)) from None
+        if err is not None and auto:
+            raise err
 
     # ---- line magics ----------------------------------------------------------------------
 
@@ -239,7 +249,7 @@ class StitchMagics(Magics):
         from ..session import Session
         try:
             session = Session.open(session_id, self.settings())
-        except StitchUsageError as e:
+        except StitchError as e:   # unknown id, or a folder another process holds
             raise UsageError(str(e)) from None
         self._register(session)
         return session

@@ -140,9 +140,8 @@ class SessionPanel:
         if best:
             lines.append(f"best: {best[0]}")
             lines.append(f"  {best[1]}")
-        err = bridge.error(s)
-        if err:
-            lines.append(f"error: {err}")
+        if self.error:
+            lines.append(self.error)
         return "\n".join(lines)
 
     def html(self) -> str:
@@ -156,6 +155,7 @@ class SessionPanel:
         best = _best(s)
         if best:
             parts.append(f"<div>best: {html.escape(str(best[0]))}</div>{best[1]._repr_html_()}")
+        parts.append(self.error_box.value)
         return "<div class='stitch-session'>" + "".join(parts) + "</div>"
 
     # ---- refresh --------------------------------------------------------------------------
@@ -439,6 +439,10 @@ class SessionPanel:
         self._run("Working", lambda: None)
 
     def _run(self, label: str, action: Callable[[], Any], *, advance: bool = True) -> None:
+        """Do ``action`` (post an event), then let the Session advance, in the background
+        unless ``threaded`` is off. Errors go to the error box; ``last_exception`` keeps the
+        last one so a caller running inline can re-raise it."""
+        self.last_exception = None
         if self.busy:
             self._show_error("A step is still running; wait for it to finish.")
             return
@@ -455,8 +459,10 @@ class SessionPanel:
                 if advance and not bridge.is_done(self.session):
                     self.session.advance()
             except StitchError as e:
+                self.last_exception = e
                 self._show_error(e.message, e.hint)
             except Exception as e:  # noqa: BLE001 - every failure must reach the person
+                self.last_exception = e
                 self._show_error(f"{type(e).__name__}: {e}", detail=traceback.format_exc())
             finally:
                 hook()

@@ -139,3 +139,25 @@ def test_sessions_lists_the_sessions_root(shell, settings):
                                                 "agent": "offline"})
     listing = shell.run_line_magic("stitch_sessions", "")
     assert len(listing) == 1 and "cell" in repr(listing) and "<table>" in listing._repr_html_()
+
+
+def test_a_configuration_mistake_during_the_first_step_is_a_usage_error(shell, monkeypatch):
+    from stitchcuda_lab.errors import ConfigError
+
+    def no_key(self, auto=False):
+        raise ConfigError("ANTHROPIC_API_KEY is not set", hint="export ANTHROPIC_API_KEY=...")
+    monkeypatch.setattr(FakeSession, "advance", no_key)
+    with pytest.raises(UsageError, match="ANTHROPIC_API_KEY is not set"):
+        shell.run_cell_magic("stitch", "--agent claude -o s", SOURCE)
+    panel = _magics(shell).panels[shell.user_ns["s"].id]
+    assert "ANTHROPIC_API_KEY" in panel.error and "export" in panel.error
+
+
+def test_auto_run_failure_fails_the_cell(shell, monkeypatch):
+    from stitchcuda_lab.errors import WorkerError
+
+    def dies(self, auto=False):
+        raise WorkerError("the worker died")
+    monkeypatch.setattr(FakeSession, "advance", dies)
+    with pytest.raises(WorkerError):
+        shell.run_cell_magic("stitch", "--auto", SOURCE)
