@@ -399,6 +399,26 @@ def _real_parts_missing() -> str | None:
     return None
 
 
+def _worker_missing() -> bool:
+    try:
+        from stitchcuda_lab.toolchain.worker import get_worker  # noqa: F401
+    except ImportError:
+        return True
+    return False
+
+
+@pytest.mark.skipif(_worker_missing(), reason="the Verifier's worker is not installed yet")
+def test_the_real_worker_rejects_a_pytorch_fallback_and_it_is_never_best(settings, graph):
+    s = Session.create(problem_from_source(PROBLEM), settings.replace(iters=0), device="cpu",
+                       planner=FakePlanner(), coder=FakeCoder({0: [1.5]}), graph=graph)
+    st = s.advance(auto=True)
+    (verdict,) = st.verdicts.values()
+    assert verdict.status == "rejected" and "aten.mul.Tensor" in verdict.reason
+    assert s.best() is None and st.phase == "done"
+    assert s.baseline()["eager"] > 0
+    assert "baseline" in kinds(s)
+
+
 @pytest.mark.skipif(_real_parts_missing() is not None,
                     reason=f"real agents/worker not installed yet ({_real_parts_missing()})")
 def test_end_to_end_with_the_real_offline_agents_and_worker(settings):
