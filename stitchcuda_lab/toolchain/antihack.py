@@ -1,6 +1,6 @@
 """Run-time anti-hacking checks: which aten ops a candidate ran, and whether that is allowed.
 
-Op policy (docs/ARCHITECTURE.md, "Verification"):
+Op policy (the Verifier applies it to every candidate):
 
 - CHEAP ops never count as computation: allocation and fills (empty*, zeros*, full*, fill_,
   zero_), views and reshapes (view, reshape, as_strided, expand, permute, transpose, slice, ...)

@@ -28,8 +28,10 @@ def header(path: Path) -> tuple[str, str, str | None]:
 
 def check(worker: Worker, path: Path, options: VerifyOptions) -> None:
     problem, status, reason = header(path)
+    limit = re.search(r"^# timeout: (\d+)", path.read_text(), re.M)
     verdict = worker.verify((HERE / "problems" / f"{problem}.py").read_text(), path.read_text(),
-                            replaced=None, options=options, timeout=120)
+                            replaced=None, options=options,
+                            timeout=float(limit.group(1)) if limit else 120.0)
     got = verdict.reason.split(":", 1)[0].split(" ")[0]
     assert (verdict.status, got if reason else None) == (status, reason), (
         f"{path.name}: {verdict.status} {verdict.reason}\n{verdict.build_log[-2000:]}")
@@ -63,3 +65,15 @@ def gpu_worker(tmp_path_factory):
 def test_cuda_candidate_gets_its_expected_verdict(gpu_worker, path):
     check(gpu_worker, path, VerifyOptions(trials=5, timing_trials=5, warmup=2, compile_modes="",
                                           profile=False))
+
+
+@pytest.mark.gpu
+def test_worker_recovers_after_an_illegal_memory_access(gpu_worker):
+    opts = VerifyOptions(trials=5, timing_trials=5, warmup=1, compile_modes="", profile=False)
+    problem = (HERE / "problems" / "pointwise.py").read_text()
+    bad = gpu_worker.verify(problem, (HERE / "cuda" / "illegal_access.py").read_text(),
+                            replaced=None, options=opts, timeout=120)
+    assert bad.status == "runtime_error" and bad.reason.startswith("cuda_error")
+    good = gpu_worker.verify(problem, (HERE / "cuda" / "pass_nvrtc.py").read_text(),
+                             replaced=None, options=opts, timeout=120)
+    assert good.status == "pass", good.reason
