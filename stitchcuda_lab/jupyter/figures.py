@@ -93,7 +93,8 @@ def timeline_figure(profile: Mapping[str, Any] | None, *, title: str = "Timeline
                 x=[r["dur_us"] for r in rows],
                 y=[f"{_SIDE_LABEL[side]} · {r['lane']}" for r in rows],
                 customdata=[[r["name"], r["start_us"], r["dur_us"], side] for r in rows],
-                hovertemplate=("%{customdata[0]}<br>%{customdata[3]}: start %{customdata[1]:.1f} µs,"
+                hovertemplate=("%{customdata[0]}<br>%{customdata[3]}: "
+                               "start %{customdata[1]:.1f} µs,"
                                " %{customdata[2]:.1f} µs<extra>" + cat + "</extra>"),
                 width=[0.8 * 0.7 ** min(r["depth"], 4) for r in rows],
                 marker={"color": _color(cat, extra), "line": {"width": 0}},

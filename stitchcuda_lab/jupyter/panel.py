@@ -1,4 +1,4 @@
-"""The session panel: an ipywidgets view over one Session, with tabs Plan, Kernels, Profile, History.
+"""The session panel: an ipywidgets view over one Session (tabs Plan, Kernels, Profile, History).
 
 The panel holds no loop state of its own: ``refresh()`` redraws it from the Session, and every
 button posts an event to the Session (through ``bridge``) and then lets the Session advance until
@@ -57,14 +57,16 @@ class SessionPanel:
                                       layout=W.Layout(width="220px", visibility="hidden"))
         self.progress_label = W.Label("")
         self.error_box = W.HTML("", layout=W.Layout(display="none"))
-        header = W.VBox([self._css, self.title, W.HBox([self.status, self.progress, self.progress_label]),
+        header = W.VBox([self._css, self.title,
+                         W.HBox([self.status, self.progress, self.progress_label]),
                          self.error_box])
 
         # Plan tab
         self.plan_rows = W.VBox()
         self.plan_notes = W.HTML()
         self.plan_approve = W.Button(description="Approve plan", button_style="success",
-                                     icon="check", tooltip="Approve the checked tasks in this order")
+                                     icon="check",
+                                     tooltip="Approve the checked tasks in this order")
         self.plan_approve.on_click(lambda _: self.approve_plan())
         plan_tab = W.VBox([self.plan_notes, self.plan_rows, self.plan_approve])
 
@@ -165,8 +167,9 @@ class SessionPanel:
         with self._lock:
             s = self.session
             ph = bridge.phase(s)
-            self.title.value = (f"<b>stitch</b> session <code>{html.escape(str(getattr(s, 'id', '')))}"
-                                f"</code> · {html.escape(getattr(getattr(s, 'problem', None), 'name', '') or '')}")
+            sid = html.escape(str(getattr(s, "id", "")))
+            name = html.escape(getattr(getattr(s, "problem", None), "name", "") or "")
+            self.title.value = f"<b>stitch</b> session <code>{sid}</code> · {name}"
             self.status.value = f"phase: <b>{html.escape(ph or 'new')}</b>&nbsp;&nbsp;"
             err = bridge.error(s)
             if err and not self.error_box.value:
@@ -273,7 +276,8 @@ class SessionPanel:
         prev_code = {k.name: k.code for k in prev.kernels} if prev else {}
         v = bridge.verdict_for(self.session, c)
         items: list[W.Widget] = [W.HTML(f"<b>{html.escape(str(c))}</b>"
-                                        + (f"<div>{html.escape(c.notes)}</div>" if c.notes else ""))]
+                                        + (f"<div>{html.escape(c.notes)}</div>"
+                                           if c.notes else ""))]
         for k in c.kernels:
             ed = W.Textarea(value=k.code, layout=W.Layout(width="100%", height="260px"))
             ed.add_class("stitch-code")
@@ -360,7 +364,8 @@ class SessionPanel:
             rows.append(f"<tr><td>{star}</td><td><code>{html.escape(c.id)}</code></td>"
                         f"<td>{c.iteration}</td><td>{html.escape(c.origin)}</td>"
                         f"<td>{html.escape(c.parent or '-')}</td>"
-                        f"<td>{html.escape(v.status if v else 'not verified')}</td><td>{sp}</td></tr>")
+                        f"<td>{html.escape(v.status if v else 'not verified')}</td>"
+                        f"<td>{sp}</td></tr>")
         self.versions_html.value = (
             "<table class='stitch-versions'><thead><tr><th></th><th>candidate</th><th>iter</th>"
             "<th>origin</th><th>parent</th><th>status</th><th>vs eager</th></tr></thead>"
@@ -628,7 +633,8 @@ def verdict_html(v: Verdict) -> str:
             f" <small>(candidate <code>{html.escape(v.candidate_id)}</code> on "
             f"{html.escape(v.device)})</small></div>")
     sp = []
-    for label, val in (("vs eager", v.speedup_vs_eager), ("vs torch.compile", v.speedup_vs_compile)):
+    for label, val in (("vs eager", v.speedup_vs_eager),
+                       ("vs torch.compile", v.speedup_vs_compile)):
         sp.append(f"<td>{label}</td><td><b>{val:.2f}x</b></td>" if val is not None
                   else f"<td>{label}</td><td>not measured</td>")
     speed = "<table><tr>" + "</tr><tr>".join(sp) + "</tr></table>"
