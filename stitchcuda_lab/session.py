@@ -63,6 +63,7 @@ class Session:
         self.graph = graph
         self.on_progress = on_progress
         self._planner, self._coder, self._worker = planner, coder, worker
+        self._recorders_attached = False
         self.readonly = False
 
     # ------------------------------------------------------------------ construction
@@ -360,14 +361,18 @@ class Session:
                                         "says what is missing") from None
             self._planner = self._planner or planner
             self._coder = self._coder or coder
-        if not getattr(self, "_recorders_attached", False):
+        if not self._recorders_attached:
             for a in (self._planner, self._coder):
-                _attach_recorder(a, self._record_exchange)
+                _attach_hooks(a, self._record_exchange, self._agent_progress)
             self._recorders_attached = True
         return self._planner, self._coder
 
     def _record_exchange(self, payload: dict[str, Any]) -> None:
         self.record("llm_exchange", payload)
+
+    def _agent_progress(self, info: dict[str, Any]) -> None:
+        what = " ".join(str(info[k]) for k in ("role", "task", "phase") if info.get(k))
+        self._progress(f"{info.get('provider', 'agent')}: {what}", None)
 
     def _get_worker(self):
         if self._worker is None:
@@ -419,14 +424,13 @@ def resolve_device(name: str) -> str:
     return _resolve(name)
 
 
-def _attach_recorder(agent: Any, recorder: Callable[[dict], None]) -> None:
-    """Give LLM-backed agents somewhere to record their exchanges (duck-typed seam)."""
-    if hasattr(agent, "set_recorder"):
-        agent.set_recorder(recorder)
-        return
-    for obj in (agent, getattr(agent, "client", None)):
-        if obj is not None and hasattr(obj, "recorder") and obj.recorder is None:
-            obj.recorder = recorder
+def _attach_hooks(agent: Any, recorder: Callable[[dict], None],
+                  progress: Callable[[dict], None]) -> None:
+    """Give agents that have the seams (``recorder``, ``progress`` attributes left None)
+    somewhere to record their LLM exchanges and report progress."""
+    for attr, fn in (("recorder", recorder), ("progress", progress)):
+        if hasattr(agent, attr) and getattr(agent, attr) is None:
+            setattr(agent, attr, fn)
 
 
 def _safe_settings(settings: Settings) -> dict[str, Any]:

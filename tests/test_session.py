@@ -65,10 +65,14 @@ class FakePlanner:
     def __init__(self, recorder_text: str | None = None):
         self.calls = 0
         self.recorder = None
+        self.progress = None
         self.recorder_text = recorder_text
 
     def plan(self, problem, graph, settings):
         self.calls += 1
+        if self.progress is not None:
+            self.progress({"role": "planner", "task": "plan", "provider": "fake",
+                           "phase": "asking"})
         if self.recorder is not None:
             self.recorder({"role": "planner", "task": "plan", "iteration": 0,
                            "prompt": {"user": self.recorder_text or "plan this"},
@@ -298,6 +302,7 @@ def test_progress_reports_messages_and_fractions(make):
     s.advance(auto=True)
     msgs = [m for m, _ in seen]
     assert any("planning" in m for m in msgs) and any("verifying" in m for m in msgs)
+    assert "fake: planner plan asking" in msgs          # the agent's own progress seam
     fr = [f for _, f in seen if f is not None]
     assert fr and all(0.0 <= f <= 1.0 for f in fr) and fr == sorted(fr)
 
