@@ -35,7 +35,7 @@ def test_recorded_cuda_candidate_passes_on_the_gpu(tmp_path):
     client = ReplayClient([_exchange("planner", "plan_reply.json"),
                            _exchange("coder", "coder_cuda_reply.json")])
     settings = Settings(sessions_dir=str(tmp_path / "sessions"), cache_dir=str(tmp_path / "c"),
-                        device="cuda", iters=0, compile_modes="", profile=False)
+                        device="cuda:0", iters=0, compile_modes="", profile=False)
     session = Session.create(load_problem(FIXTURES / "bias_gelu_scale_problem.py"), settings,
                              agent="claude", planner=LLMPlanner(client, knowledge=None),
                              coder=LLMCoder(client, knowledge=None))
