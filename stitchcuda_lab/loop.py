@@ -293,7 +293,11 @@ def _on_candidates(s: State, e: CandidatesProposed) -> None:
     if not e.candidates:
         raise InvalidEvent("CandidatesProposed with no candidates",
                            hint="post Finished when the coder has nothing (more) to try")
-    for c in e.candidates:
+    fresh = [c for c in e.candidates if c.id not in s.verdicts]
+    if not fresh:
+        raise InvalidEvent("every proposed candidate was verified before",
+                           hint="post Finished when the coder has nothing new to try")
+    for c in fresh:
         c = c if c.iteration == s.iteration else dataclasses.replace(c, iteration=s.iteration)
         s.candidates[c.id] = c
         if c.id not in s.pending:

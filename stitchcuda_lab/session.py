@@ -226,6 +226,7 @@ class Session:
         self._progress(f"iteration {it}: writing candidates", self._fraction(0.2))
         cands = coder.code(self.problem, self.graph, self.state.plan, self.settings,
                            iteration=it, previous=previous, feedback=feedback)
+        cands = [c for c in cands or [] if c.id not in self.state.verdicts]   # nothing twice
         if not cands:
             why = ("the coder has no candidate for this plan" if it == 0
                    else f"the coder has no further variant to try after iteration {it - 1}")

@@ -122,6 +122,16 @@ def test_empty_candidate_list_is_invalid():
         step(s, CandidatesProposed([]))
 
 
+def test_a_candidate_already_verified_is_not_verified_again():
+    s, cs = to_verified(passing(1.3))
+    s = step(s, NextIteration())
+    with pytest.raises(InvalidEvent, match="verified before"):
+        step(s, CandidatesProposed([cs[0]]))
+    new = cand("new")
+    s = step(s, CandidatesProposed([cs[0], new]))
+    assert s.pending == [new.id]
+
+
 def test_no_event_is_taken_after_the_end():
     s = step(State(), Stop("bored"))
     assert (s.phase, s.needs, s.message) == ("stopped", None, "bored")

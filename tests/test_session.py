@@ -258,6 +258,19 @@ def test_no_passing_candidate_refines_from_the_last_verdict(make):
     assert s.best()[1].speedup_vs_eager == 1.3 and st.phase == "done"
 
 
+def test_a_coder_repeating_itself_finishes_instead_of_reverifying(make):
+    s, coder = make({0: [1.5]}, iters=3)
+    first = {}
+
+    def same_again(*a, iteration, **k):                 # every iteration: the same program
+        first.setdefault("c", FakeCoder.code(coder, *a, iteration=0, **k))
+        return first["c"]
+    coder.code = same_again
+    st = s.advance(auto=True)
+    assert st.phase == "done" and "no further variant" in st.message
+    assert len(st.verdicts) == 1
+
+
 def test_a_coder_with_nothing_to_do_finishes_the_session(make):
     s, _ = make({}, iters=2)
     st = s.advance(auto=True)
