@@ -27,6 +27,7 @@ from .structured import Progress, Recorder, Request, StructuredClient, Turn
 # The Claude model used when Settings.model is not a Claude model name.
 DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_MAX_RETRIES = 3
+PROGRESS_CHARS = 256     # streamed characters between two progress reports
 
 _CACHE = {"type": "ephemeral"}
 
@@ -64,7 +65,7 @@ class ClaudeClient(StructuredClient):
         tool = {"name": request.tool.name, "description": request.tool.description,
                 "input_schema": request.tool.schema}
         self._emit(request, "start", model=self.model)
-        chars = 0
+        chars = shown = 0
         try:
             with self._client.messages.stream(
                     model=self.model, max_tokens=self.max_tokens, system=system,
@@ -74,9 +75,10 @@ class ClaudeClient(StructuredClient):
                 for event in stream:
                     if event.type == "input_json":
                         chars += len(event.partial_json)
-                        self._emit(request, "streaming", chars=chars)
                     elif event.type == "text":
                         chars += len(event.text)
+                    if chars - shown >= PROGRESS_CHARS:   # a few updates a second, not per token
+                        shown = chars
                         self._emit(request, "streaming", chars=chars)
                 message = stream.get_final_message()
         except anthropic.APIError as e:
