@@ -155,3 +155,30 @@ def test_session_replays_without_network(flow, tmp_path, monkeypatch):
         assert len(_kinds(replayed.records(), "llm_exchange")) == 3   # recorded again
     finally:
         replayed.close()
+
+
+def test_hybrid_offline_first_candidate_then_claude(tmp_path, monkeypatch):
+    offline = pytest.importorskip("stitchcuda_lab.agents.offline")
+    if not hasattr(offline, "OfflineCoder"):
+        pytest.skip("the offline agents have not landed yet")
+    for name in _CRED_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic-config"))
+    with FakeAPI([ok("coder_iter1_reply.json")]) as api:
+        settings = _settings(tmp_path, base_url=api.url)
+        session = Session.create(load_problem(HERE / "bias_gelu_scale_problem.py"), settings,
+                                 agent="hybrid")
+        try:
+            session.advance(auto=True)
+            records = session.records()
+        finally:
+            session.close()
+    proposed = [c for p in _kinds(records, "candidates_proposed") for c in p["candidates"]]
+    assert [(c["iteration"], c["origin"]) for c in proposed] == [(0, "offline"), (1, "claude")]
+    assert api.count == 1                       # the plan and the first candidate are offline
+    user = api.requests[0]["body"]["messages"][0]["content"]
+    assert f"## Your previous candidate {proposed[0]['id']}" in user
+    assert "## Verifier feedback" in user
+    assert proposed[1]["parent"] == proposed[0]["id"]
+    assert [e["role"] for e in _kinds(records, "llm_exchange")] == ["coder"]
