@@ -140,6 +140,7 @@ class Graph:
     total_bytes: int = 0
     training: bool = False
     eager_launches: int | None = None  # device kernels per eager forward (CUDA profile only)
+    output_spec: str = "single"        # how forward returns `outputs`: single | tuple | list
 
     # -- lookup helpers -------------------------------------------------------------------
     def node(self, name: str) -> Node:
@@ -238,6 +239,11 @@ def analyse(problem: "Problem", device: str = "cpu", profile: bool = True,
     else:
         graph.capture = "torch.export"
         _from_export(graph, ep, model)
+        try:
+            kind = ep.call_spec.out_spec.type
+            graph.output_spec = {tuple: "tuple", list: "list"}.get(kind, "single")
+        except Exception:
+            graph.output_spec = "tuple" if len(graph.outputs) > 1 else "single"
         _replay(graph, ep, model, inputs)
     _count(graph)
     if profile:

@@ -394,6 +394,7 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
         """Element loop computing ``roots``; ``tail(suffix, jexpr)`` gives the update lines."""
         need = [s for s in deps_closure(spec, roots) if s.var not in avail]
         i3 = ind2 + "    "
+        L.append(f"{ind2}{{")
         if vec:
             L.append(f"{ind2}long long jv = 0;")
             L.append(f"{ind2}if (vec4) {{")
@@ -419,6 +420,7 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
         L.append(f"{ind2}for (long long j = {start}; j < {Lr}LL; j += {jstep}) {{")
         L.extend(_elem_lines(spec, need, idx_elem("j"), "", {}, i3))
         L.extend(i3 + t for t in tail("", "j", need))
+        L.append(f"{ind2}}}")
         L.append(f"{ind2}}}")
 
     def sfx(var, suffix, need):

@@ -1,0 +1,220 @@
+"""The offline Coder: kernels from templates for each approved Task, plus the ModelNew program.
+
+Iteration 0 emits one candidate with the planner's launch parameters. Later iterations propose
+at most four measured variants of the best candidate so far: block size, vector width, items
+per thread, row strategy (block/warp per row), C chunk size, or running one fused group in the
+library instead (a fusion boundary that did not pay). A candidate that failed is answered with
+safer variants (scalar loads, then the failing groups in the library). What changed is in
+``Candidate.params["variant"]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from ...plan import Candidate, KernelSource
+from .emit_c import emit_c
+from .emit_cuda import default_params, emit_cuda, launch_config
+from .fusion import LIBRARY_CLASSES, Unsupported, build_spec
+from .program import CannotRender, KernelCall, render, render_fallback
+
+if TYPE_CHECKING:
+    from ...graph import Graph
+    from ...plan import Plan, Verdict
+    from ...problem import Problem
+    from ...settings import Settings
+
+KERNEL_TASKS = ("pointwise_fusion", "reduction_fusion", "gemm_epilogue")
+MAX_VARIANTS = 4
+# ops the program itself may run (allocation, layout, CUDA-graph copies): never "replaced"
+_HELPER_OPS = {"aten.empty.memory_format", "aten.empty_strided.default", "aten.clone.default",
+               "aten.copy_.default", "aten.contiguous.default", "aten.view.default",
+               "aten._to_copy.default", "aten.detach.default", "aten.alias.default",
+               "aten.as_strided.default", "aten.fill_.Scalar", "aten.zero_.default"}
+
+
+class OfflineCoder:
+    """Template Coder (see module docstring)."""
+
+    name = "offline"
+
+    def code(self, problem: "Problem", graph: "Graph", plan: "Plan", settings: "Settings", *,
+             iteration: int, previous: Candidate | None = None,
+             feedback: "Verdict | None" = None) -> list[Candidate]:
+        if iteration == 0 or previous is None:
+            return [self.candidate(problem, graph, plan, {}, iteration=iteration)]
+        base = dict(previous.params.get("tasks", {}))
+        variants = self.variants(graph, plan, base, iteration, feedback)
+        out = []
+        for label, tparams in variants[:MAX_VARIANTS]:
+            c = self.candidate(problem, graph, plan, tparams, iteration=iteration,
+                               parent=previous.id, variant=label)
+            if c.digest() != previous.digest() and all(c.digest() != o.digest() for o in out):
+                out.append(c)
+        return out
+
+    # -- one candidate -------------------------------------------------------------------------
+    def candidate(self, problem: "Problem", graph: "Graph", plan: "Plan",
+                  overrides: dict[str, dict], *, iteration: int = 0, parent: str | None = None,
+                  variant: str = "planner defaults") -> Candidate:
+        lang = "cuda" if plan.device == "cuda" else "c"
+        tasks = [t for t in plan.tasks if t.status not in ("skipped", "failed")]
+        cuda_graph = lang == "cuda" and any(t.kind == "cuda_graph" for t in tasks)
+        notes: list[str] = []
+        if graph.capture == "none":
+            notes.append("graph capture failed: the problem's own forward runs unchanged")
+            if cuda_graph:
+                notes.append("the forward is replayed through a CUDA graph")
+            prog = render_fallback(problem.source, problem.name, cuda_graph, notes)
+            return Candidate(program=prog, kernels=[], iteration=iteration, parent=parent,
+                             origin="offline", notes="\n".join(notes), replaced=[],
+                             kept=sorted({n.target for n in graph.calls()}),
+                             params={"tasks": {}, "variant": variant, "cuda_graph": cuda_graph})
+        calls: list[KernelCall] = []
+        kernels: list[KernelSource] = []
+        used: dict[str, dict] = {}
+        for t in tasks:
+            if t.kind not in KERNEL_TASKS:
+                continue
+            p = {**t.params, **overrides.get(t.id, {})}
+            if p.get("off"):
+                notes.append(f"{t.id}: run in the library in this variant (fusion boundary test)")
+                used[t.id] = p
+                continue
+            members = [o for o in t.ops if graph.node(o).op_class not in LIBRARY_CLASSES]
+            kname = f"k{len(calls)}_{t.id}"
+            try:
+                spec = build_spec(graph, members, kname)
+            except (Unsupported, KeyError) as e:
+                notes.append(f"{t.id}: kept in the library ({e})")
+                continue
+            if lang == "cuda":
+                p = {**default_params(spec), **p}
+                code = emit_cuda(spec, p)
+                launch = launch_config(spec, p)
+            else:
+                code = emit_c(spec, p)
+                launch = {}
+            used[t.id] = p
+            calls.append(KernelCall(spec=spec, task_id=t.id, launch=launch))
+            kernels.append(KernelSource(name=kname, lang=lang, code=code, entry=[kname]))
+            if any(o.role == "in" and graph.node(o.node).kind == "input" for o in spec.operands):
+                pass
+        noncontig = sorted({o.node for c in calls for o in c.spec.operands if o.role == "in" and (
+            graph.node(o.node).kind == "input" or _noncontig(graph.node(o.node)))})
+        if noncontig:
+            notes.append("calls .contiguous() (free when already contiguous) on kernel inputs: "
+                         + ", ".join(noncontig))
+        if cuda_graph:
+            notes.append("the forward is captured in a CUDA graph per input signature and "
+                         "replayed; each call returns a fresh clone of the static output")
+        try:
+            prog = render(graph, problem.source, problem.name, calls, lang, cuda_graph, notes)
+        except CannotRender as e:
+            notes.append(f"cannot write the graph as a program ({e}): the problem's own forward "
+                         "runs unchanged")
+            prog = render_fallback(problem.source, problem.name, cuda_graph, notes)
+            return Candidate(program=prog, kernels=[], iteration=iteration, parent=parent,
+                             origin="offline", notes="\n".join(notes), replaced=[],
+                             kept=sorted({n.target for n in graph.calls()}),
+                             params={"tasks": {}, "variant": variant, "cuda_graph": cuda_graph})
+        replaced, kept = claims(graph, [c.spec.ops for c in calls])
+        return Candidate(program=prog, kernels=kernels, iteration=iteration, parent=parent,
+                         origin="offline", notes="\n".join(notes), replaced=replaced, kept=kept,
+                         params={"tasks": used, "variant": variant, "cuda_graph": cuda_graph})
+
+    # -- refinement ----------------------------------------------------------------------------
+    def variants(self, graph: "Graph", plan: "Plan", base: dict[str, dict], iteration: int,
+                 feedback: "Verdict | None") -> list[tuple[str, dict]]:
+        """Single-knob changes of ``base``, biggest tasks first; rotated by iteration."""
+        lang = "cuda" if plan.device == "cuda" else "c"
+        ktasks = sorted((t for t in plan.tasks if t.kind in KERNEL_TASKS
+                         and t.status not in ("skipped", "failed")),
+                        key=lambda t: -t.share)
+        if not ktasks:
+            return []
+        failed = feedback is not None and feedback.status != "pass"
+        out: list[tuple[str, dict]] = []
+
+        def with_(tid: str, **kv) -> dict:
+            d = {k: dict(v) for k, v in base.items()}
+            d.setdefault(tid, {}).update(kv)
+            return d
+
+        if failed:
+            scalar = {k: dict(v) for k, v in base.items()}
+            for t in ktasks:
+                scalar.setdefault(t.id, {}).update(vec=1)
+            out.append(("all kernels scalar (vec=1) after a failed verdict", scalar))
+            for t in ktasks:
+                out.append((f"{t.id} in the library after a failed verdict", with_(t.id, off=True)))
+            return out
+        pool: list[tuple[str, dict]] = []
+        for t in ktasks:
+            cur = {**t.params, **base.get(t.id, {})}
+            if cur.get("off"):
+                pool.append((f"{t.id} fused again", with_(t.id, off=False)))
+                continue
+            if lang == "cuda":
+                for blk in (128, 512, 256, 1024):
+                    if blk != cur.get("block"):
+                        pool.append((f"{t.id}.block={blk}", with_(t.id, block=blk)))
+                if "rows" in cur:
+                    for rows in ("block", "warp"):
+                        if rows != cur.get("rows") and cur.get("rows") != "thread":
+                            pool.append((f"{t.id}.rows={rows}", with_(t.id, rows=rows)))
+                pool.append((f"{t.id}.vec={1 if cur.get('vec', 1) == 4 else 4}",
+                             with_(t.id, vec=1 if cur.get("vec", 1) == 4 else 4)))
+                if "ipt" in cur:
+                    for ipt in (2, 4):
+                        if ipt != cur.get("ipt"):
+                            pool.append((f"{t.id}.ipt={ipt}", with_(t.id, ipt=ipt)))
+                pool.append((f"{t.id}.waves={32 if cur.get('waves', 16) != 32 else 8}",
+                             with_(t.id, waves=32 if cur.get("waves", 16) != 32 else 8)))
+            elif "chunk" in cur:
+                for ch in (4096, 65536):
+                    if ch != cur.get("chunk"):
+                        pool.append((f"{t.id}.chunk={ch}", with_(t.id, chunk=ch)))
+            pool.append((f"{t.id} in the library (fusion boundary)", with_(t.id, off=True)))
+        k = (iteration - 1) * MAX_VARIANTS
+        if k >= len(pool):
+            k = k % max(1, len(pool))
+        out = pool[k:k + MAX_VARIANTS]
+        return out
+
+
+def claims(graph: "Graph", groups: list[list[str]]) -> tuple[list[str], list[str]]:
+    """(replaced, kept) aten op names: what the kernels compute and what the program still
+    calls. A name both computed and called (directly or by what a kept op lowers to) is only
+    ``kept``, so the Verifier's trace of library calls never contradicts ``replaced``."""
+    fused = {m for g in groups for m in g}
+    kept: set[str] = set()
+    for n in graph.calls():
+        if n.name in fused or n.target == "getitem":
+            continue
+        kept.add(n.target)
+        kept.update(n.lowers_to)
+    replaced: set[str] = set()
+    for m in fused:
+        n = graph.node(m)
+        if n.op_class in ("data_movement",) or n.target == "getitem":
+            continue
+        replaced.add(n.target)
+        replaced.update(n.lowers_to)
+    replaced -= kept | _HELPER_OPS
+    replaced = {r for r in replaced if r.startswith("aten.")}
+    return sorted(replaced), sorted(kept)
+
+
+def _noncontig(n) -> bool:
+    if n.stride is None or n.shape is None:
+        return False
+    st, acc = [], 1
+    for s in reversed(n.shape):
+        st.append(acc)
+        acc *= s
+    return n.stride != st[::-1]
+
+
+del dataclasses, Any

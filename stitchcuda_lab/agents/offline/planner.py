@@ -1,0 +1,267 @@
+"""The offline Planner: fusion rules over the captured graph, no network.
+
+Grouping is greedy in graph order: every node a kernel can compute starts its own group and
+joins the group of each producer when the union stays convex (no path leaves and re-enters it)
+and ``build_spec`` can still turn it into one kernel. That single test covers the rules:
+pointwise chains/DAGs with broadcasting, a reduction or normalisation with its prologue and
+epilogue, several reductions over the same rows. Groups fed by a GEMM/convolution become
+``gemm_epilogue`` tasks (the GEMM stays in the library); everything else is ``keep``, with the
+reason. A ``cuda_graph`` task is added on CUDA when the forward is launch-bound.
+
+>>> plan = OfflinePlanner().plan(problem, graph, settings)   # doctest: +SKIP
+>>> [t.kind for t in plan.tasks]                             # doctest: +SKIP
+['gemm_epilogue', 'gemm_epilogue', 'keep']
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...plan import Plan, Task
+from .fusion import LIBRARY_CLASSES, Unsupported, build_spec, node_role
+
+if TYPE_CHECKING:
+    from ...graph import Graph, Node
+    from ...problem import Problem
+    from ...settings import Settings
+
+LAUNCH_BOUND_US = 20.0   # eager time per kernel launch below which a CUDA graph pays
+
+
+def fusion_groups(graph: "Graph") -> tuple[list[list[str]], dict[str, str]]:
+    """Maximal legal kernel groups (node names in graph order) and, for nodes left out, why."""
+    calls = graph.calls()
+    order = {n.name: i for i, n in enumerate(graph.nodes)}
+    users = graph.users()
+    why: dict[str, str] = {}
+    group_of: dict[str, int] = {}
+    groups: dict[int, list[str]] = {}
+    for n in calls:
+        if node_role(n, graph) is None:
+            why[n.name] = _why_not(n)
+            continue
+        gid = len(groups)
+        groups[gid] = [n.name]
+        group_of[n.name] = gid
+        for p in n.inputs():
+            pg = group_of.get(p)
+            g = group_of[n.name]
+            if pg is None or pg == g:
+                continue
+            merged = sorted(groups[pg] + groups[g], key=order.get)
+            if not _convex(set(merged), users, order):
+                continue
+            try:
+                build_spec(graph, merged)
+            except Unsupported:
+                continue
+            for m in groups[g]:
+                group_of[m] = pg
+            groups[pg] = merged
+            del groups[g]
+    result = []
+    for gid, members in sorted(groups.items(), key=lambda kv: order[kv[1][0]]):
+        try:
+            build_spec(graph, members)
+            result.append(members)
+        except Unsupported as e:
+            for m in members:
+                why[m] = str(e)
+    return result, why
+
+
+def _convex(members: set[str], users: dict[str, list[str]], order: dict[str, int]) -> bool:
+    """No path from a member through a non-member back into the group."""
+    frontier = [u for m in members for u in users.get(m, []) if u not in members and u != "output"]
+    seen: set[str] = set()
+    last = max(order[m] for m in members)
+    while frontier:
+        u = frontier.pop()
+        if u in seen or u == "output" or order.get(u, 1 << 30) > last:
+            continue
+        seen.add(u)
+        for v in users.get(u, []):
+            if v in members:
+                return False
+            frontier.append(v)
+    return True
+
+
+def _why_not(n: "Node") -> str:
+    if n.op_class in LIBRARY_CLASSES:
+        return "GEMM/convolution stays in the vendor library (cuBLAS/cuDNN, oneDNN on CPU)"
+    if n.mutates or n.opname.endswith("_"):
+        return "in-place update (e.g. a counter buffer): left as PyTorch does it"
+    if n.opname in ("dropout", "native_dropout") and n.args[2:3] == [True]:
+        return "training-mode dropout draws random numbers: left to PyTorch so results match"
+    if n.op_class == "data_movement":
+        return "view/layout op: moves no data or is a plain copy; left to PyTorch"
+    if n.op_class == "rnn":
+        return "recurrent op: stays in the library"
+    if n.op_class == "reduction":
+        return f"{n.opname}: no row-reduction template (pooling/scan); left to the library"
+    return f"{n.target}: no kernel template; left to the library"
+
+
+class OfflinePlanner:
+    """Rule-based Planner (see module docstring)."""
+
+    name = "offline"
+
+    def plan(self, problem: "Problem", graph: "Graph", settings: "Settings") -> Plan:
+        device = "cuda" if str(graph.device).startswith("cuda") else "cpu"
+        plan = Plan(device=device, agent="offline")
+        calls = graph.calls()
+        total_t = sum(n.time_us or 0.0 for n in calls)
+        total_b = sum(n.bytes for n in calls) or 1
+
+        def share(names: list[str]) -> float:
+            ns = [graph.node(x) for x in names]
+            if total_t > 0:
+                return round(sum(n.time_us or 0.0 for n in ns) / total_t, 4)
+            return round(sum(n.bytes for n in ns) / total_b, 4)
+
+        cpu_ref = ["cpu-openmp-vectorization"] if device == "cpu" else []
+        if graph.capture == "none":
+            plan.notes += graph.warnings
+            plan.tasks.append(Task(id="t1", kind="keep", ops=[], share=1.0,
+                                   technique="run the forward as PyTorch does",
+                                   reason="the graph could not be captured, so no op can be "
+                                          "replaced"))
+            self._maybe_cuda_graph(plan, graph, device)
+            return plan
+        groups, why = fusion_groups(graph)
+        claimed: set[str] = set()
+        tid = 0
+        for members in groups:
+            spec = build_spec(graph, members, "k")
+            libs = []
+            for m in members:
+                for p in graph.node(m).inputs():
+                    pn = graph.node(p)
+                    if pn.op == "call_function" and pn.op_class in LIBRARY_CLASSES \
+                            and p not in claimed and p not in libs:
+                        libs.append(p)
+            tid += 1
+            kinds = sorted({s.kind for s in spec.stmts if s.op == "reduce"})
+            what = _describe(spec, graph, kinds)
+            if libs:
+                ops = sorted(libs + members, key=lambda x: graph.nodes.index(graph.node(x)))
+                claimed.update(libs)
+                lib_t = ", ".join(graph.node(x).target for x in libs)
+                task = Task(id=f"t{tid}", kind="gemm_epilogue", ops=ops,
+                            targets=sorted({graph.node(x).target for x in ops}),
+                            share=share(ops),
+                            technique=f"library {lib_t} + one fused epilogue kernel ({what})",
+                            reason="the GEMM/conv stays near peak in the library; fusing what "
+                                   "follows reads its output once instead of once per op",
+                            refs=["gemm-epilogues", "fusion-rules"] + cpu_ref)
+            elif kinds:
+                task = Task(id=f"t{tid}", kind="reduction_fusion", ops=members,
+                            targets=spec.targets, share=share(members),
+                            technique=what,
+                            reason=f"{len(members)} ops over {spec.rows} rows of {spec.rowlen}: "
+                                   "one kernel keeps each row on chip between passes instead of "
+                                   "a round trip to memory per op",
+                            refs=["fusion-rules", "welford-online-softmax"] + cpu_ref)
+            else:
+                task = Task(id=f"t{tid}", kind="pointwise_fusion", ops=members,
+                            targets=spec.targets, share=share(members),
+                            technique=what,
+                            reason=(f"{len(members)} elementwise ops: eager reads and writes "
+                                    f"{_mb(sum(graph.node(m).bytes for m in members))} MB, one "
+                                    f"fused pass moves ~{_mb(_spec_bytes(spec))} MB"),
+                            refs=["fusion-rules", "vectorized-access"] + cpu_ref)
+            task.params = _default_params(spec, device)
+            plan.tasks.append(task)
+            claimed.update(members)
+        # what stays in the library, grouped by reason
+        by_reason: dict[str, list[str]] = {}
+        for n in calls:
+            if n.name in claimed:
+                continue
+            r = why.get(n.name) or _why_not(n)
+            by_reason.setdefault(r, []).append(n.name)
+        for r, names in by_reason.items():
+            tid += 1
+            plan.tasks.append(Task(id=f"t{tid}", kind="keep", ops=names,
+                                   targets=sorted({graph.node(x).target for x in names}),
+                                   share=share(names), technique="library call", reason=r))
+        # notes a person should know
+        for n in graph.placeholders():
+            if n.kind == "input" and n.stride is not None and n.shape is not None and \
+                    n.stride != _contig(n.shape):
+                plan.notes.append(f"input {n.name} is not contiguous: the program calls "
+                                  ".contiguous() on it before its kernels")
+        plan.notes.append(f"captured in {'training' if graph.training else 'eval'} mode: "
+                          "batch norm / dropout follow that mode")
+        self._maybe_cuda_graph(plan, graph, device)
+        return plan
+
+    def _maybe_cuda_graph(self, plan: Plan, graph: "Graph", device: str) -> None:
+        if device != "cuda":
+            return
+        launches = graph.eager_launches or max(1, sum(
+            1 for n in graph.calls() if n.op_class != "data_movement"))
+        if graph.eager_ms is None:
+            return
+        per = graph.eager_ms * 1000.0 / launches
+        if per >= LAUNCH_BOUND_US:
+            plan.notes.append(f"no CUDA graph: {per:.1f} us of eager time per launch "
+                              f"(>= {LAUNCH_BOUND_US:.0f} us) is not launch-bound")
+            return
+        plan.tasks.append(Task(
+            id=f"t{len(plan.tasks) + 1}", kind="cuda_graph", ops=[], share=1.0,
+            technique="capture the whole forward in a torch.cuda.CUDAGraph per input shape; "
+                      "copy inputs into static buffers, replay, return a clone",
+            reason=f"launch-bound: {launches} launches in {graph.eager_ms:.3f} ms "
+                   f"({per:.1f} us each); a replay costs one launch",
+            refs=["cuda-graphs"]))
+
+
+def _describe(spec, graph, kinds: list[str]) -> str:
+    names = {"welford": "one-pass Welford mean/var", "softmax": "online softmax (max+sum in one "
+             "pass)", "sum": "sum", "max": "max", "min": "min", "argmax": "argmax",
+             "argmin": "argmin", "prod": "product"}
+    pw = [graph.node(m).opname for m in spec.ops
+          if node_role(graph.node(m), graph) == "pointwise"]
+    if spec.kind == "pointwise":
+        return f"one elementwise kernel: {' -> '.join(pw)}"
+    red = " + ".join(names[k] for k in kinds)
+    norm = [graph.node(m).opname for m in spec.ops if node_role(graph.node(m), graph) == "norm"]
+    s = f"row kernel ({spec.rows} rows x {spec.rowlen}): {red}"
+    if norm:
+        s += f" for {', '.join(norm)}"
+    if pw:
+        s += f", fused {', '.join(pw)}"
+    return s
+
+
+def _default_params(spec, device: str) -> dict:
+    if device == "cuda":
+        from .emit_cuda import default_params
+        return default_params(spec)
+    return {"chunk": 16384} if spec.kind == "pointwise" else {}
+
+
+def _spec_bytes(spec) -> int:
+    size = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "bool": 1, "int64": 8}
+    total = 0
+    for o in spec.operands:
+        n = 1
+        for s in o.shape:
+            n *= s
+        total += n * size.get(o.dtype, 4) * (2 if o.role == "inout" else 1)
+    return total
+
+
+def _mb(b: int) -> str:
+    return f"{b / 1e6:.1f}"
+
+
+def _contig(shape):
+    st, acc = [], 1
+    for s in reversed(shape):
+        st.append(acc)
+        acc *= s
+    return st[::-1]

@@ -1,0 +1,332 @@
+"""The ModelNew program around generated kernels: Python source a person can read.
+
+The program embeds the problem's source and builds the reference ``Model`` inside ``__init__``
+only to copy its parameters and buffers (same seed, so identical values; the reference forward
+is never called). ``forward`` replays the captured graph in order: generated kernels for fused
+groups (outputs allocated with ``torch.empty``), ``torch.ops.aten`` calls for everything kept.
+With a CUDA-graph task the forward is captured once per input signature and replayed.
+"""
+
+from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...graph import Graph
+from .fusion import LIBRARY_CLASSES, KernelSpec
+
+_RESERVED = {"self", "torch", "nn", "runtime", "dev", "_K", "_GRID", "_NS", "SOURCES", "LANGS",
+             "_place", "_graphed", "ModelNew"}
+
+
+class CannotRender(Exception):
+    """An argument the program cannot write as Python source."""
+
+
+@dataclass
+class KernelCall:
+    spec: KernelSpec
+    task_id: str
+    launch: dict = field(default_factory=dict)   # cuda: blocks, block, waves
+
+
+def var(name: str) -> str:
+    if name in _RESERVED or keyword.iskeyword(name) or name.startswith("_"):
+        return f"v_{name}"
+    return name
+
+
+def _access(fqn: str) -> str:
+    s = "self"
+    for part in fqn.split("."):
+        s = f"{s}.{part}" if part.isidentifier() and not keyword.iskeyword(part) \
+            else f"getattr({s}, {part!r})"
+    return s
+
+
+def render_arg(a: Any) -> str:
+    if isinstance(a, dict):
+        if set(a) == {"node"}:
+            return var(a["node"])
+        if set(a) == {"dtype"}:
+            return f"torch.{a['dtype']}"
+        if set(a) == {"device"}:
+            return "dev"
+        if set(a) == {"memory_format"}:
+            return f"torch.{a['memory_format']}"
+        if set(a) == {"layout"}:
+            return f"torch.{a['layout']}"
+        raise CannotRender(f"argument {a!r}")
+    if isinstance(a, list):
+        return "[" + ", ".join(render_arg(v) for v in a) + "]"
+    if isinstance(a, float):
+        if a != a:
+            return "float('nan')"
+        if a in (float("inf"), float("-inf")):
+            return f"float('{a}')"
+        return repr(a)
+    if a is None or isinstance(a, (bool, int, str)):
+        return repr(a)
+    raise CannotRender(f"argument {a!r}")
+
+
+def _contig(shape):
+    st, acc = [], 1
+    for s in reversed(shape):
+        st.append(acc)
+        acc *= s
+    return st[::-1]
+
+
+def schedule(graph: Graph, groups: list[list[str]]) -> list[tuple[str, Any]]:
+    """Graph order with each group contracted to one step (stable topological order)."""
+    order = {n.name: i for i, n in enumerate(graph.nodes)}
+    owner = {m: gi for gi, g in enumerate(groups) for m in g}
+    items: dict[Any, list[str]] = {}
+    for n in graph.calls():
+        key = ("g", owner[n.name]) if n.name in owner else ("n", n.name)
+        items.setdefault(key, []).append(n.name)
+    deps: dict[Any, set] = {k: set() for k in items}
+    for k, names in items.items():
+        for nm in names:
+            for p in graph.node(nm).inputs():
+                pk = ("g", owner[p]) if p in owner else ("n", p)
+                if pk in items and pk != k:
+                    deps[k].add(pk)
+    done: list = []
+    left = set(items)
+    while left:
+        ready = [k for k in left if deps[k] <= set(done)]
+        if not ready:
+            raise CannotRender("fused groups form a cycle")
+        k = min(ready, key=lambda k: min(order[x] for x in items[k]))
+        done.append(k)
+        left.remove(k)
+    return [(k[0], k[1]) for k in done]
+
+
+def render(graph: Graph, problem_source: str, problem_name: str, calls: list[KernelCall],
+           lang: str, cuda_graph: bool, notes: list[str]) -> str:
+    """Python source of the candidate module (without the SOURCES/LANGS table)."""
+    groups = [c.spec.ops for c in calls]
+    steps = schedule(graph, groups)
+    inputs = [n for n in graph.placeholders() if n.kind == "input"]
+    inputs.sort(key=lambda n: n.input_index)
+    lines: list[str] = []
+    w = lines.append
+    w(f'"""stitchcuda-lab offline candidate for {problem_name}.')
+    w("")
+    for note in notes:
+        w(f"- {note}")
+    w('"""')
+    w("import torch")
+    w("import torch.nn as nn")
+    w("")
+    w("from stitchcuda_lab import runtime")
+    w("")
+    w(f"_PROBLEM_SOURCE = {_pystr(problem_source)}")
+    w("")
+    w("")
+    w("def _problem_namespace():")
+    w('    """The problem module, run once at import (before any seeding, as the reference is)."""')
+    w('    ns = {"__name__": "stitch_problem"}')
+    w('    exec(compile(_PROBLEM_SOURCE, "<problem>", "exec"), ns)')
+    w("    return ns")
+    w("")
+    w("")
+    w("_NS = _problem_namespace()")
+    if calls:
+        w("_K = {name: runtime.load(SOURCES[name], lang=LANGS[name], name=name) for name in SOURCES}")
+    if lang == "cuda" and calls:
+        w("_SM = runtime.sm_count() if torch.cuda.is_available() else 1")
+        w("_GRID = {")
+        for c in calls:
+            w(f"    {c.spec.name!r}: max(1, min({c.launch['blocks']}, _SM * {c.launch['waves']})),")
+        w("}")
+    w("")
+    w("")
+    w(_PLACE)
+    if cuda_graph:
+        w(_GRAPHED)
+    w("")
+    w("class ModelNew(nn.Module):")
+    w("    def __init__(self, *args, **kwargs):")
+    w("        super().__init__()")
+    w("        # Same seed as the reference, so the same parameter values; its forward is never run.")
+    w('        ref = _NS["Model"](*args, **kwargs)')
+    w("        for fqn, p in ref.named_parameters():")
+    w("            _place(self, fqn, nn.Parameter(p.detach().clone(), requires_grad=p.requires_grad))")
+    w("        for mname, mod in ref.named_modules():")
+    w("            for bname, b in mod._buffers.items():")
+    w("                if b is not None:")
+    w("                    _place(self, f\"{mname}.{bname}\" if mname else bname, b.detach().clone(),")
+    w("                           persistent=bname not in mod._non_persistent_buffers_set)")
+    consts = [n for n in graph.placeholders() if n.kind == "const"]
+    for n in consts:
+        w(f"        _place(self, {n.fqn!r}, torch.as_tensor({_ref_attr('ref', n.fqn)}).detach()"
+          ".clone(), persistent=False)")
+    w("        self.train(ref.training)")
+    if cuda_graph:
+        w("        self._graphs = {}")
+    w("")
+    args = ", ".join(var(n.name) for n in inputs)
+    fwd = "_forward" if cuda_graph else "forward"
+    w(f"    def {fwd}(self{', ' if args else ''}{args}):")
+    body: list[str] = []
+    b = body.append
+    for n in graph.placeholders():
+        if n.kind in ("param", "buffer", "const"):
+            b(f"{var(n.name)} = {_access(n.fqn)}")
+    tensor_inputs = [n for n in inputs if n.shape is not None]
+    if tensor_inputs:
+        b(f"dev = {var(tensor_inputs[0].name)}.device")
+    else:
+        b("dev = next(iter(self.state_dict().values()), torch.empty(0)).device")
+    by_name = {c.spec.name: c for c in calls}
+    call_of_group = {gi: c for gi, c in enumerate(calls)}
+    del by_name
+    for kind, key in steps:
+        if kind == "n":
+            n = graph.node(key)
+            if n.target == "getitem":
+                b(f"{var(n.name)} = {var(n.args[0]['node'])}[{int(n.args[1])}]")
+                continue
+            fn = "torch.ops." + n.target
+            args_s = [render_arg(a) for a in n.args]
+            args_s += [f"{k}={render_arg(v)}" for k, v in n.kwargs.items()]
+            b(f"{var(n.name)} = {fn}({', '.join(args_s)})")
+            continue
+        c = call_of_group[key]
+        spec = c.spec
+        b(f"# {spec.name} ({c.task_id}): {', '.join(spec.ops)}")
+        argv = []
+        for o in spec.operands:
+            src = graph.node(o.node)
+            if o.role in ("in", "inout"):
+                v = var(o.node)
+                if o.role == "in" and (src.kind == "input" or (src.stride is not None and src.shape
+                                       and src.stride != _contig(src.shape))):
+                    b(f"{v}_c = {v}.contiguous()")
+                    v = f"{v}_c"
+                argv.append(v)
+            else:
+                b(f"{var(o.node)} = torch.empty({tuple(o.shape)!r}, dtype=torch.{o.dtype}, "
+                  "device=dev)")
+                argv.append(var(o.node))
+        if lang == "cuda":
+            b(f"_K[{spec.name!r}].launch({spec.name!r}, grid=(_GRID[{spec.name!r}], 1, 1), "
+              f"block=({c.launch['block']}, 1, 1), args=({', '.join(argv)},))")
+        else:
+            b(f"_K[{spec.name!r}].call({spec.name!r}, {', '.join(argv)})")
+    outs = [render_arg(o) for o in graph.outputs]
+    if graph.output_spec == "single" and len(outs) == 1:
+        b(f"return {outs[0]}")
+    elif graph.output_spec == "list":
+        b(f"return [{', '.join(outs)}]")
+    else:
+        b(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+    lines += ["        " + x for x in body]
+    if cuda_graph:
+        w("")
+        w(f"    def forward(self{', ' if args else ''}{args}):")
+        w(f"        return _graphed(self, self._forward, ({args}{',' if len(inputs) == 1 else ''}))")
+    return "\n".join(lines) + "\n"
+
+
+def render_fallback(problem_source: str, problem_name: str, cuda_graph: bool,
+                    notes: list[str]) -> str:
+    """A program that runs the problem's own forward (graph capture failed): honest baseline,
+    optionally replayed through a CUDA graph."""
+    lines = [f'"""stitchcuda-lab offline candidate for {problem_name} (no captured graph).', ""]
+    lines += [f"- {n}" for n in notes]
+    lines += ['"""', "import torch", "import torch.nn as nn", "",
+              f"_PROBLEM_SOURCE = {_pystr(problem_source)}", "",
+              'ns = {"__name__": "stitch_problem"}',
+              'exec(compile(_PROBLEM_SOURCE, "<problem>", "exec"), ns)', "", ""]
+    if cuda_graph:
+        lines.append(_GRAPHED)
+    lines.append('class ModelNew(ns["Model"]):')
+    lines.append('    """The problem\'s own module and forward, unchanged (no op is replaced)."""')
+    if cuda_graph:
+        lines += ["", "    def forward(self, *args):",
+                  "        if not hasattr(self, '_graphs'):",
+                  "            self._graphs = {}",
+                  "        return _graphed(self, super().forward, args)"]
+    else:
+        lines.append("    pass")
+    return "\n".join(lines) + "\n"
+
+
+def _ref_attr(root: str, fqn: str) -> str:
+    s = root
+    for part in fqn.split("."):
+        s = f"getattr({s}, {part!r})"
+    return s
+
+
+def _pystr(s: str) -> str:
+    if "'''" not in s and not s.endswith("\\") and "\\" not in s:
+        return "r'''" + s + "'''"
+    return repr(s)
+
+
+_PLACE = '''def _place(root, fqn, value, persistent=True):
+    """Register a parameter/buffer under the same dotted name it has in Model."""
+    *path, leaf = fqn.split(".")
+    mod = root
+    for part in path:
+        if part not in mod._modules:
+            mod.add_module(part, nn.Module())
+        mod = mod._modules[part]
+    if isinstance(value, nn.Parameter):
+        mod.register_parameter(leaf, value)
+    else:
+        mod.register_buffer(leaf, value, persistent=persistent)
+
+'''
+
+_GRAPHED = '''def _graphed(module, fn, args):
+    """Run fn(*args) through a CUDA graph captured once per input signature.
+
+    Inputs are copied into static buffers, the graph replays, and a fresh clone of the static
+    output is returned (never a cached or aliased tensor). Buffers are restored after the
+    warm-up runs so state (e.g. batch-norm running stats) advances once per call, as in eager.
+    """
+    if not all(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
+        return fn(*args)
+    key = tuple((tuple(a.shape), a.dtype, a.stride(), a.device) for a in args)
+    entry = module._graphs.get(key)
+    if entry is None:
+        static_in = [a.clone() for a in args]
+        saved = [b.detach().clone() for b in module.buffers()]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                fn(*static_in)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                static_out = fn(*static_in)
+        except Exception:  # not capturable (host sync inside): run eagerly from now on
+            entry = module._graphs[key] = (None, None, None)
+        else:
+            entry = module._graphs[key] = (graph, static_in, static_out)
+        with torch.no_grad():
+            for b, s in zip(module.buffers(), saved):
+                b.copy_(s)
+    graph, static_in, static_out = entry
+    if graph is None:
+        return fn(*args)
+    for s, a in zip(static_in, args):
+        s.copy_(a)
+    graph.replay()
+    if isinstance(static_out, torch.Tensor):
+        return static_out.clone()
+    return type(static_out)(o.clone() if isinstance(o, torch.Tensor) else o for o in static_out)
+
+'''
+
+del LIBRARY_CLASSES
