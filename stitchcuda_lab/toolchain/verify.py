@@ -365,7 +365,10 @@ def _verify(job, opts, state, prob_path, cand_path, names, base, threads_before)
     inputs = [_to(x, device) for x in prob.get_inputs()]
     prof: dict[str, Any] = {}
     if device.startswith("cuda") or opts.profile:
-        ref_trace = profile.profile_forward(ref_model, _clone(inputs), device)
+        ref_key = ("trace", _digest(job["problem_source"]), device, opts.seed)
+        if ref_key not in state.baselines:  # the reference's profile is the same every time
+            state.baselines[ref_key] = profile.profile_forward(ref_model, _clone(inputs), device)
+        ref_trace = state.baselines[ref_key]
         cand_trace = profile.profile_forward(cand_model, _clone(inputs), device)
         if device.startswith("cuda"):
             extra = profile.unjoined_streams(cand_trace, ref_trace)
@@ -412,10 +415,8 @@ def _verify(job, opts, state, prob_path, cand_path, names, base, threads_before)
 def baselines(prob, ref_model, inputs, problem_source: str, opts: VerifyOptions,
               state: WorkerState, flags: list | None = None) -> dict[str, float]:
     """Eager and torch.compile timings, cached per (problem, device, options) in this worker."""
-    import hashlib
-
     import torch
-    key = (hashlib.sha256(problem_source.encode()).hexdigest(), state.device, opts.compile_modes,
+    key = (_digest(problem_source), state.device, opts.compile_modes,
            opts.timing_trials, opts.warmup, opts.seed)
     if key in state.baselines:
         cached = state.baselines[key]
@@ -512,6 +513,11 @@ def _stale_outputs(trials: list, snaps: list, ref_snaps: list) -> list[tuple[str
                 return [("constant_output", f"trials {u} and {t} returned the same output for "
                          "different inputs")]
     return []
+
+
+def _digest(source: str) -> str:
+    import hashlib
+    return hashlib.sha256(source.encode()).hexdigest()
 
 
 def _first_reason(message: str) -> str:

@@ -1,0 +1,85 @@
+"""GPU verification: timing with events, compile baseline, stream lanes in profiles, ncu."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+
+from stitchcuda_lab.toolchain.verify import VerifyOptions
+from stitchcuda_lab.toolchain.worker import Worker
+
+ADV = Path(__file__).parent.parent / "adversarial"
+POINTWISE = (ADV / "problems" / "pointwise.py").read_text()
+NVRTC = (ADV / "cuda" / "pass_nvrtc.py").read_text()
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def gpu_worker(tmp_path_factory):
+    w = Worker("cuda", cache_dir=str(tmp_path_factory.mktemp("cache")))
+    yield w
+    w.close()
+
+
+def test_cuda_pass_has_event_timings_compile_baseline_and_stream_lanes(gpu_worker):
+    opts = VerifyOptions(trials=5, timing_trials=20, warmup=3, compile_modes="default",
+                         profile=True)
+    v = gpu_worker.verify(POINTWISE, NVRTC, replaced=None, options=opts, timeout=600)
+    assert v.status == "pass", (v.reason, v.build_log)
+    assert v.device == "cuda"
+    assert {"eager", "eager_wall", "compile:default", "ours", "ours_wall"} <= set(v.timings)
+    assert v.timings["ours"] > 0 and v.timings["ours_wall"] >= v.timings["ours"] * 0.5
+    lanes = {r["lane"] for r in v.profile["candidate"]}
+    assert any(lane.startswith("stream ") for lane in lanes)
+    assert any("fused" in k["name"] for k in v.profile["kernels"])
+
+
+def test_ncu_labels_kernels_when_available(gpu_worker):
+    opts = VerifyOptions(trials=5, timing_trials=5, warmup=1, compile_modes="", profile=True,
+                         ncu=True)
+    v = gpu_worker.verify(POINTWISE, NVRTC, replaced=None, options=opts, timeout=600)
+    assert v.status == "pass", v.reason
+    ncu = v.profile["ncu"]
+    if shutil.which("ncu") is None:
+        assert ncu == {"available": False, "reason": "ncu is not on PATH"}
+    else:
+        assert ncu["available"], ncu
+        assert {k["bound"] for k in ncu["kernels"]} <= {"memory-bound", "compute-bound",
+                                                        "latency-bound"}
+        assert any("fused" in k["name"] for k in ncu["kernels"])
+
+
+def test_cuda_fp16_problem_uses_the_fp16_tolerance(gpu_worker):
+    problem = POINTWISE.replace("torch.randn(64, 96)", "torch.randn(64, 96).half()")
+    cand = NVRTC.replace("const float* x, float* y", "const __half* x, __half* y") \
+        .replace('SRC = r"""', 'SRC = r"""\n#include <cuda_fp16.h>') \
+        .replace("float v = 2.0f * x[i] + 1.0f; y[i] = v > 0.0f ? v : 0.0f;",
+                 "float v = 2.0f * __half2float(x[i]) + 1.0f; "
+                 "y[i] = __float2half(v > 0.0f ? v : 0.0f);")
+    opts = VerifyOptions(trials=5, timing_trials=5, warmup=1, compile_modes="", profile=False)
+    v = gpu_worker.verify(problem, cand, replaced=None, options=opts, timeout=300)
+    assert v.status == "pass", (v.reason, v.build_log)
+    assert v.atol == 1e-2 and v.rtol == 1e-2
+
+
+def test_cuda_compile_error_is_a_build_error_with_kernel_lines(gpu_worker):
+    bad = NVRTC.replace("y[i] = v > 0.0f ? v : 0.0f;", "y[i] = w;")
+    opts = VerifyOptions(trials=5, timing_trials=5, warmup=1, compile_modes="", profile=False)
+    v = gpu_worker.verify(POINTWISE, bad, replaced=None, options=opts, timeout=300)
+    assert v.status == "build_error" and v.reason.startswith("compile_error")
+    assert 'fused.cu(4): error: identifier "w" is undefined' in v.build_log
+
+
+def test_timeout_kills_a_spinning_kernel(tmp_path):
+    spin = NVRTC.replace("long long i = blockIdx.x", "while (true) { }\n    long long i = blockIdx.x")
+    opts = VerifyOptions(trials=5, timing_trials=5, warmup=1, compile_modes="", profile=False)
+    with Worker("cuda", cache_dir=str(tmp_path)) as w:
+        v = w.verify(POINTWISE, spin, replaced=None, options=opts, timeout=20)
+        assert v.status == "timeout"
+        again = w.verify(POINTWISE, NVRTC, replaced=None,
+                         options=dataclasses.replace(opts), timeout=120)
+        assert again.status == "pass", again.reason
