@@ -257,3 +257,14 @@ def test_openai_refuses_a_claude_model_name(settings):
     with pytest.raises(ConfigError, match="STITCH_MODEL"):
         get_agents("openai", settings.replace(model="claude-sonnet-5-5",
                                               base_url="http://127.0.0.1:9/v1"))
+
+
+def test_only_the_client_module_imports_anthropic():
+    import re
+
+    import stitchcuda_lab
+    root = Path(stitchcuda_lab.__file__).parent
+    pattern = re.compile(r"^\s*(import anthropic|from anthropic\b)", re.MULTILINE)
+    users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                   if pattern.search(p.read_text()))
+    assert users == ["agents/llm/client.py"]

@@ -6,6 +6,7 @@ Every test serves recorded replies (tests/fixtures/llm/) from a threaded HTTP se
 
 from __future__ import annotations
 
+import itertools
 import socket
 import sys
 from pathlib import Path
@@ -90,7 +91,7 @@ def test_streaming_reports_progress(settings, api_key):
     assert phases[0] == "start" and phases[-1] == "done"
     streamed = [e["chars"] for e in events if e["phase"] == "streaming"]
     assert len(streamed) >= 5 and streamed == sorted(streamed)
-    assert all(b - a >= 256 for a, b in zip(streamed, streamed[1:]))
+    assert all(b - a >= 256 for a, b in itertools.pairwise(streamed))
     assert events[-1]["usage"]["output_tokens"] == 1240
 
 
