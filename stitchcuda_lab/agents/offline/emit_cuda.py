@@ -26,7 +26,9 @@ CU_TYPES = {"float32": "float", "float64": "double", "float16": "__half",
             "bfloat16": "__nv_bfloat16", "bool": "bool", "int64": "long long", "int32": "int",
             "int16": "short", "int8": "signed char", "uint8": "unsigned char"}
 
-PRELUDE = r"""#define SC_INF __int_as_float(0x7f800000)
+PRELUDE = r"""#ifndef SC_PRELUDE
+#define SC_PRELUDE
+#define SC_INF __int_as_float(0x7f800000)
 #define SC_NAN __int_as_float(0x7fffffff)
 #define SC_FULL 0xffffffffu
 __device__ __forceinline__ float sc_exp(float x) { return expf(x); }
@@ -51,9 +53,12 @@ __device__ __forceinline__ float sc_max(float a, float b) { return fmaxf(a, b); 
 __device__ __forceinline__ double sc_max(double a, double b) { return fmax(a, b); }
 __device__ __forceinline__ float sc_min(float a, float b) { return fminf(a, b); }
 __device__ __forceinline__ double sc_min(double a, double b) { return fmin(a, b); }
+#endif
 """
 
-REDUCE_PRELUDE = r"""template <class T> struct sc_wf { T mean, m2, n; };
+REDUCE_PRELUDE = r"""#ifndef SC_REDUCE_PRELUDE
+#define SC_REDUCE_PRELUDE
+template <class T> struct sc_wf { T mean, m2, n; };
 template <class T> struct sc_sm { T m, s; };
 template <class T> struct sc_arg { T v; long long i; };
 __device__ __forceinline__ float sc_shfl(float v, int o) { return __shfl_xor_sync(SC_FULL, v, o); }
@@ -114,6 +119,7 @@ template <class V, class F> __device__ __forceinline__ V sc_block_reduce(V v, F 
     __syncthreads();
     return sm[0];
 }
+#endif
 """
 
 

@@ -36,11 +36,13 @@ def fusion_groups(graph: "Graph") -> tuple[list[list[str]], dict[str, str]]:
     why: dict[str, str] = {}
     group_of: dict[str, int] = {}
     groups: dict[int, list[str]] = {}
+    next_id = 0
     for n in calls:
         if node_role(n, graph) is None:
             why[n.name] = _why_not(n)
             continue
-        gid = len(groups)
+        gid = next_id
+        next_id += 1
         groups[gid] = [n.name]
         group_of[n.name] = gid
         for p in n.inputs():
