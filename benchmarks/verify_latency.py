@@ -132,7 +132,9 @@ CPP_SRC = r"""
 torch::Tensor fused_forward(torch::Tensor x) {{
     auto y = torch::empty_like(x);
     const float* xp = x.data_ptr<float>(); float* yp = y.data_ptr<float>();
-    for (long i = 0; i < x.numel(); ++i) {{ float v = 2.0f * xp[i] + 1.0f; yp[i] = v > 0.0f ? v : 0.0f; }}
+    for (long i = 0; i < x.numel(); ++i) {{
+        float v = 2.0f * xp[i] + 1.0f; yp[i] = v > 0.0f ? v : 0.0f;
+    }}
     return y;
 }}
 """

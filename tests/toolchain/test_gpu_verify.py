@@ -75,7 +75,8 @@ def test_cuda_compile_error_is_a_build_error_with_kernel_lines(gpu_worker):
 
 
 def test_timeout_kills_a_spinning_kernel(tmp_path):
-    spin = NVRTC.replace("long long i = blockIdx.x", "while (true) { }\n    long long i = blockIdx.x")
+    spin = NVRTC.replace("long long i = blockIdx.x",
+                         "while (true) { }\n    long long i = blockIdx.x")
     opts = VerifyOptions(trials=5, timing_trials=5, warmup=1, compile_modes="", profile=False)
     with Worker("cuda", cache_dir=str(tmp_path)) as w:
         v = w.verify(POINTWISE, spin, replaced=None, options=opts, timeout=20)

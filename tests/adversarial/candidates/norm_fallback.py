@@ -8,7 +8,8 @@ from stitchcuda_lab import runtime
 
 SRC = r"""
 #include <stdint.h>
-void scale_rows(const float* x, const float* r, const float* w, float* y, int64_t rows, int64_t cols) {
+void scale_rows(const float* x, const float* r, const float* w, float* y,
+                int64_t rows, int64_t cols) {
     for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) y[i * cols + j] = x[i * cols + j] * r[i] * w[j];
 }

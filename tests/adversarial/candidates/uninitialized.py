@@ -9,7 +9,10 @@ from stitchcuda_lab import runtime
 SRC = r"""
 #include <stdint.h>
 void half_only(const float* x, float* y, int64_t n) {
-    for (int64_t i = 0; i < n / 2; ++i) { float v = 2.0f * x[i] + 1.0f; y[i] = v > 0.0f ? v : 0.0f; }
+    for (int64_t i = 0; i < n / 2; ++i) {
+        float v = 2.0f * x[i] + 1.0f;
+        y[i] = v > 0.0f ? v : 0.0f;
+    }
 }
 """
 

@@ -2,7 +2,6 @@
 # expect: pass
 # timeout: 600
 """Legit: KernelBench form, the kernel built with torch.utils.cpp_extension.load_inline."""
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
