@@ -307,10 +307,18 @@ def _from_export(graph: Graph, ep: Any, model: Any) -> None:
                                                    and o.name not in user_outputs)]
         else:
             graph.warnings.append(f"unexpected fx node {fx.op} {fx.name}")
-    # Buffers mutated by the forward (batch-norm running stats): noted for the coder.
+    # Buffers the forward updates in place (batch-norm running stats and counters).
+    fqns = {n.name: n.fqn for n in graph.nodes if n.kind == "buffer"}
     for s in sig.output_specs:
         if s.kind.name == "BUFFER_MUTATION":
             graph.warnings.append(f"forward mutates buffer {s.target} (node {s.arg.name})")
+    for n in graph.calls():
+        refs = [_refs(n.args[i]) for i in n.mutates if i < len(n.args)]
+        if n.opname in ("batch_norm", "instance_norm") and len(n.args) > 5 and n.args[5]:
+            refs.append(_refs(n.args[3:5]))
+        for r in (r for rs in refs for r in rs):
+            if r in fqns:
+                graph.warnings.append(f"forward mutates buffer {fqns[r]} (node {n.name})")
 
 
 def _replay(graph: Graph, ep: Any, model: Any, inputs: list) -> None:

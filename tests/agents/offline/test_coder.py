@@ -1,0 +1,187 @@
+"""The offline Coder: candidates, their claims, refinement variants, fallbacks, verification."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
+from stitchcuda_lab.agents.offline.coder import MAX_VARIANTS, claims
+from stitchcuda_lab.graph import analyse
+from stitchcuda_lab.plan import Verdict
+
+from .conftest import assert_close, generate, make_problem, run_both
+
+GEMM = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(16, 32)
+            self.ln = nn.LayerNorm(32)
+        def forward(self, x, r):
+            h = torch.relu(self.fc(x)) * 0.5 + r
+            return self.ln(h)
+    def get_inputs():
+        return [torch.randn(8, 16), torch.randn(8, 32)]
+    def get_init_inputs():
+        return []
+""", name="gemm")
+
+
+def test_candidate_claims_kernels_and_keeps_the_gemm(settings):
+    graph, plan, cand = generate(GEMM, settings)
+    assert [k.lang for k in cand.kernels] == ["c"]
+    assert cand.kernels[0].entry == [cand.kernels[0].name]
+    assert {"aten.relu.default", "aten.layer_norm.default", "aten.native_layer_norm.default",
+            "aten.mul.Tensor", "aten.add.Tensor"} <= set(cand.replaced)
+    assert "aten.linear.default" in cand.kept and "aten.addmm.default" in cand.kept
+    assert not set(cand.replaced) & set(cand.kept)
+    src = cand.module_source()
+    assert "runtime.load(SOURCES[name], lang=LANGS[name], name=name)" in src
+    assert "torch.ops.aten.linear.default(" in src and "torch.empty(" in src
+    assert "_PROBLEM_SOURCE" in src and 'ns["Model"]' not in src.split("class ModelNew")[0][-50:]
+    assert cand.params["tasks"] and cand.params["variant"] == "planner defaults"
+
+
+def test_model_new_has_the_reference_parameters_under_the_same_names(settings):
+    _, _, cand = generate(GEMM, settings)
+    want, got, ref, new = run_both(GEMM, cand)
+    assert_close(got, want)
+    assert new.state_dict().keys() == ref.state_dict().keys()
+    for k, v in ref.state_dict().items():
+        assert torch.equal(new.state_dict()[k], v)
+    assert new.training == ref.training
+
+
+def test_claims_never_replace_an_op_the_program_still_calls(settings):
+    p = make_problem("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.rand(8) + 0.5)
+            def forward(self, x):
+                y = torch.sigmoid(x) * 2.0
+                return F.rms_norm(torch.cumsum(y, -1), (8,), self.w)
+        def get_inputs():
+            return [torch.randn(4, 8)]
+        def get_init_inputs():
+            return []
+    """)
+    graph = analyse(p, profile=False)
+    sig = [n.name for n in graph.calls() if n.target == "aten.sigmoid.default"]
+    mul = [n.name for n in graph.calls() if n.target == "aten.mul.Tensor"]
+    replaced, kept = claims(graph, [sig + mul])
+    assert "aten.sigmoid.default" in replaced
+    # rms_norm (kept here) lowers to aten.mul.Tensor on CPU, so mul cannot be claimed
+    if "aten.mul.Tensor" in kept:
+        assert "aten.mul.Tensor" not in replaced
+
+
+def test_refine_proposes_at_most_four_distinct_variants(settings):
+    graph = dataclasses.replace(analyse(GEMM, profile=False), device="cuda")
+    plan = OfflinePlanner().plan(GEMM, graph, settings)
+    cand = OfflineCoder().code(GEMM, graph, plan, settings, iteration=0)[0]
+    ok = Verdict(status="pass", timings={"ours": 1.0, "eager": 1.2})
+    seen = set()
+    for it in (1, 2):
+        vs = OfflineCoder().code(GEMM, graph, plan, settings, iteration=it, previous=cand,
+                                 feedback=ok)
+        assert 1 <= len(vs) <= MAX_VARIANTS
+        for v in vs:
+            assert v.iteration == it and v.parent == cand.id and v.params["variant"]
+            assert v.digest() != cand.digest()
+            seen.add(v.params["variant"])
+    assert len(seen) >= 6
+    assert any("block=" in x for x in seen) and any("rows=" in x for x in seen)
+
+
+def test_refine_after_failure_offers_scalar_and_library_variants(settings):
+    graph, plan, cand = generate(GEMM, settings)
+    bad = Verdict(status="incorrect", reason="mismatch")
+    vs = OfflineCoder().code(GEMM, graph, plan, settings, iteration=1, previous=cand,
+                             feedback=bad)
+    labels = [v.params["variant"] for v in vs]
+    assert any("library" in x for x in labels)
+    lib = [v for v in vs if "library" in v.params["variant"]][0]
+    assert len(lib.kernels) < max(1, len(cand.kernels)) or not lib.kernels
+    want, got, _, _ = run_both(GEMM, lib)
+    assert_close(got, want)
+
+
+def test_variant_that_splits_a_group_is_still_correct(settings):
+    graph, plan, cand = generate(GEMM, settings)
+    tid = plan.tasks[0].id
+    c = OfflineCoder().candidate(GEMM, graph, plan, {tid: {"off": True}}, iteration=1)
+    assert all(not k.name.endswith(tid) for k in c.kernels)
+    want, got, _, _ = run_both(GEMM, c)
+    assert_close(got, want)
+
+
+def test_skipped_task_is_left_to_the_library(settings):
+    graph, plan, cand = generate(GEMM, settings)
+    plan.tasks[0].status = "skipped"
+    c = OfflineCoder().code(GEMM, graph, plan, settings, iteration=0)[0]
+    assert len(c.kernels) == len(cand.kernels) - 1
+    want, got, _, _ = run_both(GEMM, c)
+    assert_close(got, want)
+
+
+def test_cuda_plan_emits_cuda_kernels_and_a_graphed_forward(settings):
+    graph = dataclasses.replace(analyse(GEMM, profile=False), device="cuda", eager_ms=0.02,
+                                eager_launches=5)
+    plan = OfflinePlanner().plan(GEMM, graph, settings)
+    assert plan.tasks[-1].kind == "cuda_graph"
+    cand = OfflineCoder().code(GEMM, graph, plan, settings, iteration=0)[0]
+    assert {k.lang for k in cand.kernels} == {"cuda"}
+    assert all('extern "C" __global__' in k.code for k in cand.kernels)
+    src = cand.module_source()
+    assert "torch.cuda.CUDAGraph()" in src and "graph.replay()" in src and ".clone()" in src
+    assert "_GRID" in src and ".launch(" in src
+    compile(src, "<candidate>", "exec")
+
+
+def test_uncaptured_problem_gets_an_honest_unchanged_forward(settings):
+    p = make_problem("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(5, 5)
+            def forward(self, x):
+                return self.fc(x) * 2 if x.sum().item() > 0 else self.fc(x) - 1
+        def get_inputs():
+            return [torch.randn(3, 5)]
+        def get_init_inputs():
+            return []
+    """)
+    graph, plan, cand = generate(p, settings)
+    assert graph.capture == "none" and cand.kernels == [] and cand.replaced == []
+    assert "capture failed" in cand.notes
+    want, got, _, _ = run_both(p, cand)
+    assert_close(got, want)
+
+
+def test_worker_verifies_the_first_candidate(settings):
+    from stitchcuda_lab.toolchain.verify import VerifyOptions
+    from stitchcuda_lab.toolchain.worker import get_worker
+
+    _, _, cand = generate(GEMM, settings)
+    worker = get_worker("cpu", settings)
+    verdict = worker.verify(GEMM.source, cand.module_source(), replaced=cand.replaced,
+                            kept=cand.kept, options=VerifyOptions.from_settings(settings),
+                            timeout=300)
+    assert verdict.status == "pass", verdict.reason
+    assert verdict.correct
+
+
+@pytest.mark.gpu
+def test_cuda_candidate_with_graph_capture_matches_eager(settings):
+    settings = settings.replace(device="cuda")
+    graph = analyse(GEMM, device="cuda", profile=True)
+    graph = dataclasses.replace(graph, eager_ms=0.001)       # force the CUDA-graph task
+    plan = OfflinePlanner().plan(GEMM, graph, settings)
+    cand = OfflineCoder().code(GEMM, graph, plan, settings, iteration=0)[0]
+    for seed in (0, 1, 2):
+        want, got, _, _ = run_both(GEMM, cand, device="cuda", seed=seed)
+        assert_close(got, want)

@@ -1,0 +1,189 @@
+"""The offline Planner's decisions on small examples."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from stitchcuda_lab.agents.offline import OfflinePlanner
+from stitchcuda_lab.graph import analyse
+
+from .conftest import make_problem
+
+CHAIN = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bias = nn.Parameter(torch.randn(16))
+        def forward(self, x):
+            y = x * 2.0 + self.bias
+            y = torch.relu(y) - 0.5
+            return torch.tanh(y) * torch.sigmoid(x)
+    def get_inputs():
+        return [torch.randn(8, 16)]
+    def get_init_inputs():
+        return []
+""")
+LN_GELU = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = nn.LayerNorm(32)
+        def forward(self, x):
+            return F.gelu(self.ln(x))
+    def get_inputs():
+        return [torch.randn(4, 32)]
+    def get_init_inputs():
+        return []
+""")
+MLP = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(12, 20), nn.ReLU(), nn.Linear(20, 20), nn.ReLU(),
+                                     nn.Linear(20, 4))
+        def forward(self, x):
+            return self.net(x)
+    def get_inputs():
+        return [torch.randn(6, 12)]
+    def get_init_inputs():
+        return []
+""")
+CONV = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3)
+        def forward(self, x):
+            return F.max_pool2d(torch.relu(self.conv(x)), 2)
+    def get_inputs():
+        return [torch.randn(2, 3, 10, 10)]
+    def get_init_inputs():
+        return []
+""")
+
+
+def plan_of(problem, settings, device="cpu", graph=None):
+    graph = graph or analyse(problem, device="cpu", profile=False)
+    if device != graph.device:
+        graph = dataclasses.replace(graph, device=device)
+    return graph, OfflinePlanner().plan(problem, graph, settings)
+
+
+def kinds(plan):
+    return [t.kind for t in plan.tasks]
+
+
+def test_pointwise_chain_becomes_one_pointwise_fusion(settings):
+    graph, plan = plan_of(CHAIN, settings)
+    assert kinds(plan) == ["pointwise_fusion"]
+    (t,) = plan.tasks
+    assert t.ops == [n.name for n in graph.calls()]
+    assert "aten.tanh.default" in t.targets and t.reason and t.technique
+    assert {"fusion-rules", "cpu-openmp-vectorization"} <= set(t.refs)
+
+
+def test_layernorm_gelu_becomes_one_reduction_fusion_covering_both(settings):
+    graph, plan = plan_of(LN_GELU, settings)
+    assert kinds(plan) == ["reduction_fusion"]
+    assert plan.tasks[0].targets == ["aten.gelu.default", "aten.layer_norm.default"]
+    assert "Welford" in plan.tasks[0].technique
+    assert "welford-online-softmax" in plan.tasks[0].refs
+
+
+def test_mlp_gets_two_gemm_epilogues_and_keeps_the_last_linear(settings):
+    graph, plan = plan_of(MLP, settings)
+    assert kinds(plan) == ["gemm_epilogue", "gemm_epilogue", "keep"]
+    lin = [n.name for n in graph.calls() if n.target == "aten.linear.default"]
+    relu = [n.name for n in graph.calls() if n.target == "aten.relu.default"]
+    assert plan.tasks[0].ops == [lin[0], relu[0]]
+    assert plan.tasks[1].ops == [lin[1], relu[1]]
+    assert plan.tasks[2].ops == [lin[2]] and "library" in plan.tasks[2].reason
+    assert "gemm-epilogues" in plan.tasks[0].refs
+
+
+def test_conv_relu_pool_fuses_the_epilogue_over_the_conv(settings):
+    graph, plan = plan_of(CONV, settings)
+    assert kinds(plan) == ["gemm_epilogue", "keep"]
+    conv, relu, pool = graph.calls()
+    assert plan.tasks[0].ops == [conv.name, relu.name]
+    assert plan.tasks[1].ops == [pool.name]
+
+
+def test_shares_come_from_the_eager_profile(settings):
+    graph = analyse(MLP, device="cpu", profile=True)
+    _, plan = plan_of(MLP, settings, graph=graph)
+    assert abs(sum(t.share for t in plan.tasks) - 1.0) < 0.02
+    assert plan.tasks[1].share > plan.tasks[2].share * 0.5
+
+
+def test_training_batchnorm_and_dropout_follow_the_mode(settings):
+    p = make_problem("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bn = nn.BatchNorm2d(4)
+                self.drop = nn.Dropout(0.2)
+            def forward(self, x):
+                return self.drop(torch.relu(self.bn(x)))
+        def get_inputs():
+            return [torch.randn(2, 4, 5, 5)]
+        def get_init_inputs():
+            return []
+    """)
+    graph, plan = plan_of(p, settings)
+    fused = [t for t in plan.tasks if t.kind == "reduction_fusion"]
+    assert len(fused) == 1 and "aten.batch_norm.default" in fused[0].targets
+    kept = {r for t in plan.tasks if t.kind == "keep" for r in t.targets}
+    assert {"aten.dropout.default", "aten.add_.Tensor"} <= kept
+    assert any("training" in n for n in plan.notes)
+
+
+def test_noncontiguous_input_is_noted(settings):
+    p = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                return x * 2.0 + 1.0
+        def get_inputs():
+            return [torch.randn(6, 5).t()]
+        def get_init_inputs():
+            return []
+    """)
+    _, plan = plan_of(p, settings)
+    assert any(".contiguous()" in n for n in plan.notes)
+
+
+def test_cuda_graph_only_when_launch_bound_on_cuda(settings):
+    graph = analyse(CHAIN, device="cpu", profile=False)
+    fast = dataclasses.replace(graph, device="cuda", eager_ms=0.03, eager_launches=6)
+    slow = dataclasses.replace(graph, device="cuda", eager_ms=5.0, eager_launches=6)
+    _, plan = plan_of(CHAIN, settings, device="cuda", graph=fast)
+    assert kinds(plan)[-1] == "cuda_graph" and "cuda-graphs" in plan.tasks[-1].refs
+    _, plan = plan_of(CHAIN, settings, device="cuda", graph=slow)
+    assert "cuda_graph" not in kinds(plan)
+    _, plan = plan_of(CHAIN, settings, device="cpu", graph=dataclasses.replace(fast, device="cpu"))
+    assert "cuda_graph" not in kinds(plan)
+
+
+def test_cuda_plans_carry_launch_parameters(settings):
+    _, plan = plan_of(LN_GELU, settings, device="cuda")
+    p = plan.tasks[0].params
+    assert p["rows"] in ("warp", "block") and p["block"] in (128, 256, 512) and p["vec"] in (1, 4)
+
+
+def test_uncaptured_graph_gets_only_keep_and_cuda_graph(settings):
+    p = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                return x * 2 if x.sum().item() > 0 else x - 1
+        def get_inputs():
+            return [torch.randn(5)]
+        def get_init_inputs():
+            return []
+    """)
+    graph = analyse(p, device="cpu", profile=True)
+    assert graph.capture == "none"
+    _, plan = plan_of(p, settings, graph=graph)
+    assert kinds(plan) == ["keep"]
+    _, plan = plan_of(p, settings, device="cuda",
+                      graph=dataclasses.replace(graph, device="cuda", eager_launches=3))
+    assert set(kinds(plan)) <= {"keep", "cuda_graph"}
