@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -113,6 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _error("interrupted", debug)
         return 130
+    except BrokenPipeError:          # `stitchcuda-lab sessions | head`: the reader left
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - no more writes to the pipe
+        return 0
     except Exception as e:  # noqa: BLE001 - the CLI turns every bug into one line + exit 1
         _error(f"internal error: {type(e).__name__}: {e}"
                + ("" if debug else " (run with --debug for the traceback)"), debug)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidEvent, ServiceError, StoreError, WorkerError
+from .errors import InvalidEvent, ServiceError, StitchError, StoreError, WorkerError
 from .loop import (
     EVENTS,
     CandidateApproved,
@@ -88,6 +88,10 @@ class Session:
         settings = settings or Settings.from_env()
         agent = agent or settings.agent
         device = resolve_device(device or settings.device)
+        if graph is None:   # first, so a broken problem leaves no session folder behind
+            if on_progress is not None:
+                on_progress("analysing the model's graph", 0.0)
+            graph = _analyse(problem, device, settings)
         store = SessionStore(settings.sessions_dir)
         log = store.create({"problem": problem.name, "origin": problem.origin, "device": device,
                             "agent": agent, "iters": settings.iters,
@@ -96,12 +100,8 @@ class Session:
             "problem": {"name": problem.name, "source": problem.source,
                         "origin": problem.origin, "notes": problem.notes},
             "device": device, "agent": agent, "settings": _safe_settings(settings)})
-        s = cls(log, problem, settings, agent=agent, device=device, planner=planner,
-                coder=coder, worker=worker, on_progress=on_progress)
-        if graph is None:
-            s._progress("analysing the model's graph", 0.0)
-            graph = s._analyse()
-        s.graph = graph
+        s = cls(log, problem, settings, agent=agent, device=device, graph=graph,
+                planner=planner, coder=coder, worker=worker, on_progress=on_progress)
         if graph is not None:
             log.append("graph", {"graph": graph.to_dict()})
         return s
@@ -392,15 +392,6 @@ class Session:
             return None
         return VerifyOptions.from_settings(self.settings)
 
-    def _analyse(self) -> Graph | None:
-        try:
-            from .graph import analyse
-        except ImportError as e:
-            _warn(f"graph analysis is not available ({e}); planning without a graph")
-            return None
-        return analyse(self.problem, device=self.device, profile=self.settings.profile,
-                       settings=self.settings)
-
     def _fraction(self, within: float) -> float:
         total = self.settings.iters + 1
         return min(1.0, (self.state.iteration + within) / total)
@@ -411,6 +402,24 @@ class Session:
                 self.on_progress(message, fraction)
             except Exception:  # noqa: BLE001, S110 - a broken display must not stop the loop
                 pass
+
+
+def _analyse(problem: Problem, device: str, settings: Settings) -> Graph | None:
+    """The graph, or None when graph.py is missing; a problem whose code raises while being
+    analysed is a ProblemError naming its line."""
+    try:
+        from .graph import analyse
+    except ImportError as e:
+        _warn(f"graph analysis is not available ({e}); planning without a graph")
+        return None
+    try:
+        return analyse(problem, device=device, profile=settings.profile, settings=settings)
+    except StitchError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's code raised
+        from .problem import _user_error
+        raise _user_error("running the problem raised", e, problem.filename,
+                          problem.source) from None
 
 
 def resolve_device(name: str) -> str:

@@ -180,6 +180,18 @@ def test_create_writes_the_session_folder_with_problem_and_graph(settings):
     assert meta["problem"] == "cell" and meta["agent"] == "offline" and meta["device"] == "cpu"
 
 
+def test_a_broken_problem_is_a_problem_error_and_leaves_no_folder(settings):
+    from stitchcuda_lab.errors import ProblemError
+    bad = PROBLEM.replace("self.w = nn.Parameter(torch.randn(n))",
+                          "self.w = nn.Parameter(torch.randn(n, -1))")
+    with pytest.raises(ProblemError, match="raised RuntimeError") as ei:
+        Session.create(problem_from_source(bad), settings, device="cpu",
+                       planner=FakePlanner(), coder=FakeCoder({}), worker=FakeWorker())
+    assert ei.value.line == 7
+    assert not Path(settings.sessions_dir).exists() or not any(
+        Path(settings.sessions_dir).iterdir())
+
+
 def test_advance_stops_wherever_a_person_is_needed(make):
     s, _ = make({0: [1.5]})
     assert s.advance().needs == "approve_plan"
