@@ -53,7 +53,7 @@ class Settings:
     compile_modes: str = "default"  # comma list: default,max-autotune-no-cudagraphs,reduce-overhead
     profile: bool = True
     ncu: bool = False               # per-kernel hardware counters (slow; GPU only)
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-5-5"
     max_tokens: int = 8192
     temperature: float = 0.2
     base_url: str | None = None

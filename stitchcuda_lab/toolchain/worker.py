@@ -351,7 +351,7 @@ def _child_main(device: str, rfd: int, wfd: int) -> None:
     from .verify import WorkerState, run_baseline, run_verify
     timing.capture()
     if device.startswith("cuda"):
-        torch.cuda.set_device(torch.device(device))
+        torch.cuda.set_device(torch.device(device).index or 0)  # "cuda" has no index
         torch.zeros(1, device=device)
     state = WorkerState(device=device, workdir=Path(tempfile.mkdtemp(prefix="stitch_jobs_")))
 
