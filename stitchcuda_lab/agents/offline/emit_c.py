@@ -147,8 +147,10 @@ def _store(o: Operand, idx: str, val: str) -> str:
     return f"{o.name}[{idx}] = ({C_TYPES[o.dtype]})({val});"
 
 
-def offset(strides: list[int], dims: list[int], idx: str, which: list[int]) -> str:
-    """Element offset of flat index ``idx`` over the dims in ``which`` (mixed radix)."""
+def offset(strides: list[int], dims: list[int], idx: str, which: list[int],
+           sfx: str = "LL") -> str:
+    """Element offset of flat index ``idx`` over the dims in ``which`` (mixed radix);
+    ``sfx`` is the literal suffix ("U" for 32-bit index math)."""
     terms = []
     sub = [dims[d] for d in which]
     for k, d in enumerate(which):
@@ -156,10 +158,10 @@ def offset(strides: list[int], dims: list[int], idx: str, which: list[int]) -> s
         if st == 0:
             continue
         inner = math.prod(sub[k + 1:])
-        q = idx if inner == 1 else f"({idx} / {inner}LL)"
+        q = idx if inner == 1 else f"({idx} / {inner}{sfx})"
         if k > 0:
-            q = f"({q} % {sub[k]}LL)"
-        terms.append(q if st == 1 else f"{q} * {st}LL")
+            q = f"({q} % {sub[k]}{sfx})"
+        terms.append(q if st == 1 else f"{q} * {st}{sfx}")
     return " + ".join(terms) if terms else "0"
 
 

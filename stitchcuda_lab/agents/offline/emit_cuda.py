@@ -279,8 +279,16 @@ def _pointwise(spec: KernelSpec, p: dict) -> str:
          f"{ind}const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
          f"{ind}long long start = 0;"]
 
+    small = n < 2 ** 31   # 32-bit index math for broadcast operands (cheaper divisions)
+
     def idx_at(i: str):
-        return lambda o: offset(o.strides, dims, i, alld) if o.strides != _contig(dims) else i
+        def f(o):
+            if o.strides == _contig(dims):
+                return i
+            if small:
+                return offset(o.strides, dims, f"(unsigned)({i})", alld, "U")
+            return offset(o.strides, dims, i, alld)
+        return f
 
     if vec:
         ptrs = " | ".join(f"(unsigned long long){ops[i].name}" for i in vops)
@@ -396,8 +404,10 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
 
     flush(ind2)
 
-    def loop(roots: list[str], tail) -> None:
-        """Element loop computing ``roots``; ``tail(suffix, jexpr)`` gives the update lines."""
+    def loop(roots: list[str], tail, vstores: list | None = None) -> None:
+        """Element loop computing ``roots``; ``tail(suffix, jexpr, need)`` gives the update
+        lines; ``vstores`` [(operand, var)] are written as one float4 per 4 lanes."""
+        vstores = vstores or []
         need = [s for s in deps_closure(spec, roots) if s.var not in avail]
         i3 = ind2 + "    "
         L.append(f"{ind2}{{")
@@ -417,6 +427,11 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
                         if i in used and ops[i].role == "in"}
                 L.extend(_elem_lines(spec, need, idx_elem(f"j_{lane}"), f"_{lane}", vmap, i4))
                 L.extend(i4 + t for t in tail(f"_{lane}", f"j_{lane}", need))
+            for oi, v in vstores:
+                L.append(f"{i4}*reinterpret_cast<float4*>({ops[oi].name} + "
+                         f"{idx_elem('(4 * q)')(ops[oi])}) = make_float4("
+                         + ", ".join(f"(float){sfx(v, f'_{lane}', need)}" for lane in range(4))
+                         + ");")
             L.append(f"{i3}}}")
             L.append(f"{i3}jv = {Lr // 4 * 4}LL;")
             L.append(f"{ind2}}}")
@@ -425,7 +440,7 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
             start = j0
         L.append(f"{ind2}for (long long j = {start}; j < {Lr}LL; j += {jstep}) {{")
         L.extend(_elem_lines(spec, need, idx_elem("j"), "", {}, i3))
-        L.extend(i3 + t for t in tail("", "j", need))
+        L.extend(i3 + t for t in tail("", "j", need, scalar=True))
         L.append(f"{ind2}}}")
         L.append(f"{ind2}}}")
 
@@ -437,7 +452,7 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
         for s in pass_reds:
             L.append(f"{ind2}{_red_type(s, acc)} a{_rid(s)} = {_ident(s, acc)};")
         if pass_reds:
-            def tail(suffix, j, need, pass_reds=pass_reds):
+            def tail(suffix, j, need, pass_reds=pass_reds, scalar=False):
                 out = []
                 for s in pass_reds:
                     x = sfx(s.deps[0], suffix, need)
@@ -480,10 +495,14 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
         full_stores = [s for s in spec.stmts if s.op == "store" and s.level == "full"
                        and s.passno == pno]
         if full_stores:
-            def stail(suffix, j, need, full_stores=full_stores):
+            vst = [(s.operand, s.var) for s in full_stores if vec and s.operand in vops
+                   and ops[s.operand].dtype == "float32"]
+            vset = {oi for oi, _ in vst}
+
+            def stail(suffix, j, need, full_stores=full_stores, scalar=False):
                 return [_store(ops[s.operand], idx_elem(j)(ops[s.operand]), sfx(s.var, suffix, need))
-                        for s in full_stores]
-            loop([s.var for s in full_stores], stail)
+                        for s in full_stores if scalar or s.operand not in vset]
+            loop([s.var for s in full_stores], stail, vst)
     L.append(f"{ind}}}")
     return "\n".join(L) + "\n"
 

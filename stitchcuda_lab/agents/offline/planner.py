@@ -68,7 +68,8 @@ def fusion_groups(graph: "Graph") -> tuple[list[list[str]], dict[str, str]]:
             result.append(members)
         except Unsupported as e:
             for m in members:
-                why[m] = str(e)
+                n = graph.node(m)
+                why[m] = _why_not(n) if node_role(n, graph) == "view" else str(e)
     return result, why
 
 
