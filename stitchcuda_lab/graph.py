@@ -36,51 +36,15 @@ OP_CLASSES = ("pointwise", "reduction", "normalization", "gemm", "convolution", 
               "rnn", "other", "input")
 
 # Op classes by aten op name (the packet: "add" for aten.add.Tensor).
-_POINTWISE = set("""
-add sub rsub mul div true_divide neg relu gelu silu sigmoid tanh exp exp2 log log2 log10 log1p expm1
-sqrt rsqrt abs pow clamp clamp_min clamp_max clip hardtanh leaky_relu elu selu celu softplus mish
-hardswish hardsigmoid relu6 where gt lt ge le eq ne maximum minimum fmax fmin reciprocal sin cos tan
-asin acos atan sinh cosh asinh acosh atanh erf erfc sign sgn floor ceil round trunc frac
-logical_not logical_and logical_or logical_xor bitwise_not square dropout _to_copy to type_as
-masked_fill addcmul addcdiv lerp threshold hardshrink softshrink tanhshrink logsigmoid fmod
-remainder floor_divide prelu glu native_dropout alpha_dropout feature_dropout
-""".split())
-_REDUCTION = set("""
-sum mean amax amin max min argmax argmin prod var std var_mean std_mean logsumexp norm
-linalg_vector_norm all any cumsum cumprod max_pool1d max_pool2d max_pool3d avg_pool1d avg_pool2d
-avg_pool3d adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d
-adaptive_max_pool2d adaptive_max_pool3d max_pool2d_with_indices max_pool3d_with_indices
-lp_pool2d count_nonzero
-""".split())
-_NORMALIZATION = set("""
-softmax log_softmax _softmax _log_softmax layer_norm native_layer_norm group_norm
-native_group_norm batch_norm native_batch_norm _native_batch_norm_legit
-_native_batch_norm_legit_no_training _native_batch_norm_legit_functional instance_norm rms_norm
-_fused_rms_norm local_response_norm
-""".split())
-_GEMM = set("""
-linear addmm mm bmm matmul baddbmm addbmm dot mv addmv einsum tensordot bilinear
-scaled_dot_product_attention _scaled_dot_product_flash_attention
-_scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention
-""".split())
-_CONV = set("""
-conv1d conv2d conv3d convolution _convolution conv_transpose1d conv_transpose2d conv_transpose3d
-""".split())
-_DATA = set("""
-view reshape permute transpose t contiguous clone expand expand_as unsqueeze squeeze flatten
-unflatten slice select cat concat concatenate stack split split_with_sizes chunk unbind
-index_select gather narrow pad constant_pad_nd reflection_pad1d reflection_pad2d
-replication_pad2d repeat flip roll _unsafe_view alias detach copy copy_ lift_fresh_copy
-pixel_shuffle pixel_unshuffle index index_put scatter diagonal tril triu movedim swapaxes
-view_as reshape_as upsample_nearest2d upsample_bilinear2d interpolate
-""".split())
-_RNN = set("lstm gru rnn_tanh rnn_relu lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell".split())
+_POINTWISE = {"add", "sub", "rsub", "mul", "div", "true_divide", "neg", "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "abs", "pow", "clamp", "clamp_min", "clamp_max", "clip", "hardtanh", "leaky_relu", "elu", "selu", "celu", "softplus", "mish", "hardswish", "hardsigmoid", "relu6", "where", "gt", "lt", "ge", "le", "eq", "ne", "maximum", "minimum", "fmax", "fmin", "reciprocal", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "sign", "sgn", "floor", "ceil", "round", "trunc", "frac", "logical_not", "logical_and", "logical_or", "logical_xor", "bitwise_not", "square", "dropout", "_to_copy", "to", "type_as", "masked_fill", "addcmul", "addcdiv", "lerp", "threshold", "hardshrink", "softshrink", "tanhshrink", "logsigmoid", "fmod", "remainder", "floor_divide", "prelu", "glu", "native_dropout", "alpha_dropout", "feature_dropout"}
+_REDUCTION = {"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "var", "std", "var_mean", "std_mean", "logsumexp", "norm", "linalg_vector_norm", "all", "any", "cumsum", "cumprod", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "max_pool2d_with_indices", "max_pool3d_with_indices", "lp_pool2d", "count_nonzero"}
+_NORMALIZATION = {"softmax", "log_softmax", "_softmax", "_log_softmax", "layer_norm", "native_layer_norm", "group_norm", "native_group_norm", "batch_norm", "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "_native_batch_norm_legit_functional", "instance_norm", "rms_norm", "_fused_rms_norm", "local_response_norm"}
+_GEMM = {"linear", "addmm", "mm", "bmm", "matmul", "baddbmm", "addbmm", "dot", "mv", "addmv", "einsum", "tensordot", "bilinear", "scaled_dot_product_attention", "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention"}
+_CONV = {"conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}
+_DATA = {"view", "reshape", "permute", "transpose", "t", "contiguous", "clone", "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten", "slice", "select", "cat", "concat", "concatenate", "stack", "split", "split_with_sizes", "chunk", "unbind", "index_select", "gather", "narrow", "pad", "constant_pad_nd", "reflection_pad1d", "reflection_pad2d", "replication_pad2d", "repeat", "flip", "roll", "_unsafe_view", "alias", "detach", "copy", "copy_", "lift_fresh_copy", "pixel_shuffle", "pixel_unshuffle", "index", "index_put", "scatter", "diagonal", "tril", "triu", "movedim", "swapaxes", "view_as", "reshape_as", "upsample_nearest2d", "upsample_bilinear2d", "interpolate"}
+_RNN = {"lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"}
 # Data-movement ops that return a view: no bytes moved.
-_VIEWS = set("""
-view reshape permute transpose t expand expand_as unsqueeze squeeze flatten unflatten slice select
-narrow split split_with_sizes chunk unbind _unsafe_view alias detach diagonal movedim swapaxes
-view_as reshape_as getitem
-""".split())
+_VIEWS = {"view", "reshape", "permute", "transpose", "t", "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten", "slice", "select", "narrow", "split", "split_with_sizes", "chunk", "unbind", "_unsafe_view", "alias", "detach", "diagonal", "movedim", "swapaxes", "view_as", "reshape_as", "getitem"}
 _NORM_FLOPS_PER_ELEM = 5   # mean, variance, subtract, scale, shift (softmax: max, exp, sum, div)
 
 
@@ -176,7 +140,7 @@ class Graph:
         return json.dumps(self.to_dict(), **kw)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Graph":
+    def from_dict(cls, d: dict[str, Any]) -> Graph:
         d = dict(d)
         names = {f.name for f in dataclasses.fields(Node)}
         d["nodes"] = [n if isinstance(n, Node) else Node(**{k: v for k, v in n.items() if k in names})
@@ -208,8 +172,8 @@ class Graph:
 
 
 # ---------------------------------------------------------------------------------------------
-def analyse(problem: "Problem", device: str = "cpu", profile: bool = True,
-            settings: "Settings | None" = None) -> Graph:
+def analyse(problem: Problem, device: str = "cpu", profile: bool = True,
+            settings: Settings | None = None) -> Graph:
     """Capture ``problem``'s forward on ``device`` and measure eager PyTorch on it.
 
     Never raises for a model that export cannot capture: the graph then has ``capture="none"``,
@@ -228,7 +192,7 @@ def analyse(problem: "Problem", device: str = "cpu", profile: bool = True,
             with torch.no_grad():
                 ep = torch.export.export(model, tuple(inputs), strict=strict)
             break
-        except Exception as e:  # export refuses many things; say which and carry on
+        except Exception as e:  # export refuses many things; say which and carry on  # noqa: BLE001  (analysis must not fail)
             errors.append(f"torch.export (strict={strict}) failed: {type(e).__name__}: "
                           f"{_first_line(e)}")
     if ep is None:
@@ -242,14 +206,14 @@ def analyse(problem: "Problem", device: str = "cpu", profile: bool = True,
         try:
             kind = ep.call_spec.out_spec.type
             graph.output_spec = {tuple: "tuple", list: "list"}.get(kind, "single")
-        except Exception:
+        except Exception:  # noqa: BLE001  (analysis must not fail)
             graph.output_spec = "tuple" if len(graph.outputs) > 1 else "single"
         _replay(graph, ep, model, inputs)
     _count(graph)
     if profile:
         try:
             _profile(graph, model, inputs, settings)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001  (analysis must not fail)
             graph.warnings.append(f"eager profile failed: {type(e).__name__}: {_first_line(e)}")
     return graph
 
@@ -377,7 +341,7 @@ def _replay(graph: Graph, ep: Any, model: Any, inputs: list) -> None:
             return
         graph.warnings.append("replaying the graph as aten calls did not reproduce eager outputs "
                               "(random ops or training-mode dropout?)")
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001  (analysis must not fail)
         graph.warnings.append(f"replaying the graph as aten calls failed: {type(e).__name__}: "
                               f"{_first_line(e)}")
 
@@ -396,7 +360,7 @@ def _count(graph: Graph) -> None:
     graph.total_bytes = read + written
 
 
-def _profile(graph: Graph, model: Any, inputs: list, settings: "Settings | None") -> None:
+def _profile(graph: Graph, model: Any, inputs: list, settings: Settings | None) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -556,7 +520,7 @@ def _set_meta(n: Node, val: Any) -> None:
         n.dtype = str(val.dtype).replace("torch.", "")
         try:
             n.stride = [int(s) for s in val.stride()]
-        except Exception:
+        except Exception:  # noqa: BLE001  (analysis must not fail)
             n.stride = None
     elif isinstance(val, (tuple, list)):
         # Multi-output op (max.dim, native_layer_norm): its getitem users carry the shapes.

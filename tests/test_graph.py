@@ -95,7 +95,7 @@ def test_layernorm_gelu_keeps_high_level_ops():
 
 def test_mlp_gemm_flops_and_placeholders():
     g = analyse(MLP, profile=False)
-    fc1, relu, fc2 = g.calls()
+    fc1, _relu, fc2 = g.calls()
     assert fc1.target == "aten.linear.default" and fc1.op_class == "gemm"
     assert fc1.flops == 2 * 6 * 20 * 12 and fc2.flops == 2 * 6 * 5 * 20
     params = {n.fqn: n for n in g.placeholders() if n.kind == "param"}

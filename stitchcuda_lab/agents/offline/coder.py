@@ -39,9 +39,9 @@ class OfflineCoder:
 
     name = "offline"
 
-    def code(self, problem: "Problem", graph: "Graph", plan: "Plan", settings: "Settings", *,
+    def code(self, problem: Problem, graph: Graph, plan: Plan, settings: Settings, *,
              iteration: int, previous: Candidate | None = None,
-             feedback: "Verdict | None" = None) -> list[Candidate]:
+             feedback: Verdict | None = None) -> list[Candidate]:
         if iteration == 0 or previous is None:
             return [self.candidate(problem, graph, plan, {}, iteration=iteration)]
         base = dict(previous.params.get("tasks", {}))
@@ -55,7 +55,7 @@ class OfflineCoder:
         return out
 
     # -- one candidate -------------------------------------------------------------------------
-    def candidate(self, problem: "Problem", graph: "Graph", plan: "Plan",
+    def candidate(self, problem: Problem, graph: Graph, plan: Plan,
                   overrides: dict[str, dict], *, iteration: int = 0, parent: str | None = None,
                   variant: str = "planner defaults") -> Candidate:
         lang = "cuda" if plan.device == "cuda" else "c"
@@ -125,8 +125,8 @@ class OfflineCoder:
                          params={"tasks": used, "variant": variant, "cuda_graph": cuda_graph})
 
     # -- refinement ----------------------------------------------------------------------------
-    def variants(self, graph: "Graph", plan: "Plan", base: dict[str, dict], iteration: int,
-                 feedback: "Verdict | None") -> list[tuple[str, dict]]:
+    def variants(self, graph: Graph, plan: Plan, base: dict[str, dict], iteration: int,
+                 feedback: Verdict | None) -> list[tuple[str, dict]]:
         """Single-knob changes of ``base``, biggest tasks first; rotated by iteration."""
         lang = "cuda" if plan.device == "cuda" else "c"
         ktasks = sorted((t for t in plan.tasks if t.kind in KERNEL_TASKS
@@ -184,7 +184,7 @@ class OfflineCoder:
         return out
 
 
-def claims(graph: "Graph", groups: list[list[str]]) -> tuple[list[str], list[str]]:
+def claims(graph: Graph, groups: list[list[str]]) -> tuple[list[str], list[str]]:
     """(replaced, kept) aten op names: what the kernels compute and what the program still
     calls. A name both computed and called (directly or by what a kept op lowers to) is only
     ``kept``, so the Verifier's trace of library calls never contradicts ``replaced``."""

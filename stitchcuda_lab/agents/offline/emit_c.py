@@ -199,11 +199,11 @@ def _pointwise(spec: KernelSpec, params: dict) -> str:
     nchunks = max(1, -(-n // chunk))
     outer = list(range(len(dims) - 1))
     ops = spec.operands
-    lines = [f"    #pragma omp parallel for schedule(static)",
+    lines = ["    #pragma omp parallel for schedule(static)",
              f"    for (long long blk = 0; blk < {nchunks}LL; ++blk) {{",
              f"        const long long end = blk * {chunk}LL + {chunk}LL < {n}LL ? blk * {chunk}LL + {chunk}LL : {n}LL;",
              f"        long long i = blk * {chunk}LL;",
-             f"        while (i < end) {{",
+             "        while (i < end) {",
              f"            const long long r = i / {inner}LL, c0 = i % {inner}LL;",
              f"            const long long c1 = c0 + (end - i) < {inner}LL ? c0 + (end - i) : {inner}LL;"]
     for o in ops:
@@ -300,8 +300,8 @@ def _rowwise(spec: KernelSpec, params: dict) -> str:
                 cmp = ">" if s.kind == "argmax" else "<"
                 lines.append(f"{ind}{acc} {o['val']} = {'-' if s.kind == 'argmax' else ''}SC_INF;")
                 lines.append(f"{ind}long long {o['idx']} = -1;")
-                elem_loop([x], [f"if ({x} {cmp} {o['val']} || {o['idx']} < 0 || ({x} != {x} && "
-                                f"{o['val']} == {o['val']})) {{ {o['val']} = {x}; {o['idx']} = j; }}"])
+                elem_loop([x], [(f"if ({x} {cmp} {o['val']} || {o['idx']} < 0 || ({x} != {x} && "
+                                f"{o['val']} == {o['val']})) {{ {o['val']} = {x}; {o['idx']} = j; }}")])
             elif s.kind == "welford":
                 mean, m2 = o["mean"], o["m2"]
                 tot = f"{mean}_sum"

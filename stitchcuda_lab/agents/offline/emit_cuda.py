@@ -344,7 +344,7 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
     vops = [i for i in _vec_operands(spec)] if vec else []
     B = int(p["block"])
     Lr = spec.rowlen
-    z, o1 = f"({acc})0", f"({acc})1"
+    _z, _o1 = f"({acc})0", f"({acc})1"
     ind = "    "
     L: list[str] = []
     reds = [s for s in spec.stmts if s.op == "reduce"]
@@ -499,7 +499,7 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
                    and ops[s.operand].dtype == "float32"]
             vset = {oi for oi, _ in vst}
 
-            def stail(suffix, j, need, full_stores=full_stores, scalar=False):
+            def stail(suffix, j, need, full_stores=full_stores, scalar=False, vset=vset):
                 return [_store(ops[s.operand], idx_elem(j)(ops[s.operand]), sfx(s.var, suffix, need))
                         for s in full_stores if scalar or s.operand not in vset]
             loop([s.var for s in full_stores], stail, vst)

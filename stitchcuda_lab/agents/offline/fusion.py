@@ -233,18 +233,18 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
         raise Unsupported(f"full reduction over {math.prod(S)} elements needs a grid-wide "
                           "reduction (no template)")
     del numel_rows_reduced
-    row_view = [1 if d in Rset or (split is not None and d == split[0]) else S[d]
+    [1 if d in Rset or (split is not None and d == split[0]) else S[d]
                 for d in range(rank)]
     if split is not None:
         # group norm rows are (n, g): one row value per group, not per channel
-        row_view = None  # row values are not exposed outside a group-norm kernel
+        pass  # row values are not exposed outside a group-norm kernel
     keep_form = [1 if d in Rset else S[d] for d in range(rank)]
     drop_form = [S[d] for d in range(rank) if d not in Rset]
     nonR = [d for d in range(rank) if d not in Rset]
 
     acc = "double" if any(n.dtype == "float64" for n in nodes) or any(
         graph.node(r).dtype == "float64" for n in nodes for r in n.inputs()) else "float"
-    L = lambda v: lit(v, acc)  # noqa: E731
+    L = lambda v: lit(v, acc)
 
     operands: list[Operand] = []
     sviews: list[list[int]] = []
@@ -415,7 +415,7 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
                     raise Unsupported(f"{n.name}: narrowing conversion to {n.dtype}")
             overload = n.target.split(".")[-1]
             e = pointwise_expr(name, overload, n.args, n.kwargs,
-                               lambda x: scalar_or_tensor(x, out_shape), acc)
+                               lambda x, out_shape=out_shape: scalar_or_tensor(x, out_shape), acc)
             if e is None:
                 raise Unsupported(f"{n.name}: {n.target} has no template")
             deps = vars_in(e)
@@ -547,7 +547,7 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
                 view, strides = [1] * rank, [0] * rank
                 view[1], strides[1] = S[1], 1
                 old = load(ref, view, strides)
-                idx = [s.operand for s in stmts if s.var == old][0]
+                idx = next(s.operand for s in stmts if s.var == old)
                 operands[idx].role = "inout"
                 operands[idx].name = f"io{idx}"
                 val = o["mean"] if stat == "mean" else \

@@ -10,7 +10,8 @@ leaves that op to the library.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 LOAD_DTYPES = FLOAT_DTYPES + ("bool", "int64", "int32", "int8", "uint8", "int16")
@@ -46,7 +47,7 @@ def pointwise_expr(opname: str, overload: str, args: list, kwargs: dict, val: Va
                    acc: str = "float") -> str | None:
     """C expression for one pointwise aten op; ``val(arg)`` renders an argument (a node ref
     becomes its variable, a number a literal). ``None`` when the op is not supported."""
-    L = lambda v: lit(v, acc)  # noqa: E731
+    L = lambda v: lit(v, acc)
 
     def a(i, default=None):
         if i < len(args):

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 LAUNCH_BOUND_US = 20.0   # eager time per kernel launch below which a CUDA graph pays
 
 
-def fusion_groups(graph: "Graph") -> tuple[list[list[str]], dict[str, str]]:
+def fusion_groups(graph: Graph) -> tuple[list[list[str]], dict[str, str]]:
     """Maximal legal kernel groups (node names in graph order) and, for nodes left out, why."""
     calls = graph.calls()
     order = {n.name: i for i, n in enumerate(graph.nodes)}
@@ -90,7 +90,7 @@ def _convex(members: set[str], users: dict[str, list[str]], order: dict[str, int
     return True
 
 
-def _why_not(n: "Node") -> str:
+def _why_not(n: Node) -> str:
     if n.op_class in LIBRARY_CLASSES:
         return "GEMM/convolution stays in the vendor library (cuBLAS/cuDNN, oneDNN on CPU)"
     if n.mutates or n.opname.endswith("_"):
@@ -111,7 +111,7 @@ class OfflinePlanner:
 
     name = "offline"
 
-    def plan(self, problem: "Problem", graph: "Graph", settings: "Settings") -> Plan:
+    def plan(self, problem: Problem, graph: Graph, settings: Settings) -> Plan:
         device = "cuda" if str(graph.device).startswith("cuda") else "cpu"
         plan = Plan(device=device, agent="offline")
         calls = graph.calls()
@@ -201,7 +201,7 @@ class OfflinePlanner:
         self._maybe_cuda_graph(plan, graph, device)
         return plan
 
-    def _maybe_cuda_graph(self, plan: Plan, graph: "Graph", device: str) -> None:
+    def _maybe_cuda_graph(self, plan: Plan, graph: Graph, device: str) -> None:
         if device != "cuda":
             return
         launches = graph.eager_launches or max(1, sum(

@@ -61,7 +61,7 @@ def render_arg(a: Any) -> str:
     if isinstance(a, list):
         return "[" + ", ".join(render_arg(v) for v in a) + "]"
     if isinstance(a, float):
-        if a != a:
+        if a != a:  # noqa: PLR0124  (NaN)
             return "float('nan')"
         if a in (float("inf"), float("-inf")):
             return f"float('{a}')"

@@ -31,7 +31,7 @@ GEMM = make_problem("""
 
 
 def test_candidate_claims_kernels_and_keeps_the_gemm(settings):
-    graph, plan, cand = generate(GEMM, settings)
+    _graph, _plan, cand = generate(GEMM, settings)
     assert [k.lang for k in cand.kernels] == ["c"]
     assert cand.kernels[0].entry == [cand.kernels[0].name]
     assert {"aten.relu.default", "aten.layer_norm.default", "aten.native_layer_norm.default",
@@ -104,14 +104,14 @@ def test_refine_after_failure_offers_scalar_and_library_variants(settings):
                              feedback=bad)
     labels = [v.params["variant"] for v in vs]
     assert any("library" in x for x in labels)
-    lib = [v for v in vs if "library" in v.params["variant"]][0]
+    lib = next(v for v in vs if "library" in v.params["variant"])
     assert len(lib.kernels) < max(1, len(cand.kernels)) or not lib.kernels
     want, got, _, _ = run_both(GEMM, lib)
     assert_close(got, want)
 
 
 def test_variant_that_splits_a_group_is_still_correct(settings):
-    graph, plan, cand = generate(GEMM, settings)
+    graph, plan, _cand = generate(GEMM, settings)
     tid = plan.tasks[0].id
     c = OfflineCoder().candidate(GEMM, graph, plan, {tid: {"off": True}}, iteration=1)
     assert all(not k.name.endswith(tid) for k in c.kernels)
@@ -155,7 +155,7 @@ def test_uncaptured_problem_gets_an_honest_unchanged_forward(settings):
         def get_init_inputs():
             return []
     """)
-    graph, plan, cand = generate(p, settings)
+    graph, _plan, cand = generate(p, settings)
     assert graph.capture == "none" and cand.kernels == [] and cand.replaced == []
     assert "capture failed" in cand.notes
     want, got, _, _ = run_both(p, cand)

@@ -229,7 +229,7 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 def test_generated_program_matches_eager(case, device, settings):
     problem = make_problem(CASES[case], name=case)
     settings = settings.replace(device=device)
-    graph, plan, cand = generate(problem, settings, device=device)
+    _graph, plan, cand = generate(problem, settings, device=device)
     assert cand.kernels, f"no kernel generated:\n{plan}\n{cand.notes}"
     assert len(cand.kernels) >= FUSED_EXPECTED.get(case, 1)
     for seed in (0, 1):
@@ -288,5 +288,5 @@ def test_every_emitted_cuda_kernel_compiles_with_nvcc(tmp_path):
     src.write_text(source)
     proc = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-c", "-x", "cu", str(src),
                            "-o", str(tmp_path / "kernels.o")], capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -83,7 +83,7 @@ def test_pointwise_chain_becomes_one_pointwise_fusion(settings):
 
 
 def test_layernorm_gelu_becomes_one_reduction_fusion_covering_both(settings):
-    graph, plan = plan_of(LN_GELU, settings)
+    _graph, plan = plan_of(LN_GELU, settings)
     assert kinds(plan) == ["reduction_fusion"]
     assert plan.tasks[0].targets == ["aten.gelu.default", "aten.layer_norm.default"]
     assert "Welford" in plan.tasks[0].technique
@@ -130,7 +130,7 @@ def test_training_batchnorm_and_dropout_follow_the_mode(settings):
         def get_init_inputs():
             return []
     """)
-    graph, plan = plan_of(p, settings)
+    _graph, plan = plan_of(p, settings)
     fused = [t for t in plan.tasks if t.kind == "reduction_fusion"]
     assert len(fused) == 1 and "aten.batch_norm.default" in fused[0].targets
     kept = {r for t in plan.tasks if t.kind == "keep" for r in t.targets}
