@@ -3,11 +3,13 @@
 Every event is written to the session log before the state moves on, so a session killed at
 any point reopens with ``Session.open`` (replaying its events) and carries on from there.
 
->>> s = Session.create(load_problem("examples/mlp.py"), Settings())   # doctest: +SKIP
->>> s.advance()                   # plans, then stops: the plan needs a person's approval
->>> s.post(PlanApproved()); s.advance()
->>> s.advance(auto=True)          # or run everything without stops
->>> s.best(), s.model(), s.export("out/")
+Example (runs the model, so not a doctest)::
+
+    s = Session.create(load_problem("examples/mlp.py"), Settings())
+    s.advance()                   # plans, then stops: the plan needs a person's approval
+    s.post(PlanApproved()); s.advance()
+    s.advance(auto=True)          # or run everything without stops
+    s.best(), s.model(), s.export("out/")
 """
 
 from __future__ import annotations
