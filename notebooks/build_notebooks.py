@@ -115,11 +115,12 @@ this notebook runs headless.
         code('''
 if drive and s.state.needs == "approve_plan":
     %stitch_approve
-s.state.plan'''),
+display(s.state.plan)'''),
         code('''
 if drive and s.state.needs == "approve_candidate":
     %stitch_approve
-print(s.state)'''),
+else:
+    print(s.state)'''),
         md("""
 The best candidate and its verdict: correctness over 5 seeded trials, max errors, and the
 speedup over eager PyTorch (and torch.compile when `compile_modes` asks for it).

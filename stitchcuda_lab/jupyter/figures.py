@@ -265,12 +265,12 @@ def ncu_note(ncu: Mapping[str, Any] | None, device: str = "") -> str | None:
     """Why there is no ncu chart, or None when there is one."""
     if ncu_rows(ncu):
         return None
-    for key in ("reason", "error", "note", "skipped"):
-        if ncu and isinstance(ncu.get(key), str) and ncu[key]:
-            return f"No Nsight Compute data: {ncu[key]}"
     if device and not str(device).startswith("cuda"):
         return ("No Nsight Compute data: this run was on the CPU; ncu measures GPU kernels "
                 "(run with --device cuda and the ncu setting on).")
+    for key in ("reason", "error", "note", "skipped"):
+        if ncu and isinstance(ncu.get(key), str) and ncu[key]:
+            return f"No Nsight Compute data: {ncu[key]}"
     return ("No Nsight Compute data: ncu was not run for this candidate "
             "(turn it on with `%config StitchMagics.ncu = True` or STITCH_NCU=1; it is slow).")
 

@@ -137,13 +137,15 @@ class StitchMagics(Magics):
         from .panel import SessionPanel
         panel = SessionPanel(session, threaded=False)
         self.panels[str(session.id)] = panel
-        display(panel)
+        handle = display(panel, display_id=True)
         if advance and not _finished(session):
             if auto:
                 panel._run("Running the whole loop", lambda: session.advance(auto=True),
                            advance=False)
             else:
                 panel._run("Planning", lambda: None)
+            if handle is not None:
+                handle.update(panel)   # the text/HTML snapshot papermill keeps shows the result
         panel.threaded = True
         err = panel.last_exception
         if isinstance(err, StitchUsageError):

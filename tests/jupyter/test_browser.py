@@ -130,6 +130,21 @@ def jupyterlab(tmp_path):
                 proc.wait(timeout=10)
 
 
+def _run_all_cells(page, attempts: int = 4) -> None:
+    """Run > Run All Cells, until the first code cell has run (a click that lands before the
+    kernel connection is ready runs nothing, so try again)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    for _ in range(attempts):
+        page.click(".lm-MenuBar-item:has-text('Run')")
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        try:
+            page.wait_for_selector(".jp-InputPrompt:has-text('[1]')", timeout=30_000)
+            return
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")
+    pytest.fail("JupyterLab never ran the notebook's cells")
+
+
 def test_quickstart_in_jupyterlab_click_approve_and_next(jupyterlab):
     chromium = _chromium()
     sync_playwright = _playwright()
@@ -145,8 +160,7 @@ def test_quickstart_in_jupyterlab_click_approve_and_next(jupyterlab):
             # the kernel is up when the status says Idle
             page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
                                    timeout=120_000)
-            page.click(".lm-MenuBar-item:has-text('Run')")
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+            _run_all_cells(page)
 
             panel = page.locator(".stitch-panel").first
             approve = panel.locator("button:has-text('Approve plan')")

@@ -111,5 +111,5 @@ def test_verifier_kernel_summaries_per_side():
 
 
 def test_ncu_note_uses_the_verifiers_reason():
-    note = figures.ncu_note({"available": False, "reason": "disabled (set STITCH_NCU=1)"}, "cpu")
+    note = figures.ncu_note({"available": False, "reason": "disabled (set STITCH_NCU=1)"}, "cuda")
     assert "disabled (set STITCH_NCU=1)" in note
