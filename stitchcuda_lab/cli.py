@@ -171,11 +171,17 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     say = _progress_printer(args.quiet)
     problem = load_problem(args.problem)
     device = resolve_device(settings.device)
+    planner = coder = None
+    try:    # configuration problems (an LLM agent without its API key) stop here, exit 2
+        from .agents.base import get_agents
+        planner, coder = get_agents(settings.agent, settings)
+    except ImportError:
+        pass  # the session reports the missing agents with the honest baseline
     if say:
         say(f"validating {args.problem} on {device}", None)
     report = validate(problem, device=device, seed=settings.seed, timeout=settings.timeout)
     session = Session.create(problem, settings, agent=settings.agent, device=device,
-                             on_progress=say)
+                             planner=planner, coder=coder, on_progress=say)
     error: StitchError | None = None
     try:
         session.advance(auto=True)

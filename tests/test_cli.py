@@ -127,6 +127,18 @@ def test_an_internal_error_exits_1_and_shows_a_traceback_only_with_debug(
     assert rc == 1 and "Traceback" in err
 
 
+def test_an_llm_agent_without_its_api_key_exits_2_before_any_work(capsys, problem_file,
+                                                                  tmp_path, monkeypatch):
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))          # no profile with a key either
+    rc, out, err = run(capsys, "optimize", problem_file, "--agent", "claude", "--out",
+                       tmp_path / "s", "--quiet")
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert "API key" in err or "ANTHROPIC_API_KEY" in err
+    assert not (tmp_path / "s").exists()
+
+
 def test_an_unknown_agent_is_bad_input(capsys, problem_file, tmp_path):
     with pytest.raises(SystemExit) as ei:
         main(["optimize", str(problem_file), "--agent", "gpt-9"])
