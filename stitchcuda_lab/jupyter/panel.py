@@ -43,6 +43,7 @@ class SessionPanel:
         self.figures: dict[str, Any] = {}          # name -> plotly Figure shown last
         self._thread: threading.Thread | None = None
         self._busy = False
+        self.last_exception: BaseException | None = None   # the last step's error, if any
         self._lock = threading.Lock()
         self._task_rows: list[_TaskRow] = []
         self._editors: dict[str, W.Textarea] = {}

@@ -1,0 +1,66 @@
+"""%%stitch with the real Session, offline agents and Verifier on the CPU (no fakes)."""
+
+from __future__ import annotations
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from .conftest import SOURCE
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def shell(settings):
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "stitchcuda_lab")
+    for name, value in (("sessions_dir", settings.sessions_dir),
+                        ("cache_dir", settings.cache_dir), ("compile_modes", ""),
+                        ("timing_trials", 5), ("device", "cpu")):
+        ip.run_line_magic("config", f"StitchMagics.{name} = {value!r}")
+    yield ip
+    magics = ip.magics_manager.registry["StitchMagics"]
+    for s in magics.sessions.values():
+        s.close()
+    magics.sessions.clear()
+    ip.run_line_magic("unload_ext", "stitchcuda_lab")
+    for name in ("s", "Model", "get_inputs", "get_init_inputs"):
+        ip.user_ns.pop(name, None)
+
+
+def test_stitch_then_approve_twice_gives_a_verified_faster_program(shell, tmp_path, capsys):
+    shell.run_cell_magic("stitch", "--agent offline --iters 0 -o s", SOURCE)
+    s = shell.user_ns["s"]
+    assert s.state.phase == "planned" and s.state.plan.tasks
+    shell.run_line_magic("stitch_approve", "")
+    shell.run_line_magic("stitch_approve", "")
+    best = s.best()
+    assert best is not None, s.state.verdicts
+    _, verdict = best
+    assert verdict.status == "pass" and verdict.correct
+    panel = shell.magics_manager.registry["StitchMagics"].panels[s.id]
+    assert "pass" in panel.verdict_html.value
+    assert panel.figures["timeline"].layout.xaxis.type == "linear"
+
+    import torch
+    x = torch.randn(64, 32)
+    assert torch.allclose(s.model()(x), torch.relu(x + 1.0), atol=1e-5)
+
+    out = shell.run_line_magic("stitch_export", f"{s.id} {tmp_path / 'out'}")
+    assert (out / "model_new.py").exists()
+
+    listing = shell.run_line_magic("stitch_sessions", "")
+    assert [r["id"] for r in listing] == [s.id]
+
+
+def test_stitch_auto_runs_to_done_and_the_session_reopens(shell):
+    shell.run_cell_magic("stitch", "--auto --iters 1 -o s", SOURCE)
+    s = shell.user_ns["s"]
+    assert s.state.phase == "done" and s.best() is not None
+    sid = s.id
+    s.close()
+    magics = shell.magics_manager.registry["StitchMagics"]
+    magics.sessions.clear()
+    shell.run_line_magic("stitch_open", sid)
+    reopened = magics.sessions[sid]
+    assert reopened.state.phase == "done" and reopened.best()[0].id == s.best()[0].id
