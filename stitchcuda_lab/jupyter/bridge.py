@@ -120,15 +120,26 @@ def post_edited(session: Any, edited: Candidate) -> Any:
     return session.post(loop.CandidateApproved(candidate_id=edited.id))
 
 
+def approve_pending(session: Any) -> Any:
+    """Approve every candidate awaiting approval (so the next advance verifies them)."""
+    from .. import loop
+    for cid in pending(session):
+        session.post(loop.CandidateApproved(candidate_id=cid))
+    return session.state
+
+
 def next_iteration(session: Any) -> Any:
-    """Ask for the next refine round. Pending candidates are approved first (so they are
-    verified), as a person pressing "Run next iteration" means "go on"."""
+    """One more iteration, start to verdict: candidates still awaiting approval are approved
+    (they are this iteration's); once everything is verified, the Coder writes the next round
+    from the verdicts and its candidates are approved for verification."""
     from .. import loop
     if phase(session) in ("coded", "candidate_approved"):
-        for cid in pending(session):
-            session.post(loop.CandidateApproved(candidate_id=cid))
-        return session.state
-    return session.post(loop.NextIteration())
+        return approve_pending(session)
+    session.post(loop.NextIteration())
+    session.advance()                  # the Coder's next round; stops for approval
+    if phase(session) == "coded":
+        approve_pending(session)
+    return session.state
 
 
 def regenerate(session: Any) -> Any:

@@ -190,8 +190,7 @@ class StitchMagics(Magics):
             if ph == "planned":
                 bridge.approve_plan(session)
             elif waiting:
-                for c in waiting:
-                    bridge.approve_candidate(session, c)
+                bridge.approve_pending(session)
             else:
                 raise UsageError(f"session {session.id} is {ph!r}: nothing awaits approval"
                                  + ("; run the next iteration from the panel" if ph == "verified"

@@ -100,7 +100,9 @@ class SessionPanel:
         self.history_out = W.Output()
         self.versions_html = W.HTML()
         self.next_button = W.Button(description="Run next iteration", button_style="primary",
-                                    icon="forward")
+                                    icon="forward", tooltip="Verify the candidates waiting for "
+                                    "approval, or let the Coder refine from the verdicts and "
+                                    "verify its new round")
         self.stop_button = W.Button(description="Stop and export", button_style="warning",
                                     icon="stop")
         self.export_path = W.Text(value=export_dir or "", placeholder="export folder",

@@ -122,10 +122,9 @@ def test_run_next_iteration_then_stop_and_export(panel, tmp_path):
     _approve_plan(panel)
     panel.next_button.click()           # approves the pending candidate and verifies it
     assert panel.session.state.phase == "verified"
-    panel.next_button.click()           # refine round
+    panel.next_button.click()           # refine round: code, approve, verify
     s = panel.session.state
-    assert s.iteration == 1 and s.phase == "coded"
-    panel.kernel_approve.click()
+    assert s.iteration == 1 and s.phase == "verified"
     hist = panel.figures["history"]
     eager = next(t for t in hist.data if t.name == "vs eager")
     assert list(eager.x) == [0, 1] and list(eager.y) == [1.5, 1.75]
