@@ -317,7 +317,8 @@ def history_figure(points: list[Mapping[str, Any]], *, title: str = "Speedup per
         fig.add_annotation(text="no verified candidates yet", showarrow=False,
                            xref="paper", yref="paper", x=0.5, y=0.5)
     fig.update_layout(title=title, height=280, margin={"l": 10, "r": 10, "t": 40, "b": 40},
-                      xaxis={"type": "linear", "title": {"text": "iteration"}, "dtick": 1},
+                      xaxis={"type": "linear", "title": {"text": "iteration"}, "dtick": 1,
+                             "range": [-0.25, max([1, *its]) + 0.25]},
                       yaxis={"type": "linear", "title": {"text": "speedup (x)"},
                              "rangemode": "tozero"})
     return fig

@@ -124,6 +124,8 @@ class SessionPanel:
         self.widget.add_class("stitch-panel")
         self._buttons = [self.plan_approve, self.kernel_approve, self.kernel_verify,
                          self.kernel_regen, self.next_button, self.stop_button, self.model_button]
+        for b in self._buttons:
+            b.layout.width = "auto"       # the full label, never "Run next iterat..."
         self.refresh()
 
     # ---- display --------------------------------------------------------------------------
@@ -549,7 +551,8 @@ class _TaskRow:
                                   description="", layout=W.Layout(width="28px"),
                                   disabled=not editable or keep)
         self.technique = W.Text(value=task.technique, placeholder="technique",
-                                layout=W.Layout(width="320px"), disabled=not editable)
+                                layout=W.Layout(flex="1 1 auto", min_width="320px"),
+                                disabled=not editable)
         self.params = W.Text(value=json.dumps(task.params) if task.params else "",
                              placeholder='params, e.g. {"block": 256}',
                              layout=W.Layout(width="220px"), disabled=not editable)
@@ -564,7 +567,8 @@ class _TaskRow:
                 + _refs_html(task.refs))
         self.widget = W.VBox([
             W.HBox([self.approve, W.HTML(info, layout=W.Layout(flex="1"))]),
-            W.HBox([W.HTML("&nbsp;" * 6), self.technique, self.params, self.up, self.down]),
+            W.HBox([W.HTML("&nbsp;" * 6), self.technique, self.params, self.up, self.down],
+                   layout=W.Layout(width="100%")),
         ], layout=W.Layout(border="1px solid #d0d7de", padding="4px", margin="2px 0"))
 
     def edited(self) -> Task:
