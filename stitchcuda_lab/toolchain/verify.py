@@ -113,6 +113,21 @@ def _to(x: Any, device: str) -> Any:
     return x
 
 
+def make_inputs(prob: Any, device: str) -> list:
+    """``get_inputs()`` with new tensors created on ``device`` directly (seeded by the caller).
+
+    Drawing tens of MB on the host and copying them over costs more than the whole check on a
+    GPU; tensors the problem pins to a device explicitly are moved afterwards.
+    """
+    import torch
+    if device.startswith("cuda"):
+        with torch.device(device):
+            xs = prob.get_inputs()
+    else:
+        xs = prob.get_inputs()
+    return [_to(x, device) for x in xs]
+
+
 def _clone(xs: list) -> list:
     import torch
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
@@ -152,8 +167,9 @@ def compare(out: Any, ref: Any, atol: float, rtol: float) -> dict:
     if out.dtype != ref.dtype:
         return {"ok": False, "reason": "dtype_mismatch", "abs": math.inf, "rel": math.inf,
                 "mismatches": ref.numel(), "msg": f"dtype {out.dtype} != {ref.dtype}"}
-    a = out.detach().to("cpu", torch.float64)
-    b = ref.detach().to("cpu", torch.float64)
+    # On the device: copying large outputs to the host would dominate the verdict's latency.
+    a = out.detach().to(torch.float64)
+    b = ref.detach().to(ref.device, torch.float64)
     if a.numel() == 0:
         return {"ok": True, "reason": "", "abs": 0.0, "rel": 0.0, "mismatches": 0, "msg": ""}
     both_nan = torch.isnan(a) & torch.isnan(b)
@@ -273,7 +289,7 @@ def _verify(job, opts, state, prob_path, cand_path, names, base, threads_before)
     for t in range(max(1, opts.trials)):
         seed = opts.seed + t
         _seed(seed)
-        inputs = [_to(x, device) for x in prob.get_inputs()]
+        inputs = make_inputs(prob, device)
         saved, ref_in, cand_in = _clone(inputs), _clone(inputs), _clone(inputs)
         with tracer_ref:
             ref_out = _tensors(ref_model(*ref_in))
@@ -362,7 +378,7 @@ def _verify(job, opts, state, prob_path, cand_path, names, base, threads_before)
 
     # --- correct: profile-based checks, timing, profiles ---
     _seed(opts.seed)
-    inputs = [_to(x, device) for x in prob.get_inputs()]
+    inputs = make_inputs(prob, device)
     prof: dict[str, Any] = {}
     if device.startswith("cuda") or opts.profile:
         ref_key = ("trace", _digest(job["problem_source"]), device, opts.seed)
@@ -460,7 +476,7 @@ def run_baseline(job: dict, state: WorkerState) -> dict:
             _seed(opts.seed)
             model = prob.Model(*init).to(state.device)
             _seed(opts.seed)
-            inputs = [_to(x, state.device) for x in prob.get_inputs()]
+            inputs = make_inputs(prob, state.device)
             return {"timings": baselines(prob, model, inputs, job["problem_source"], opts, state),
                     "healthy": True}
     finally:

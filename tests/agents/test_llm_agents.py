@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("anthropic")  # the optional LLM extra; GPU machines may lack it
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "llm"))
 from fake_api import HERE, FakeAPI, ok, recorded
 

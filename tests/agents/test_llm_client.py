@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("anthropic")  # the optional LLM extra; GPU machines may lack it
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "llm"))
 from fake_api import FakeAPI, error, ok, recorded
 
