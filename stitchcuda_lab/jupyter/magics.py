@@ -114,10 +114,13 @@ class StitchMagics(Magics):
         return self._show(session, auto=args.auto)
 
     def _create(self, source: str, name: str, settings: Any) -> Any:
-        from ..problem import problem_from_source
-        from ..session import Session
+        from ..problem import problem_from_source, validate
+        from ..session import Session, resolve_device
         try:
             problem = problem_from_source(source, name=name, origin="<cell>")
+            # one run of the cell's model: a broken forward is the person's to fix, with its line
+            validate(problem, device=resolve_device(settings.device), seed=settings.seed,
+                     time_forward=False)
             session = Session.create(problem, settings, agent=settings.agent)
         except StitchUsageError as e:
             raise UsageError(str(e)) from None

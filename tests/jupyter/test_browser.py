@@ -169,8 +169,12 @@ def test_quickstart_in_jupyterlab_click_approve_and_next(jupyterlab):
                 "() => { const b = [...document.querySelectorAll('.stitch-panel button')]"
                 ".find(b => b.textContent.includes('Approve plan')); return b && !b.disabled; }",
                 timeout=240_000)
+            panel.screenshot(path=str(ARTIFACTS / "browser_plan.png"))
             approve.click()
 
+            panel.locator(".lm-TabBar-tab:has-text('Kernels')").click()
+            panel.locator(".stitch-code textarea").first.wait_for(state="visible")
+            panel.screenshot(path=str(ARTIFACTS / "browser_kernels.png"))
             panel.locator(".lm-TabBar-tab:has-text('History')").click()
             nxt = panel.locator("button:has-text('Run next iteration')")
             page.wait_for_function(
@@ -190,6 +194,10 @@ def test_quickstart_in_jupyterlab_click_approve_and_next(jupyterlab):
             assert not panel.locator(".stitch-error").count()
             page.wait_for_timeout(500)
             panel.screenshot(path=str(shot))
+            panel.locator(".lm-TabBar-tab:has-text('History')").click()
+            panel.locator(".stitch-versions").wait_for(state="visible")
+            page.wait_for_timeout(500)
+            panel.screenshot(path=str(ARTIFACTS / "browser_history.png"))
         except BaseException:
             with contextlib.suppress(Exception):    # the screenshot is a diagnostic only
                 page.screenshot(path=str(ARTIFACTS / "browser_quickstart_failure.png"),

@@ -161,3 +161,9 @@ def test_auto_run_failure_fails_the_cell(shell, monkeypatch):
     monkeypatch.setattr(FakeSession, "advance", dies)
     with pytest.raises(WorkerError):
         shell.run_cell_magic("stitch", "--auto", SOURCE)
+
+
+def test_a_forward_that_raises_is_a_usage_error_naming_its_line(shell):
+    bad = SOURCE.replace("return torch.relu(x + 1.0)", "return torch.relu(x @ torch.ones(3, 3))")
+    with pytest.raises(UsageError, match=r":7: .*Model.forward raised RuntimeError"):
+        shell.run_cell_magic("stitch", "", bad)
