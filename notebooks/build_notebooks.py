@@ -175,15 +175,15 @@ from stitchcuda_lab.jupyter import SessionPanel
 panel = SessionPanel(s, threaded=False)   # threaded=False: each click finishes before returning
 panel'''),
         md("""
-The kernel as the Coder wrote it. `break_kernel` adds 1 to the last value the kernel stores,
-a typical off-by-something slip.
+The kernel as the Coder wrote it (the whole text is in the panel's **Kernels** tab).
+`break_kernel` adds 1 to the last value the kernel stores, a typical off-by-something slip.
 """),
         code('''
 import re
 
 candidate = panel.selected()
 kernel = candidate.kernels[0]
-print(kernel.code)
+print("\n".join(kernel.code.splitlines()[-25:]))    # the end: where the kernel stores its output
 
 STORE = re.compile(r"(\\w+\\s*\\[[^\\]]+\\]\\s*=\\s*)([^;]+);")
 
