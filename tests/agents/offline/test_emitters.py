@@ -290,3 +290,37 @@ def test_every_emitted_cuda_kernel_compiles_with_nvcc(tmp_path):
                            "-o", str(tmp_path / "kernels.o")], capture_output=True, text=True,
                           timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+def test_cpu_fused_chain_on_16m_floats_is_at_least_twice_eager(settings):
+    import time
+
+    problem = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                y = x * 1.5 + 0.25
+                y = torch.relu(y) - 0.1
+                y = y * y + x
+                return torch.clamp(y, -2.0, 2.0) * 0.5
+        def get_inputs():
+            return [torch.randn(16 * 1024 * 1024)]
+        def get_init_inputs():
+            return []
+    """)
+    _, plan, cand = generate(problem, settings)
+    assert [t.kind for t in plan.tasks] == ["pointwise_fusion"] and len(plan.tasks[0].ops) >= 6
+    want, got, ref, new = run_both(problem, cand)
+    assert_close(got, want)
+    (x,) = problem.make_inputs()
+
+    def best(f):
+        times = []
+        with torch.no_grad():
+            f(x)
+            for _ in range(3):
+                t0 = time.perf_counter()
+                f(x)
+                times.append(time.perf_counter() - t0)
+        return min(times)
+
+    assert best(ref) / best(new) >= 2.0
