@@ -35,6 +35,10 @@ REASONS = {
     "side_stream": "work on another CUDA stream was not joined before returning",
     "background_thread": "the candidate left work running in a background thread",
     "patched_timer": "the candidate replaced a timer or synchronize function",
+    "patched_verifier": "the candidate replaced a function the Verifier's checks rely on",
+    "tensor_subclass": "an output is a torch.Tensor subclass (work deferred until it is read)",
+    "hardcoded_output": "right on the recorded seeds only: wrong on unannounced inputs",
+    "protocol_tampering": "something other than the worker wrote a reply on its pipe",
     # incorrect
     "output_mismatch": "outputs differ from the reference beyond tolerance",
     "uninitialized_output": "outputs hold NaN where the reference has numbers (unwritten memory)",

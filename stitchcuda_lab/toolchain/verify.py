@@ -12,8 +12,12 @@
    up); per-dtype tolerance; a second call on the same inputs must match the first; inputs must
    be unchanged; the aten ops of every call are traced (antihack.py).
 4. anti-hacking: outputs aliasing inputs or earlier outputs, cached or constant results, unjoined
-   CUDA streams, background threads, patched timers, PyTorch fallbacks.
+   CUDA streams, background threads (also native ones: outputs that change after the call),
+   outputs that are Tensor subclasses (lazy), patched timers or Verifier functions, PyTorch
+   fallbacks.
 5. timing (timing.py) of eager, torch.compile modes (cached per problem in the worker) and ours.
+   Then one held-out call on inputs from an unannounced seed: a candidate right only on the
+   recorded seeds (a lookup table) or only before the timed calls (a cache) is rejected.
 6. profiles: reference and candidate timelines, kernel summary, ncu.
 
 Reasons are stable names (``antihack.REASONS``); ``Verdict.reason`` is "name: detail".
@@ -236,7 +240,8 @@ def run_verify(job: dict, state: WorkerState) -> dict:
             return _verify(job, opts, state, prob_path, cand_path, names, base, threads_before)
     except Reject as r:
         return {"verdict": _status_verdict("rejected", r.name, r.detail, **base),
-                "healthy": r.name not in ("patched_timer", "background_thread")}
+                "healthy": r.name not in ("patched_timer", "patched_verifier",
+                                                  "background_thread")}
     except BuildError as e:
         return {"verdict": _status_verdict("build_error", "compile_error", e.message,
                                            build_log=e.log, **base), "healthy": True}
@@ -283,7 +288,7 @@ def _verify(job, opts, state, prob_path, cand_path, names, base, threads_before)
 
     tracer_ref, tracer_cand = antihack.make_tracer(), antihack.make_tracer()
     trials: list[TrialResult] = []
-    snaps, ref_snaps, held = [], [], []
+    snaps, ref_snaps, held, returned = [], [], [], []
     rejects: list[tuple[str, str]] = []
     tol: tuple[float, float] | None = None
     for t in range(max(1, opts.trials)):
@@ -304,6 +309,7 @@ def _verify(job, opts, state, prob_path, cand_path, names, base, threads_before)
         poison(device, sizes)
         with tracer_cand:
             out = _tensors(cand_model(*cand_in))
+        _check_plain(out)
         _settle(device)
         snap = [o.detach().clone() for o in out]
         _check_after_call(device, out, snap, threads_before, first=(t == 0))
@@ -323,6 +329,9 @@ def _verify(job, opts, state, prob_path, cand_path, names, base, threads_before)
 
         res = [compare(o, r, *tol) for o, r in zip(out, ref_out)]
         ok = all(r["ok"] for r in res)
+        if not device.startswith("cuda") and any(not _same(o, s) for o, s in zip(out, snap)):
+            raise Reject("background_thread", f"outputs changed after the call returned (trial "
+                         f"{t}): work still running outside Python's threads")
         if reused:
             rejects.append(("output_aliasing" if ok else "cached_output",
                             "an output reuses the memory of an earlier call's output"))
@@ -333,6 +342,7 @@ def _verify(job, opts, state, prob_path, cand_path, names, base, threads_before)
         poison(device, sizes)
         with tracer_cand:
             out2 = _tensors(cand_model(*again_in))
+        _check_plain(out2)
         _settle(device)
         if any(antihack.overlaps(a, b) for a in out2 for b in out):
             rejects.append(("cached_output" if not ok else "output_aliasing",
@@ -342,6 +352,7 @@ def _verify(job, opts, state, prob_path, cand_path, names, base, threads_before)
                 if not _same(a, b) and not compare(a, b, *tol)["ok"]:
                     ok, msg = False, "nondeterministic: a second call on the same inputs differs"
         held.extend(out + out2)
+        returned.append(out)
         snaps.append(snap)
         ref_snaps.append([r.detach().clone() for r in ref_out])
         trials.append(TrialResult(
@@ -352,6 +363,12 @@ def _verify(job, opts, state, prob_path, cand_path, names, base, threads_before)
             break
 
     _check_after_call(device, [], [], threads_before, first=False)
+    if not device.startswith("cuda"):   # native threads finish late: look once more, later
+        time.sleep(0.02)
+        for t, (out, snap) in enumerate(zip(returned, snaps)):
+            if any(not _same(o, s) for o, s in zip(out, snap)):
+                raise Reject("background_thread", f"outputs of trial {t} changed after the "
+                             "call returned: work still running outside Python's threads")
     aten_ops = dict(sorted(tracer_cand.counts.items()))
     fallback = antihack.find_fallback(aten_ops, replaced=replaced, kept=kept,
                                       reference_ops=tracer_ref.counts)
@@ -414,6 +431,7 @@ def _verify(job, opts, state, prob_path, cand_path, names, base, threads_before)
         timings["ours"], timings["ours_wall"] = ours["ms"], ours["wall_ms"]
         _check_timers()
         _check_after_call(device, [], [], before_ours, first=False)
+    _holdout(prob, ref_model, cand_model, inputs, device, opts, tol)
     result.update(timings=timings, profile=prof, correct=True, flags=flags)
     if "ours" in timings and timings["ours"] > 0:
         if "eager" in timings:
@@ -493,8 +511,44 @@ class _Plain(Exception):
 
 def _check_timers() -> None:
     bad = timing.tampered()
+    ours = [b for b in bad if b.startswith(timing.VERIFIER_PREFIXES)]
+    if ours:
+        raise Reject("patched_verifier", "replaced " + ", ".join(ours[:6]))
     if bad:
         raise Reject("patched_timer", "replaced " + ", ".join(bad))
+
+
+def _check_plain(out: list) -> None:
+    """Outputs must be plain tensors: a subclass can defer its work until it is read."""
+    import torch
+    odd = sorted({type(o).__name__ for o in out if type(o) is not torch.Tensor})
+    if odd:
+        raise Reject("tensor_subclass", f"forward returned {', '.join(odd)} instead of "
+                     "torch.Tensor (its values could be computed later, outside the timer)")
+
+
+def _holdout(prob, ref_model, cand_model, inputs, device: str, opts: VerifyOptions,
+             tol: tuple[float, float]) -> None:
+    """One more call, after timing, on inputs from a seed nobody could know in advance."""
+    import secrets
+    seed = opts.seed + 1000 + secrets.randbelow(1 << 30)
+    _seed(seed)
+    fresh = make_inputs(prob, device)
+    ref = _tensors(ref_model(*_clone(fresh)))
+    poison(device, [r.numel() * r.element_size() for r in ref])
+    out = _tensors(cand_model(*_clone(fresh)))
+    _check_plain(out)
+    _settle(device)
+    _check_timers()
+    if len(out) == len(ref) and all(compare(o, r, *tol)["ok"] for o, r in zip(out, ref)):
+        return
+    earlier = _tensors(ref_model(*_clone(inputs)))   # the inputs the timed calls used
+    if len(out) == len(earlier) and all(compare(o, r, *tol)["ok"]
+                                        for o, r in zip(out, earlier)):
+        raise Reject("cached_output", f"after the timed calls it returned their result for new "
+                     f"inputs (held-out seed {seed})")
+    raise Reject("hardcoded_output", f"correct on the recorded seeds, wrong on inputs from the "
+                 f"held-out seed {seed}")
 
 
 def _check_after_call(device: str, out: list, snap: list, before: set, first: bool) -> None:

@@ -8,7 +8,8 @@ timers, background threads), and killed when a job runs past its timeout (the Ve
 
 Protocol: length-prefixed JSON messages on two pipes handed to the child (not stdin/stdout, so
 a candidate that prints cannot corrupt it); the child's stdout and stderr go to a log file whose
-tail explains crashes.
+tail explains crashes. Every job carries a fresh nonce that its reply must echo: a reply without
+it was written by candidate code into the pipe ("protocol_tampering"; the worker is replaced).
 
 >>> w = get_worker("cpu", Settings())                                       # doctest: +SKIP
 >>> w.verify(problem_src, candidate_src, options=VerifyOptions(), timeout=60).status
@@ -21,6 +22,7 @@ import atexit
 import json
 import os
 import re
+import secrets
 import select
 import signal
 import struct
@@ -210,6 +212,7 @@ class Worker:
     def _job(self, job: dict, timeout: float) -> dict:
         """Send one job; crash / timeout / internal error become status dicts, never raises."""
         self.start()
+        job = dict(job, nonce=secrets.token_hex(16))
         try:
             self._send(job)
         except OSError:
@@ -217,6 +220,11 @@ class Worker:
             self._send(job)
         t0 = time.monotonic()
         msg = self._recv(timeout)
+        if msg is not None and msg.get("nonce") != job["nonce"]:
+            self.kill()   # the real reply may still be on its way: never reuse this pipe
+            return {"status": "rejected", "reason": "protocol_tampering: a reply without this "
+                    "job's nonce arrived on the worker's pipe (candidate code wrote to it)",
+                    "log": self.log_tail()}
         if msg is None:
             if self.alive and time.monotonic() - t0 >= timeout - 0.05:
                 self.kill()
@@ -385,7 +393,7 @@ def _child_main(device: str, rfd: int, wfd: int) -> None:
             reply = {"internal_error": traceback.format_exc()[-4000:]}
         sys.stdout.flush()
         sys.stderr.flush()
-        send(reply)
+        send(dict(reply, nonce=job.get("nonce")))
 
 
 def _limit_memory(limit: int | None) -> None:

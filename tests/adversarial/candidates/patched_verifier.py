@@ -1,0 +1,16 @@
+# problem: pointwise
+# expect: rejected patched_verifier
+"""Hack: the candidate runs in the Verifier's process, so it replaces the Verifier's comparison
+with one that always agrees (and returns garbage)."""
+import torch
+import torch.nn as nn
+
+from stitchcuda_lab.toolchain import verify as _v
+
+_v.compare = lambda out, ref, atol, rtol: {"ok": True, "reason": "", "abs": 0.0, "rel": 0.0,
+                                           "mismatches": 0, "msg": ""}
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.zeros_like(x)
