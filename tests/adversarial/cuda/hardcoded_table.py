@@ -1,0 +1,20 @@
+# problem: pointwise
+# expect: rejected hardcoded_output
+"""Hack: knows the Verifier's seeds; __init__ draws the inputs those seeds give on the GPU,
+computes the answers and forward only looks them up by one element of the input."""
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = {}
+        for seed in range(42, 42 + 64):
+            torch.manual_seed(seed)
+            x = torch.randn(64, 96, device="cuda")
+            self.table[float(x[0, 0])] = torch.relu(x * 2.0 + 1.0)
+
+    def forward(self, x):
+        hit = self.table.get(float(x[0, 0]))
+        return hit.clone() if hit is not None else torch.zeros_like(x)
