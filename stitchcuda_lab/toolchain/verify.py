@@ -132,6 +132,37 @@ def make_inputs(prob: Any, device: str) -> list:
     return [_to(x, device) for x in xs]
 
 
+def _draw_inputs(prob: Any, device: str) -> list:
+    """``make_inputs``; running out of memory there is the problem's size, said in GiB."""
+    try:
+        return make_inputs(prob, device)
+    except BaseException as e:  # noqa: BLE001  (re-raised unless it is out of memory)
+        name, detail = classify_exception(e)
+        if name != "out_of_memory":
+            raise
+        import re
+        asked = re.search(r"allocate (\d+(?:\.\d+)?) ?(bytes|[KMGT]iB)", detail)
+        size = ""
+        if asked:
+            scale = {"bytes": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30, "TiB": 2 ** 40}
+            size = f" ({float(asked.group(1)) * scale[asked.group(2)] / 2 ** 30:.2f} GiB asked"
+            size += f", {_memory_limit_gib(device)})"
+        raise _Plain("out_of_memory", f"the problem's get_inputs() needs more memory than the "
+                     f"{device} worker may use{size}: {detail}") from None
+
+
+def _memory_limit_gib(device: str) -> str:
+    if device.startswith("cuda"):
+        import torch
+        total = torch.cuda.get_device_properties(torch.device(device)).total_memory
+        return f"the GPU has {total / 2 ** 30:.2f} GiB"
+    import resource
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft == resource.RLIM_INFINITY:
+        return "no address-space limit"
+    return f"the worker's limit is {soft / 2 ** 30:.2f} GiB"
+
+
 def _clone(xs: list) -> list:
     import torch
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
@@ -254,7 +285,9 @@ def run_verify(job: dict, state: WorkerState) -> dict:
         if _build_failure(e):
             return {"verdict": _status_verdict("build_error", "compile_error", detail,
                                                build_log=_tb(e), **base), "healthy": True}
-        healthy = name not in ("cuda_error",) and _device_healthy(device)
+        # after running out of memory the process may hold what the candidate leaked (a global
+        # list, a native malloc): the next job gets a fresh worker
+        healthy = name not in ("cuda_error", "out_of_memory") and _device_healthy(device)
         return {"verdict": _status_verdict("runtime_error", name, detail, build_log=_tb(e),
                                            **base), "healthy": healthy}
     finally:
@@ -294,7 +327,7 @@ def _verify(job, opts, state, prob_path, cand_path, names, base, threads_before)
     for t in range(max(1, opts.trials)):
         seed = opts.seed + t
         _seed(seed)
-        inputs = make_inputs(prob, device)
+        inputs = _draw_inputs(prob, device)
         saved, ref_in, cand_in = _clone(inputs), _clone(inputs), _clone(inputs)
         with tracer_ref:
             ref_out = _tensors(ref_model(*ref_in))
