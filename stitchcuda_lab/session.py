@@ -349,7 +349,7 @@ class Session:
         meta["speedup_vs_eager"] = best[1].speedup_vs_eager if best else None
         try:
             self.log.update_meta(**meta)
-        except OSError:
+        except (OSError, StoreError):   # a full disk: the log itself stays valid
             pass
 
     def _agents(self):

@@ -9,6 +9,8 @@
 
 A crash can only ever cut the last line short: reading skips a torn or corrupt line with a
 warning and keeps everything before it, and reopening for writing sets the torn tail aside.
+A write that fails (a full disk) is a StoreError naming the cause; a line it cut short is
+truncated away at once, so the next event starts on a clean line.
 A session whose last event is not terminal and whose lock holder is gone is "interrupted".
 Values of environment variables that look like secrets (API keys, tokens) are replaced before
 anything reaches disk.
@@ -39,6 +41,8 @@ from .errors import SessionNotFound, StoreError
 TERMINAL_KINDS = {"finished": "done", "stop": "stopped", "failed": "failed"}
 _INLINE_MAX = 200           # strings longer than this, and any dict/list, go to artifacts
 _SECRET_WORDS = ("API_KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD")
+_NO_SPACE_HINT = "free disk space (or point the sessions root elsewhere), then carry on: " \
+                 "what was written before is intact"
 
 
 class StoreWarning(UserWarning):
@@ -154,19 +158,24 @@ class SessionLog:
         dest = self.artifacts / sha
         if dest.exists():
             return sha
-        self.artifacts.mkdir(exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.artifacts, prefix=".tmp-")
+        try:
+            self.artifacts.mkdir(exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.artifacts, prefix=".tmp-")
+        except OSError as e:
+            raise _write_error(self.artifacts, e) from None
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(raw)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, dest)
-        except BaseException:
+        except BaseException as e:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+            if isinstance(e, OSError):
+                raise _write_error(dest, e) from None
             raise
         return sha
 
@@ -188,12 +197,21 @@ class SessionLog:
         rec = Record(seq=self._seq + 1, time=time.time(), kind=kind, payload=stored)
         line = self._redact(json.dumps(rec.to_dict(), sort_keys=True)) + "\n"
         try:
+            size = self.events_path.stat().st_size
+        except OSError:
+            size = None
+        try:
             with open(self.events_path, "a", encoding="utf-8") as f:
                 f.write(line)
                 f.flush()
                 os.fsync(f.fileno())
         except OSError as e:
-            raise StoreError(f"cannot append to {self.events_path}: {e}") from None
+            if size is not None:   # take back a line the failure cut short
+                try:
+                    os.truncate(self.events_path, size)
+                except OSError:
+                    pass
+            raise _write_error(self.events_path, e, "cannot append to") from None
         self._seq = rec.seq
         return rec
 
@@ -278,8 +296,11 @@ class SessionLog:
             raise StoreError(f"cannot read {self.dir / 'meta.json'}: {e}") from None
 
     def write_meta(self, meta: dict[str, Any]) -> None:
-        _atomic_write(self.dir / "meta.json",
-                      self._redact(json.dumps(meta, indent=2, sort_keys=True)))
+        try:
+            _atomic_write(self.dir / "meta.json",
+                          self._redact(json.dumps(meta, indent=2, sort_keys=True)))
+        except OSError as e:
+            raise _write_error(self.dir / "meta.json", e) from None
 
     def update_meta(self, **changes: Any) -> dict[str, Any]:
         m = self.meta()
@@ -346,6 +367,13 @@ class SessionLog:
 _LOOP_KINDS = {"plan_proposed", "plan_edited", "plan_approved", "candidates_proposed",
                "candidate_edited", "candidate_approved", "verdict_ready", "next_iteration",
                "finished", "stop", "failed"}
+
+
+def _write_error(path: Path, e: OSError, what: str = "cannot write") -> StoreError:
+    import errno
+    full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+    return StoreError(f"{what} {path}: {e.strerror or e}",
+                      hint=_NO_SPACE_HINT if full else "check that the sessions root is writable")
 
 
 def _atomic_write(path: Path, text: str) -> None:

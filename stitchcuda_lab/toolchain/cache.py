@@ -87,10 +87,17 @@ class KernelCache:
                 return found
             data = build()
             self.misses += 1
-            _atomic_write(art, data)
             info = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
                     "created": time.time(), **(meta or {})}
-            _atomic_write(art.with_suffix(".json"), json.dumps(info, sort_keys=True).encode())
+            try:
+                _atomic_write(art, data)
+                _atomic_write(art.with_suffix(".json"), json.dumps(info, sort_keys=True).encode())
+            except OSError as e:   # a full disk: no entry rather than half of one
+                raise StoreError(f"cannot write the kernel cache entry {art}: "
+                                 f"{e.strerror or e}",
+                                 hint="free disk space, or set STITCH_CACHE_DIR to another "
+                                 "folder, or STITCH_CACHE=0 to build without the cache"
+                                 ) from None
         return art
 
 
