@@ -471,7 +471,8 @@ def _validate_in_subprocess(problem: Problem, device: str, seed: int, timeout: f
                               capture_output=True, text=True, timeout=timeout, env=env,
                               check=False)
     except subprocess.TimeoutExpired:
-        raise ProblemError(f"the problem did not finish validating within {timeout:g} s",
+        raise ProblemError(f"the problem {_short(problem.filename)} did not finish validating "
+                           f"within {timeout:g} s (killed)",
                            source_name=_short(problem.filename),
                            hint="does it loop forever at import or in forward? make the "
                                 "shapes smaller or raise the timeout") from None
