@@ -38,11 +38,8 @@ def reward_tier(verdict: Verdict | None) -> int:
         return -1
     if verdict.reward is not None:
         return int(verdict.reward)
-    if verdict.status != "pass" or not verdict.correct:
-        return -1
-    fast_eager = (verdict.speedup_vs_eager or 0.0) > 1.05
-    fast_compile = (verdict.speedup_vs_compile or 0.0) > 1.05
-    return 3 if fast_eager and fast_compile else 2 if fast_eager else 1
+    from .agents.rubric import reward
+    return reward(verdict)
 
 
 def export_session(session: Session, directory: str | os.PathLike, *,

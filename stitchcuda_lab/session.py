@@ -248,8 +248,22 @@ class Session:
                                     replaced=tuple(cand.replaced), kept=tuple(cand.kept),
                                     options=options, timeout=self.settings.timeout)
             verdict.candidate_id = cid
+            self._score(cand, verdict)
             self.post(VerdictReady(cid, verdict))
             self._progress(f"{cid}: {verdict.summary()}", None)
+
+    def _score(self, cand: Candidate, verdict: Verdict) -> None:
+        """Fill the verdict's rubric scores and reward tier (rules over the Verifier's facts)."""
+        from .agents import rubric
+        graph = self.graph
+        ref_ops = ([n.target for n in graph.nodes if n.op == "call_function"
+                    and n.op_class not in ("data_movement", "input")] if graph else None)
+        try:
+            verdict.rubric = rubric.score(cand, verdict, reference_ops=ref_ops)
+            verdict.reward = verdict.rubric.get("reward", rubric.reward(verdict))
+        except Exception as e:  # noqa: BLE001  (a scoring bug must not lose a verdict)
+            verdict.rubric = {"error": f"{type(e).__name__}: {e}"}
+            verdict.reward = rubric.reward(verdict)
 
     def _next_or_finish(self) -> Event:
         s, iters = self.state, self.settings.iters

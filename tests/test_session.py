@@ -465,3 +465,26 @@ def test_end_to_end_with_the_real_offline_agents_and_worker(settings):
         if best is not None:
             x = problem.make_inputs(seed=3)
             assert torch.allclose(s.model()(*x), problem.make_model()(*x), atol=1e-4)
+
+
+def test_verdicts_carry_rubric_scores_and_reward(tmp_path):
+    """Every verdict the session records is scored by the rubric, with its reward tier."""
+    import pytest
+    pytest.importorskip("stitchcuda_lab.agents.offline")
+    from stitchcuda_lab.problem import load_problem
+    from stitchcuda_lab.session import Session
+    from stitchcuda_lab.settings import Settings
+    from pathlib import Path
+    src = Path(__file__).parent.parent / "examples" / "layernorm_gelu.py"
+    s = Settings(sessions_dir=str(tmp_path / "s"), cache_dir=str(tmp_path / "c"), device="cpu",
+                 trials=5, timing_trials=3, warmup=1, compile_modes="", profile=False, iters=0)
+    session = Session.create(load_problem(src), s)
+    session.advance(auto=True)
+    verdicts = list(session.state.verdicts.values())
+    assert verdicts
+    for v in verdicts:
+        assert set(v.rubric) >= {"anti_hacking", "cuda_engineering", "coverage", "compliance"}
+        assert v.reward in (-1, 1, 2, 3)
+        assert (v.reward == -1) == (v.status != "pass")
+    reopened = Session.open(session.dir, s)
+    assert all(v.rubric for v in reopened.state.verdicts.values())
