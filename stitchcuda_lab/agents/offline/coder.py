@@ -17,6 +17,7 @@ from ...plan import Candidate, KernelSource
 from .emit_c import emit_c
 from .emit_cuda import default_params, emit_cuda, launch_config
 from .fusion import LIBRARY_CLASSES, Unsupported, build_spec
+from .rewrite import lower
 from .program import CannotRender, KernelCall, render, render_fallback
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class OfflineCoder:
                   overrides: dict[str, dict], *, iteration: int = 0, parent: str | None = None,
                   variant: str = "planner defaults") -> Candidate:
         lang = "cuda" if plan.device == "cuda" else "c"
+        graph = lower(graph)   # the planner planned on the same rewrite (bias split, pooling)
         tasks = [t for t in plan.tasks if t.status not in ("skipped", "failed")]
         cuda_graph = lang == "cuda" and any(t.kind == "cuda_graph" for t in tasks)
         notes: list[str] = []

@@ -195,7 +195,7 @@ def default_params(spec: KernelSpec) -> dict:
 
 
 def row_strategy(spec: KernelSpec) -> str:
-    if not spec.reduce[-1]:
+    if not spec.reduce[-1] or spec.rowlen <= 16:   # short rows (pooling windows): a thread each
         return "thread"
     return "block" if spec.rowlen > 1024 else "warp"
 

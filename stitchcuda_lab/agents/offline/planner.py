@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ...plan import Plan, Task
 from .fusion import LIBRARY_CLASSES, Unsupported, build_spec, node_role
+from .rewrite import lower
 
 if TYPE_CHECKING:
     from ...graph import Graph, Node
@@ -114,6 +115,7 @@ class OfflinePlanner:
     def plan(self, problem: Problem, graph: Graph, settings: Settings) -> Plan:
         device = "cuda" if str(graph.device).startswith("cuda") else "cpu"
         plan = Plan(device=device, agent="offline")
+        graph = lower(graph)
         calls = graph.calls()
         total_t = sum(n.time_us or 0.0 for n in calls)
         total_b = sum(n.bytes for n in calls) or 1
@@ -142,6 +144,9 @@ class OfflinePlanner:
             for m in members:
                 for p in graph.node(m).inputs():
                     pn = graph.node(p)
+                    while pn.target == "aten.view.default" and pn.inputs():  # lifted by lower()
+                        p = pn.inputs()[0]
+                        pn = graph.node(p)
                     if pn.op == "call_function" and pn.op_class in LIBRARY_CLASSES \
                             and p not in claimed and p not in libs:
                         libs.append(p)

@@ -12,6 +12,7 @@ import torch
 from stitchcuda_lab.agents.offline.emit_cuda import emit_cuda
 from stitchcuda_lab.agents.offline.fusion import build_spec
 from stitchcuda_lab.agents.offline.planner import fusion_groups
+from stitchcuda_lab.agents.offline.rewrite import lower
 from stitchcuda_lab.graph import analyse
 
 from .conftest import assert_close, generate, make_problem, run_both
@@ -208,6 +209,48 @@ CASES = {
         def get_init_inputs():
             return []
     """,
+    "conv_bn_relu_maxpool": """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 4, 3, padding=1, bias=False)
+                self.bn = nn.BatchNorm2d(4)
+                with torch.no_grad():
+                    self.bn.running_mean.copy_(torch.randn(4) * 0.1)
+                    self.bn.running_var.copy_(torch.rand(4) + 0.5)
+                self.eval()
+            def forward(self, x):
+                return nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 2)
+        def get_inputs():
+            return [torch.randn(2, 3, 12, 10)]
+        def get_init_inputs():
+            return []
+    """,
+    "conv_gelu_avgpool_mean": """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 5, 3)
+            def forward(self, x):
+                return F.avg_pool2d(F.gelu(self.conv(x)), 2).mean(dim=(2, 3))
+        def get_inputs():
+            return [torch.randn(2, 3, 10, 12)]
+        def get_init_inputs():
+            return []
+    """,
+    "conv_transpose_bias_tanh": """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.deconv = nn.ConvTranspose2d(4, 3, 4, stride=2, padding=1)
+                self.bias = nn.Parameter(torch.randn(3, 1, 1) * 0.1)
+            def forward(self, x):
+                return torch.tanh(self.deconv(x) - self.bias)
+        def get_inputs():
+            return [torch.randn(2, 4, 5, 6)]
+        def get_init_inputs():
+            return []
+    """,
     "small_full_reduction": """
         class Model(nn.Module):
             def forward(self, x):
@@ -270,7 +313,7 @@ def _all_cuda_sources() -> str:
     parts = []
     k = 0
     for case in sorted(CASES):
-        graph = analyse(make_problem(CASES[case], name=case), device="cpu", profile=False)
+        graph = lower(analyse(make_problem(CASES[case], name=case), device="cpu", profile=False))
         groups, _ = fusion_groups(graph)
         for members in groups:
             for params in VARIANTS:

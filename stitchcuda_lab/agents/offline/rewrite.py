@@ -1,0 +1,293 @@
+"""Graph rewrites that expose fusion around the vendor library, applied before planning.
+
+``lower(graph)`` returns a new Graph (the input is never changed) where:
+
+- a convolution/linear whose every user is fusable loses its bias: the library runs without it
+  and a broadcast ``add`` (the bias viewed as ``[C, 1, 1]``) joins the epilogue kernel, so the
+  library output is read once instead of once by cuDNN's separate bias pass and once by us;
+- ``avg_pool2d(x, k)`` (stride k, no padding, sizes divisible) followed only by a spatial
+  ``mean`` becomes that mean of ``x`` (equal disjoint windows: same value);
+- ``adaptive_avg_pool2d(x, [1, 1])`` becomes ``mean(x, [2, 3], keepdim=True)``;
+- ``max_pool2d``/``avg_pool2d`` with stride == kernel, no padding and divisible sizes, fed by a
+  pointwise chain from a library op, becomes ``amax``/``mean`` over dims ``[3, 5]`` of the
+  chain lifted to ``[N, C, OH, kh, OW, kw]`` (a free view of the library output), so one row
+  kernel applies bias/batch-norm/activation and pools, writing only the pooled tensor.
+
+Every rewrite is exact up to float summation order. Deterministic, so the Planner and the Coder
+see the same node names.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+from ...graph import Graph, Node
+from .fusion import LIBRARY_CLASSES, node_role
+
+_BIAS_OPS = ("conv1d", "conv2d", "conv3d", "convolution", "conv_transpose1d", "conv_transpose2d",
+             "conv_transpose3d", "linear")
+
+
+def _ref(x: Any) -> str | None:
+    return x["node"] if isinstance(x, dict) and set(x) == {"node"} else None
+
+
+def _contig(shape: list[int]) -> list[int]:
+    st, acc = [], 1
+    for s in reversed(shape):
+        st.append(acc)
+        acc *= s
+    return st[::-1]
+
+
+def _pair(v: Any, default: list[int] | None = None) -> list[int] | None:
+    if v is None or v == []:
+        return default
+    if isinstance(v, int):
+        return [v, v]
+    if isinstance(v, list) and len(v) == 1:
+        return [int(v[0])] * 2
+    if isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v):
+        return [int(x) for x in v]
+    return None
+
+
+def _replace_refs(x: Any, old: str, new: str) -> Any:
+    if isinstance(x, dict):
+        if set(x) == {"node"}:
+            return {"node": new} if x["node"] == old else x
+        return {k: _replace_refs(v, old, new) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_replace_refs(v, old, new) for v in x]
+    return x
+
+
+def _view(name: str, src: Node, shape: list[int]) -> Node:
+    return Node(name=name, op="call_function", target="aten.view.default",
+                op_class="data_movement", args=[{"node": src.name}, list(shape)],
+                shape=list(shape), dtype=src.dtype, stride=_contig(list(shape)),
+                lowers_to=["aten.view.default"])
+
+
+def _unique(graph: Graph, base: str) -> str:
+    names = {n.name for n in graph.nodes}
+    name, i = base, 1
+    while name in names:
+        name = f"{base}_{i}"
+        i += 1
+    return name
+
+
+def _insert_after(graph: Graph, anchor: str, new: Node) -> None:
+    i = next(k for k, n in enumerate(graph.nodes) if n.name == anchor)
+    graph.nodes.insert(i + 1, new)
+
+
+def _fusable(n: Node, graph: Graph) -> bool:
+    return n.op_class not in LIBRARY_CLASSES and node_role(n, graph) not in (None, "view")
+
+
+def lower(graph: Graph) -> Graph:
+    """The rewritten copy (see module docstring); ``graph`` itself is left unchanged."""
+    if graph.capture == "none":
+        return graph
+    g = copy.deepcopy(graph)
+    try:
+        _fold_avgpool_mean(g)
+        _adaptive_avg_to_mean(g)
+        _split_bias(g)
+        _pool_epilogue(g)
+    except (KeyError, TypeError, ValueError, IndexError):
+        return graph
+    return g
+
+
+# -- bias ---------------------------------------------------------------------------------------
+def _split_bias(g: Graph) -> None:
+    for n in list(g.calls()):
+        if n.opname not in _BIAS_OPS or n.op_class not in LIBRARY_CLASSES:
+            continue
+        b = _ref(n.args[2]) if len(n.args) > 2 else _ref(n.kwargs.get("bias"))
+        if b is None or n.shape is None or n.dtype != "float32":
+            continue
+        users = g.users()[n.name]
+        if not users or "output" in users or not all(_fusable(g.node(u), g) for u in users):
+            continue
+        bn = g.node(b)
+        if bn.shape is None or len(bn.shape) != 1:
+            continue
+        if n.opname == "linear":
+            bref = bn
+        else:
+            if len(n.shape) < 3 or n.shape[1] != bn.shape[0]:
+                continue
+            bref = _view(_unique(g, f"{n.name}_bias_view"), bn, [bn.shape[0]]
+                         + [1] * (len(n.shape) - 2))
+        add = Node(name=_unique(g, f"{n.name}_bias"), op="call_function",
+                   target="aten.add.Tensor", op_class="pointwise",
+                   args=[{"node": n.name}, {"node": bref.name}], shape=list(n.shape),
+                   dtype=n.dtype, stride=_contig(list(n.shape)), lowers_to=["aten.add.Tensor"])
+        for u in users:
+            un = g.node(u)
+            un.args = _replace_refs(un.args, n.name, add.name)
+            un.kwargs = _replace_refs(un.kwargs, n.name, add.name)
+        if len(n.args) > 2:
+            n.args[2] = None
+        else:
+            n.kwargs["bias"] = None
+        if n.opname == "linear":
+            n.lowers_to = ["aten.mm.default" if t == "aten.addmm.default" else t
+                           for t in n.lowers_to]
+        _insert_after(g, n.name, add)
+        if bref is not bn:
+            _insert_after(g, n.name, bref)
+
+
+# -- pooling ------------------------------------------------------------------------------------
+def _pool_geometry(n: Node, g: Graph) -> tuple[list[int], str] | None:
+    """(kernel, "max"|"avg") when the pool is disjoint windows tiling its input exactly."""
+    name = n.opname
+    if name not in ("max_pool2d", "avg_pool2d"):
+        return None
+    x = g.node(_ref(n.args[0]))
+    if x.shape is None or len(x.shape) != 4 or x.dtype != "float32":
+        return None
+    a = list(n.args) + [None] * 8
+    k = _pair(a[1])
+    s = _pair(a[2], k)
+    pad = _pair(a[3], [0, 0])
+    if k is None or s != k or pad != [0, 0]:
+        return None
+    if name == "max_pool2d":
+        if _pair(a[4], [1, 1]) != [1, 1] or a[5] not in (None, False):
+            return None
+    elif a[4] not in (None, False) or a[6] is not None:
+        return None
+    if n.kwargs:
+        return None
+    H, W = x.shape[2], x.shape[3]
+    if H % k[0] or W % k[1]:
+        return None
+    return k, ("max" if name == "max_pool2d" else "avg")
+
+
+def _fold_avgpool_mean(g: Graph) -> None:
+    users = g.users()
+    for n in list(g.calls()):
+        geo = _pool_geometry(n, g)
+        if geo is None or geo[1] != "avg":
+            continue
+        us = users[n.name]
+        if len(us) != 1 or us[0] == "output":
+            continue
+        m = g.node(us[0])
+        if m.target != "aten.mean.dim" or _ref(m.args[0]) != n.name:
+            continue
+        dims = m.args[1] if isinstance(m.args[1], list) else [m.args[1]]
+        if sorted(int(d) % 4 for d in dims) != [2, 3]:
+            continue
+        m.args = [n.args[0]] + list(m.args[1:])
+        m.lowers_to = list(dict.fromkeys(m.lowers_to + [n.target] + n.lowers_to))
+        g.nodes.remove(n)
+        users = g.users()
+
+
+def _adaptive_avg_to_mean(g: Graph) -> None:
+    for n in list(g.calls()):
+        if n.opname != "adaptive_avg_pool2d" or list(n.args[1]) != [1, 1]:
+            continue
+        x = g.node(_ref(n.args[0]))
+        if x.shape is None or len(x.shape) != 4:
+            continue
+        n.lowers_to = list(dict.fromkeys(["aten.mean.dim", n.target] + n.lowers_to))
+        n.target = "aten.mean.dim"
+        n.op_class = "reduction"
+        n.args = [n.args[0], [-1, -2], True]
+
+
+def _pool_epilogue(g: Graph) -> None:
+    for p in list(g.calls()):
+        geo = _pool_geometry(p, g)
+        if geo is None:
+            continue
+        (kh, kw), kind = geo
+        chain = _chain_to_library(g, _ref(p.args[0]))
+        if chain is None:
+            continue
+        lib, members = chain
+        N, C, H, W = g.node(_ref(p.args[0])).shape
+        six = [N, C, H // kh, kh, W // kw, kw]
+        v6 = _view(_unique(g, f"{lib.name}_pool_view"), lib, six)
+        first = g.node(members[0])
+        first.args = _replace_refs(first.args, lib.name, v6.name)
+        first.kwargs = _replace_refs(first.kwargs, lib.name, v6.name)
+        extra: list[Node] = []
+        for m in members:
+            mn = g.node(m)
+            mn.shape, mn.stride = list(six), _contig(six)
+            for r in mn.inputs():
+                if r in members or r == v6.name:
+                    continue
+                rn = g.node(r)
+                if rn.shape is None:
+                    continue
+                if mn.opname == "batch_norm" and len(rn.shape) == 1:
+                    continue   # per-channel parameters: read along dim 1 whatever the rank
+                pad4 = [1] * (4 - len(rn.shape)) + list(rn.shape)
+                lifted = pad4[:2] + [1, 1, 1, 1]
+                vv = _view(_unique(g, f"{r}_pool_view"), rn, lifted)
+                extra.append(vv)
+                mn.args = _replace_refs(mn.args, r, vv.name)
+                mn.kwargs = _replace_refs(mn.kwargs, r, vv.name)
+        p.lowers_to = list(dict.fromkeys(
+            (["aten.amax.default"] if kind == "max" else ["aten.mean.dim"]) + [p.target]
+            + p.lowers_to))
+        if kind == "max":
+            p.target, p.args, p.kwargs = "aten.amax.default", [p.args[0], [3, 5], False], {}
+        else:
+            p.target, p.args, p.kwargs = "aten.mean.dim", [p.args[0], [3, 5], False], {}
+        _insert_after(g, lib.name, v6)
+        for vv in extra:
+            _insert_after(g, _ref(vv.args[0]), vv)
+
+
+def _chain_to_library(g: Graph, start: str | None) -> tuple[Node, list[str]] | None:
+    """(library node, pointwise chain from it to ``start`` in order) when each link has one
+    user and the other tensor operands vary only along the channel dim (or are batch-norm
+    parameters)."""
+    users = g.users()
+    members: list[str] = []
+    cur = start
+    while cur is not None:
+        n = g.node(cur)
+        if n.op == "call_function" and n.op_class in LIBRARY_CLASSES:
+            if len(users[cur]) != 1 or not members or n.shape is None or len(n.shape) != 4:
+                return None
+            return n, members[::-1]
+        if n.op != "call_function" or node_role(n, g) != "pointwise" or len(users[cur]) != 1:
+            return None
+        if n.shape is None or len(n.shape) != 4:
+            return None
+        members.append(cur)
+        nxt = None
+        for r in n.inputs():
+            rn = g.node(r)
+            if rn.shape is not None and list(rn.shape) == list(n.shape):
+                if nxt is not None:
+                    return None
+                nxt = r
+                continue
+            if rn.shape is None:
+                continue
+            if n.opname == "batch_norm" and len(rn.shape) == 1:
+                continue
+            pad4 = [1] * (4 - len(rn.shape)) + list(rn.shape)
+            if len(rn.shape) > 4 or pad4[0] != 1 or pad4[2:] != [1, 1]:
+                return None
+        cur = nxt
+    return None
+
+
+del math
