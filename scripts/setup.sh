@@ -13,14 +13,20 @@ if [ ! -x .venv/bin/python ]; then
   "$py" -m venv --system-site-packages .venv
 fi
 vpy=.venv/bin/python
+pip_install() {
+  # Local package mirrors some machines configure print one warning per package: hide those.
+  "$vpy" -m pip install -q --disable-pip-version-check "$@" 2>&1 \
+    | { grep -v "^WARNING: Location '.*' is ignored" || true; }
+  return "${PIPESTATUS[0]}"
+}
 if ! "$vpy" -c "import torch" >/dev/null 2>&1; then
   echo "[setup] no torch found: installing torch==2.13.0"
-  "$vpy" -m pip install -q --disable-pip-version-check "torch==2.13.0"
+  pip_install "torch==2.13.0"
 fi
 stamp=".venv/.stitch-installed-$extra"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   if [ "$extra" = dev ]; then spec=".[dev]"; else spec=".[notebook,llm]"; fi
   echo "[setup] installing stitchcuda-lab $spec"
-  "$vpy" -m pip install -q --disable-pip-version-check -e "$spec"
+  pip_install -e "$spec"
   touch "$stamp"
 fi
