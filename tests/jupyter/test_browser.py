@@ -8,6 +8,7 @@ screenshot lands in test-artifacts/ (gitignored).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,30 @@ def _quickstart_for_clicking(root: Path) -> str:
     return "quickstart.ipynb"
 
 
+@dataclass
+class Lab:
+    url: str      # the notebook, opened in the browser
+    base: str
+    token: str
+
+    def kernel_ready(self, timeout: float = 120) -> None:
+        """Wait until the notebook's kernel is idle with the browser connected to it (a Run
+        All sent before that runs nothing)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.base}/api/kernels?token={self.token}",
+                                            timeout=5) as r:
+                    kernels = json.load(r)
+                if any(k.get("execution_state") == "idle" and k.get("connections", 0) >= 1
+                       for k in kernels):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        pytest.fail(f"the notebook's kernel was not ready within {timeout:.0f} s")
+
+
 @pytest.fixture
 def jupyterlab(tmp_path):
     root = tmp_path / "lab"
@@ -117,8 +143,11 @@ def jupyterlab(tmp_path):
                 if time.monotonic() > deadline:
                     pytest.fail("JupyterLab did not start within 90 s")
                 time.sleep(0.5)
-            yield f"{base}/lab/tree/{name}?token={token}"
+            yield Lab(url=f"{base}/lab/tree/{name}?token={token}", base=base, token=token)
         finally:
+            with contextlib.suppress(OSError):   # the server's log, for a failed run's report
+                ARTIFACTS.mkdir(exist_ok=True)
+                shutil.copy(tmp_path / "jupyterlab.log", ARTIFACTS / "browser_jupyterlab.log")
             try:
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(timeout=20)
@@ -130,19 +159,39 @@ def jupyterlab(tmp_path):
                 proc.wait(timeout=10)
 
 
-def _run_all_cells(page, attempts: int = 4) -> None:
-    """Run > Run All Cells, until the first code cell has run (a click that lands before the
-    kernel connection is ready runs nothing, so try again)."""
+APPROVE_ENABLED = ("() => { const b = [...document.querySelectorAll('.stitch-panel button')]"
+                   ".find(b => b.textContent.includes('Approve plan')); return b && !b.disabled; }")
+
+
+RAN = ("() => [...document.querySelectorAll('.jp-InputPrompt')]"
+       ".some(p => /\\[\\d+\\]/.test(p.textContent))")
+
+
+def _accept_dialogs(page) -> None:
+    """Accept a modal (e.g. "Select Kernel" after a kernel restart) so clicks reach the page."""
+    dialog = page.locator(".jp-Dialog .jp-mod-accept")
+    while dialog.count():
+        dialog.first.click()
+        page.wait_for_timeout(500)
+
+
+def _run_all_until_the_panel_waits(page, attempts: int = 3) -> None:
+    """Run > Run All Cells until the %%stitch panel offers "Approve plan". A click that lands
+    before the kernel connection is ready runs nothing, and a kernel that dies on a loaded
+    machine comes back through a dialog: both are retried, each within a bounded time."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     for _ in range(attempts):
+        _accept_dialogs(page)
         page.click(".lm-MenuBar-item:has-text('Run')")
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         try:
-            page.wait_for_selector(".jp-InputPrompt:has-text('[1]')", timeout=30_000)
+            # a click that ran nothing shows soon: the first (trivial) cell never runs
+            page.wait_for_function(RAN, timeout=60_000)
+            page.wait_for_function(APPROVE_ENABLED, timeout=180_000)
             return
         except PlaywrightTimeout:
             page.keyboard.press("Escape")
-    pytest.fail("JupyterLab never ran the notebook's cells")
+    pytest.fail("JupyterLab never showed the panel's Approve plan (see browser_jupyterlab.log)")
 
 
 def test_quickstart_in_jupyterlab_click_approve_and_next(jupyterlab):
@@ -155,20 +204,17 @@ def test_quickstart_in_jupyterlab_click_approve_and_next(jupyterlab):
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1800})
             page.set_default_timeout(60_000)
-            page.goto(jupyterlab, wait_until="domcontentloaded")
+            page.goto(jupyterlab.url, wait_until="domcontentloaded")
             page.wait_for_selector(".jp-Notebook", timeout=90_000)
             # the kernel is up when the status says Idle
             page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
                                    timeout=120_000)
-            _run_all_cells(page)
+            jupyterlab.kernel_ready()
+            page.wait_for_timeout(1000)
+            _run_all_until_the_panel_waits(page)
 
             panel = page.locator(".stitch-panel").first
             approve = panel.locator("button:has-text('Approve plan')")
-            approve.wait_for(state="visible", timeout=240_000)
-            page.wait_for_function(
-                "() => { const b = [...document.querySelectorAll('.stitch-panel button')]"
-                ".find(b => b.textContent.includes('Approve plan')); return b && !b.disabled; }",
-                timeout=240_000)
             panel.screenshot(path=str(ARTIFACTS / "browser_plan.png"))
             approve.click()
 
