@@ -32,9 +32,9 @@ CLI_SUBSET = ["fallback_try_except", "cached_static_c", "lazy_tensor_subclass", 
 def header(path: Path) -> tuple[str, list[tuple[str, str | None]]]:
     """(problem name, accepted (status, reason) pairs) from a candidate's header."""
     text = path.read_text()
-    problem = re.search(r"^# problem: (\S+)", text, re.M).group(1)
+    problem = re.search(r"^# problem: (\S+)", text, re.MULTILINE).group(1)
     accepted = []
-    for alt in re.search(r"^# expect: (.+)$", text, re.M).group(1).split(" | "):
+    for alt in re.search(r"^# expect: (.+)$", text, re.MULTILINE).group(1).split(" | "):
         status, _, reason = alt.strip().partition(" ")
         accepted.append((status, reason.strip() or None))
     return problem, accepted
@@ -46,7 +46,7 @@ def reason_name(reason: str) -> str:
 
 def check(worker: Worker, path: Path, options: VerifyOptions) -> None:
     problem, accepted = header(path)
-    limit = re.search(r"^# timeout: (\d+)", path.read_text(), re.M)
+    limit = re.search(r"^# timeout: (\d+)", path.read_text(), re.MULTILINE)
     verdict = worker.verify((HERE / "problems" / f"{problem}.py").read_text(), path.read_text(),
                             replaced=None, options=options,
                             timeout=float(limit.group(1)) if limit else 120.0)
