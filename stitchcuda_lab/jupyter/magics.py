@@ -108,7 +108,7 @@ class StitchMagics(Magics):
         session = self._create(source, args.name or "cell", settings)
         if self.shell is not None:
             # like %%cython, the cell's names become usable in the notebook too
-            self.shell.run_cell(cell, store_history=False, silent=True)
+            self.shell.ex(cell)
             if args.output:
                 self.shell.user_ns[args.output] = session
         return self._show(session, auto=args.auto)
