@@ -168,6 +168,9 @@ class OfflineCoder:
                             pool.append((f"{t.id}.rows={rows}", with_(t.id, rows=rows)))
                 pool.append((f"{t.id}.vec={1 if cur.get('vec', 1) == 4 else 4}",
                              with_(t.id, vec=1 if cur.get("vec", 1) == 4 else 4)))
+                if "cache" in cur and cur.get("rows") in ("block", None):
+                    pool.insert(0, (f"{t.id}.cache={not cur['cache']}",
+                                    with_(t.id, cache=not cur["cache"])))
                 if "ipt" in cur:
                     for ipt in (2, 4):
                         if ipt != cur.get("ipt"):

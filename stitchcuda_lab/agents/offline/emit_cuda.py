@@ -191,7 +191,44 @@ def default_params(spec: KernelSpec) -> dict:
     strategy = row_strategy(spec)
     block = {"block": 512 if spec.rowlen >= 4096 else 256, "warp": 256, "thread": 256}[strategy]
     return {"block": block, "vec": 4 if vec_ok(spec, strategy) else 1, "rows": strategy,
-            "waves": 16}
+            "waves": 16, "cache": bool(_cached_operands(spec))}
+
+
+CACHE_LIMIT = 160 * 1024   # bytes of dynamic shared memory a row cache may take (227 KB max)
+
+
+def _cached_operands(spec: KernelSpec) -> list[int]:
+    """fp32 per-element inputs read in more than one pass of a multi-pass row kernel: kept in
+    shared memory after their first read, so the row comes from DRAM once."""
+    if spec.kind != "rowwise" or spec.npasses < 2 or not spec.reduce[-1]:
+        return []
+    uses: dict[int, set[int]] = {}
+    for s in spec.stmts:
+        if s.op == "reduce":
+            for ld in deps_closure(spec, [s.deps[0]]):
+                if ld.op == "load":
+                    uses.setdefault(ld.operand, set()).add(s.passno)
+        elif s.op == "store" and s.level == "full":
+            for ld in deps_closure(spec, [s.var]):
+                if ld.op == "load":
+                    uses.setdefault(ld.operand, set()).add(s.passno)
+    out = [i for i, ps in sorted(uses.items()) if len(ps) > 1
+           and spec.operands[i].role == "in" and not spec.operands[i].row
+           and spec.operands[i].dtype == "float32"]
+    if len(out) * _round4(spec.rowlen) * 4 > CACHE_LIMIT:
+        return []
+    return out
+
+
+def _round4(n: int) -> int:
+    return -(-n // 4) * 4
+
+
+def cache_bytes(spec: KernelSpec, p: dict) -> int:
+    strategy = p.get("rows") or row_strategy(spec)
+    if not p.get("cache") or strategy != "block":
+        return 0
+    return len(_cached_operands(spec)) * _round4(spec.rowlen) * 4
 
 
 def row_strategy(spec: KernelSpec) -> str:
@@ -254,13 +291,17 @@ def launch_config(spec: KernelSpec, params: dict | None = None) -> dict:
         per = b * int(p["vec"]) * int(p["ipt"])
         return {"blocks": max(1, -(-spec.numel // per)), "block": b, "waves": int(p["waves"])}
     rows = spec.rows
+    smem = cache_bytes(spec, p)
     if p["rows"] == "block":
         blocks = rows
     elif p["rows"] == "warp":
         blocks = -(-rows // (b // 32))
     else:
         blocks = -(-rows // b)
-    return {"blocks": max(1, blocks), "block": b, "waves": int(p["waves"])}
+    out = {"blocks": max(1, blocks), "block": b, "waves": int(p["waves"])}
+    if smem:
+        out["smem"] = smem
+    return out
 
 
 def _pointwise(spec: KernelSpec, p: dict) -> str:
@@ -348,6 +389,14 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
     ind = "    "
     L: list[str] = []
     reds = [s for s in spec.stmts if s.op == "reduce"]
+    cache = {i: k * _round4(Lr) for k, i in enumerate(_cached_operands(spec))} \
+        if p.get("cache") and strategy == "block" else {}
+    if vec and any(i not in vops for i in cache):
+        cache = {}   # every cached operand must take the same float4/scalar path each pass
+    if cache:
+        L.append(f"{ind}extern __shared__ float4 sc_cache4[];   // the row, read from DRAM once")
+        L.append(f"{ind}float* sc_cache = reinterpret_cast<float*>(sc_cache4);")
+    written: set[int] = set()
     if strategy == "block":
         for s in reds:
             L.append(f"{ind}__shared__ {_red_type(s, acc)} sm_{_rid(s)}[32];")
@@ -410,6 +459,9 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
         vstores = vstores or []
         need = [s for s in deps_closure(spec, roots) if s.var not in avail]
         i3 = ind2 + "    "
+        loaded = {s.operand: s.var for s in need if s.op == "load" and s.operand in cache}
+        first = {i for i in loaded if i not in written}
+        written.update(loaded)
         L.append(f"{ind2}{{")
         if vec:
             L.append(f"{ind2}long long jv = 0;")
@@ -419,8 +471,15 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
             used = {s.operand for s in need if s.op == "load"}
             for i in vops:
                 if i in used and ops[i].role == "in":
+                    if i in loaded and i not in first:
+                        L.append(f"{i4}const float4 a_{ops[i].name} = *reinterpret_cast<const "
+                                 f"float4*>(sc_cache + {cache[i]} + 4 * q);")
+                        continue
                     L.append(f"{i4}const float4 a_{ops[i].name} = __ldg(reinterpret_cast<const "
                              f"float4*>({ops[i].name} + {idx_elem('(4 * q)')(ops[i])}));")
+                    if i in first:
+                        L.append(f"{i4}*reinterpret_cast<float4*>(sc_cache + {cache[i]} + 4 * q)"
+                                 f" = a_{ops[i].name};")
             for lane in range(4):
                 L.append(f"{i4}const long long j_{lane} = 4 * q + {lane};")
                 vmap = {i: f"a_{ops[i].name}.{'xyzw'[lane]}" for i in vops
@@ -439,7 +498,9 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
         else:
             start = j0
         L.append(f"{ind2}for (long long j = {start}; j < {Lr}LL; j += {jstep}) {{")
-        L.extend(_elem_lines(spec, need, idx_elem("j"), "", {}, i3))
+        smap = {i: f"({acc})sc_cache[{cache[i]} + j]" for i in loaded if i not in first}
+        L.extend(_elem_lines(spec, need, idx_elem("j"), "", smap, i3))
+        L.extend(f"{i3}sc_cache[{cache[i]} + j] = (float){loaded[i]};" for i in sorted(first))
         L.extend(i3 + t for t in tail("", "j", need, scalar=True))
         L.append(f"{ind2}}}")
         L.append(f"{ind2}}}")

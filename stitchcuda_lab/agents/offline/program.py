@@ -216,7 +216,8 @@ def render(graph: Graph, problem_source: str, problem_name: str, calls: list[Ker
                 argv.append(var(o.node))
         if lang == "cuda":
             b(f"_K[{spec.name!r}].launch({spec.name!r}, grid=(_GRID[{spec.name!r}], 1, 1), "
-              f"block=({c.launch['block']}, 1, 1), args=({', '.join(argv)},))")
+              f"block=({c.launch['block']}, 1, 1), args=({', '.join(argv)},)"
+              + (f", shared_mem={int(c.launch['smem'])})" if c.launch.get("smem") else ")"))
         else:
             b(f"_K[{spec.name!r}].call({spec.name!r}, {', '.join(argv)})")
     outs = [render_arg(o) for o in graph.outputs]

@@ -306,7 +306,8 @@ def test_batchnorm_train_kernel_updates_running_stats_like_eager(settings):
 
 
 # -- CUDA source: syntax-compiled by nvcc, every template and launch variant --------------------
-VARIANTS = [{}, {"vec": 1}, {"rows": "block", "block": 128}, {"rows": "warp", "ipt": 2}]
+VARIANTS = [{}, {"vec": 1}, {"rows": "block", "block": 128}, {"rows": "warp", "ipt": 2},
+            {"rows": "block", "cache": True}, {"rows": "block", "cache": True, "vec": 1}]
 
 
 def _all_cuda_sources() -> str:
