@@ -121,7 +121,9 @@ class StitchMagics(Magics):
             # one run of the cell's model: a broken forward is the person's to fix, with its line
             validate(problem, device=resolve_device(settings.device), seed=settings.seed,
                      time_forward=False)
-            session = Session.create(problem, settings, agent=settings.agent)
+            planner, coder = _agents(settings)   # a missing API key stops here, no folder made
+            session = Session.create(problem, settings, agent=settings.agent, planner=planner,
+                                     coder=coder)
         except StitchUsageError as e:
             raise UsageError(str(e)) from None
         self._register(session)
@@ -303,6 +305,16 @@ def _row_dict(r: Any) -> dict[str, Any]:
     if hasattr(r, "to_dict"):
         return r.to_dict()
     return dict(vars(r))
+
+
+def _agents(settings: Any) -> tuple[Any, Any]:
+    """The Planner and Coder for ``settings.agent``; ConfigError (a usage error) when the
+    agent is misconfigured; (None, None) when they cannot be imported (the Session says so)."""
+    from ..agents.base import get_agents
+    try:
+        return get_agents(settings.agent, settings)
+    except ImportError:
+        return None, None
 
 
 def _finished(session: Any) -> bool:

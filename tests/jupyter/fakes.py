@@ -54,7 +54,8 @@ class FakeSession:
         self.posted: list[loop.Event] = []
 
     @classmethod
-    def create(cls, problem: Any, settings: Any, agent: str = "offline") -> FakeSession:
+    def create(cls, problem: Any, settings: Any, agent: str = "offline",
+               **seams: Any) -> FakeSession:
         s = cls(problem, settings, agent)
         cls.opened[s.id] = s
         return s

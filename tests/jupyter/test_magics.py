@@ -148,7 +148,7 @@ def test_a_configuration_mistake_during_the_first_step_is_a_usage_error(shell, m
         raise ConfigError("ANTHROPIC_API_KEY is not set", hint="export ANTHROPIC_API_KEY=...")
     monkeypatch.setattr(FakeSession, "advance", no_key)
     with pytest.raises(UsageError, match="ANTHROPIC_API_KEY is not set"):
-        shell.run_cell_magic("stitch", "--agent claude -o s", SOURCE)
+        shell.run_cell_magic("stitch", "-o s", SOURCE)
     panel = _magics(shell).panels[shell.user_ns["s"].id]
     assert "ANTHROPIC_API_KEY" in panel.error and "export" in panel.error
 
@@ -167,3 +167,12 @@ def test_a_forward_that_raises_is_a_usage_error_naming_its_line(shell):
     bad = SOURCE.replace("return torch.relu(x + 1.0)", "return torch.relu(x @ torch.ones(3, 3))")
     with pytest.raises(UsageError, match=r":7: .*Model.forward raised RuntimeError"):
         shell.run_cell_magic("stitch", "", bad)
+
+
+def test_an_llm_agent_without_its_key_is_a_usage_error_before_any_session(shell, monkeypatch,
+                                                                          settings):
+    pytest.importorskip("anthropic")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(UsageError, match="ANTHROPIC_API_KEY"):
+        shell.run_cell_magic("stitch", "--agent claude", SOURCE)
+    assert not _magics(shell).sessions
