@@ -67,8 +67,17 @@ class Settings:
         values: dict[str, Any] = {}
         for f in fields(cls):
             key = "STITCH_" + f.name.upper()
-            if key in env and env[key] != "":
-                values[f.name] = _coerce(f, env[key], key)
+            if key not in env:
+                continue
+            if env[key] == "":
+                # An empty value means "none" where a field can be empty (STITCH_COMPILE_MODES=""
+                # times no torch.compile baseline); numbers and switches keep their defaults.
+                if str(f.type) == "str":
+                    values[f.name] = ""
+                elif "None" in str(f.type):
+                    values[f.name] = None
+                continue
+            values[f.name] = _coerce(f, env[key], key)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
