@@ -316,6 +316,10 @@ def figure(result: dict):
     return fig
 
 
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def main_bench(args: argparse.Namespace) -> int:
     folder = Path(args.dir)
     if not folder.is_dir():
@@ -329,8 +333,7 @@ def main_bench(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    say = (lambda m: print(m, file=sys.stderr, flush=True))
-    rows = (run_ray if args.ray else run_local)(problems, out_dir, args, progress=say)
+    rows = (run_ray if args.ray else run_local)(problems, out_dir, args, progress=_say)
     result = {"environment": environment(), "modes": args.modes, "iters": args.iters,
               "agent": args.agent, "shrink": args.shrink,
               "command": "stitchcuda-lab bench " + " ".join(sys.argv[2:]),
