@@ -1,0 +1,97 @@
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+from stitchcuda_lab import bench
+
+PROBLEM = '''"""pointwise: tiny chain for the bench test."""
+import torch
+from torch import nn
+
+ROWS = 256
+COLS = 512
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x * 2.0 + 1.0) - 0.5
+
+
+def get_inputs():
+    return [torch.randn(ROWS, COLS)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+BROKEN = '''import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        raise RuntimeError("boom")
+def get_inputs():
+    return [torch.randn(4)]
+def get_init_inputs():
+    return []
+'''
+
+
+def test_shrink_divides_only_large_module_constants():
+    src = "BATCH = 4096\nDIM = 8192  # wide\nEPS = 1\nsmall = 512\n"
+    out = bench.shrink_source(src, 8)
+    assert "BATCH = 512" in out and "DIM = 1024" in out
+    assert "EPS = 1" in out and "small = 512" in out   # < 64, or not a constant name
+    assert bench.shrink_source(src, 1) == src
+
+
+def test_category_comes_from_the_file_name():
+    assert bench.category_of(Path("07_norm_layernorm_gelu.py")) == "norm"
+    assert bench.category_of(Path("mymodel.py")) == "other"
+
+
+def test_geomean_ignores_missing_values():
+    assert math.isclose(bench.geomean([2.0, 8.0, None]), 4.0)
+    assert bench.geomean([None]) is None
+
+
+def test_summary_and_markdown_group_by_category():
+    rows = [{"problem": "01_pointwise_a.py", "category": "pointwise", "status": "pass",
+             "correct": True, "speedup_vs_eager": 2.0, "speedup_vs_compile": 1.0,
+             "eager_ms": 2.0, "ours_ms": 1.0, "compile_default_ms": 1.0},
+            {"problem": "02_norm_b.py", "category": "norm", "status": "pass", "correct": True,
+             "kept_reference": True, "speedup_vs_eager": 1.0, "speedup_vs_compile": None,
+             "eager_ms": 1.0, "ours_ms": 1.0}]
+    result = {"environment": {"device": "cpu"}, "modes": "default", "command": "x",
+              "rows": rows, "summary": bench.summarise(rows)}
+    assert result["summary"]["correct"] == 2
+    assert set(result["summary"]["categories"]) == {"pointwise", "norm"}
+    md = bench.markdown(result)
+    assert "| 01_pointwise_a.py | pass | 2.000 | 1.000 | 1.000 | 2.00x | 1.00x |" in md
+    assert "reference kept" in md
+
+
+def test_bench_runs_each_problem_in_its_own_process(tmp_path):
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    (folder / "01_pointwise_tiny.py").write_text(PROBLEM)
+    (folder / "02_other_broken.py").write_text(BROKEN)
+    out = tmp_path / "out"
+    env = {"STITCH_SESSIONS_DIR": str(tmp_path / "s"), "STITCH_CACHE_DIR": str(tmp_path / "c"),
+           "STITCH_TIMING_TRIALS": "3", "STITCH_WARMUP": "1", "STITCH_PROFILE": "0"}
+    import os
+    proc = subprocess.run([sys.executable, "-m", "stitchcuda_lab", "bench", str(folder),
+                           "--device", "cpu", "--iters", "0", "--modes", "", "--out", str(out),
+                           "--json"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **env})
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((out / "results.json").read_text())
+    rows = {r["problem"]: r for r in result["rows"]}
+    good, bad = rows["01_pointwise_tiny.py"], rows["02_other_broken.py"]
+    assert good["correct"] and good["status"] == "pass" and good["eager_ms"] > 0
+    assert good["speedup_vs_eager"] >= 1.0          # the reference is kept when it loses
+    assert not bad["correct"] and "boom" in bad.get("error", "")  # recorded, bench went on
+    assert (out / "results.md").read_text().count("|") > 10
+    assert (out / "results.html").exists()
+    assert json.loads(proc.stdout)["problems"] == 2
