@@ -183,7 +183,7 @@ import re
 
 candidate = panel.selected()
 kernel = candidate.kernels[0]
-print("\n".join(kernel.code.splitlines()[-25:]))    # the end: where the kernel stores its output
+print("\\n".join(kernel.code.splitlines()[-25:]))    # the end: where the kernel stores its output
 
 STORE = re.compile(r"(\\w+\\s*\\[[^\\]]+\\]\\s*=\\s*)([^;]+);")
 

@@ -37,6 +37,18 @@ def test_first_code_cell_is_tagged_parameters(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_every_code_cell_is_valid_ipython(name):
+    import nbformat
+    from IPython.core.inputtransformer2 import TransformerManager
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        source = cell.source
+        if source.startswith("%%stitch"):
+            source = source.split("\n", 1)[1]     # the cell magic's body is plain Python
+        compile(TransformerManager().transform_cell(source), f"{name} code cell {i}", "exec")
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs_headless(name, tmp_path, monkeypatch):
     import nbformat
     import papermill as pm
