@@ -21,7 +21,8 @@ class ModelNew(nn.Module):
         self.side = torch.cuda.Stream()
 
     def forward(self, x):
-        x = x.contiguous()
+        shape = x.shape
+        x = x.contiguous().view(-1)  # flat, so the halves are element ranges, not rows
         y = torch.empty_like(x)
         n = x.numel()
         half = n // 2
@@ -34,4 +35,4 @@ class ModelNew(nn.Module):
                         args=(x, y, half))
         cur.wait_stream(self.side)  # join
         y.record_stream(self.side)
-        return y
+        return y.view(shape)
