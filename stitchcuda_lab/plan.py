@@ -122,6 +122,10 @@ class Plan(_JSON):
                 "<th>share</th><th>technique</th><th>reason</th></tr></thead>"
                 f"<tbody>{rows}</tbody></table>")
 
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        # Plain text is the short form, so papermill and terminals show no dataclass dumps.
+        return {"text/plain": str(self), "text/html": self._repr_html_()}
+
 
 @dataclass
 class KernelSource(_JSON):
@@ -194,6 +198,19 @@ class Candidate(_JSON):
         ks = ", ".join(f"{k.name} ({k.lang}, {k.code.count(chr(10)) + 1} lines)" for k in self.kernels)
         return f"Candidate {self.id} (iteration {self.iteration}, {self.origin}): {ks or 'no kernels'}"
 
+    def _repr_html_(self) -> str:
+        parts = [f"<b>{html.escape(str(self))}</b>"]
+        if self.notes:
+            parts.append(f"<p>{html.escape(self.notes)}</p>")
+        for k in self.kernels:
+            parts.append(f"<details><summary>{html.escape(k.name)} ({html.escape(k.lang)})"
+                         f"</summary><pre>{html.escape(k.code)}</pre></details>")
+        return "<div>" + "".join(parts) + "</div>"
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        # Plain text is the short form, so papermill and terminals show no dataclass dumps.
+        return {"text/plain": str(self), "text/html": self._repr_html_()}
+
 
 def _pyraw(code: str) -> str:
     if "'''" not in code and not code.endswith("\\"):
@@ -262,3 +279,7 @@ class Verdict(_JSON):
                     for k, v in sorted(self.timings.items()))
         return (f"<div><b style='color:{color}'>{html.escape(self.status)}</b> "
                 f"{html.escape(self.summary())}<table>{t}</table></div>")
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        # Plain text is the short form, so papermill and terminals show no dataclass dumps.
+        return {"text/plain": str(self), "text/html": self._repr_html_()}

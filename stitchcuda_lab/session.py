@@ -345,7 +345,33 @@ class Session:
         self.close()
 
     def __str__(self) -> str:
-        return f"Session {self.id} ({self.problem.name}, {self.device}, {self.agent}): {self.state}"
+        s = self.state
+        lines = [f"Session {self.id} ({self.problem.name}, {self.device}, {self.agent})",
+                 f"  phase {s.phase}, iteration {s.iteration}"
+                 + (f", waiting for: {s.needs}" if s.needs else ""),
+                 f"  folder {self.dir}"]
+        if s.plan is not None:
+            lines += ["  " + line for line in str(s.plan).splitlines()]
+        best = self.best()
+        lines.append(f"  best: {best[0].id}: {best[1].summary()}" if best else
+                     f"  best: none yet ({len(s.verdicts)} verdict(s))")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        import html as _html
+        s = self.state
+        best = self.best()
+        head = (f"<b>Session {_html.escape(self.id)}</b> · {_html.escape(self.problem.name)} · "
+                f"{_html.escape(self.device)} · {_html.escape(self.agent)} · phase "
+                f"{_html.escape(s.phase)}" + (f" · waiting for {_html.escape(s.needs)}"
+                                               if s.needs else ""))
+        plan = s.plan._repr_html_() if s.plan is not None else "<i>no plan yet</i>"
+        verdict = (f"<p>best {_html.escape(best[0].id)}</p>{best[1]._repr_html_()}" if best
+                   else "<p><i>no passing candidate yet</i></p>")
+        return f"<div>{head}{plan}{verdict}</div>"
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        return {"text/plain": str(self), "text/html": self._repr_html_()}
 
     # ------------------------------------------------------------------ helpers
     def _checkpoint(self) -> None:

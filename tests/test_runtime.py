@@ -161,3 +161,18 @@ def test_cuda_cache_hit_does_not_call_nvrtc():
     runtime.clear_loaded()
     runtime.load(src, lang="cuda", name="scale")
     assert build.COMPILES["cuda"] == n0 + 1
+
+
+def test_kernel_calls_are_named_in_profiler_timelines(tmp_path, monkeypatch):
+    import torch
+
+    from stitchcuda_lab import runtime
+    monkeypatch.setenv("STITCH_CACHE_DIR", str(tmp_path))
+    mod = runtime.load("void add_one(float* x, long long n)"
+                       "{ for (long long i = 0; i < n; i++) x[i] += 1.0f; }",
+                       lang="c", name="add_one")
+    x = torch.zeros(16)
+    with torch.profiler.profile() as prof:
+        mod.call("add_one", x, 16)
+    assert "stitch::add_one" in [e.name for e in prof.events()]
+    assert float(x.sum()) == 16.0

@@ -488,3 +488,6 @@ def test_verdicts_carry_rubric_scores_and_reward(tmp_path):
         assert (v.reward == -1) == (v.status != "pass")
     reopened = Session.open(session.dir, s)
     assert all(v.rubric for v in reopened.state.verdicts.values())
+    bundle = reopened._repr_mimebundle_()
+    assert "reduction_fusion" in bundle["text/plain"] and "best:" in bundle["text/plain"]
+    assert "<table>" in bundle["text/html"]
