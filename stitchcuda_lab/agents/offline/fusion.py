@@ -244,7 +244,8 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
 
     acc = "double" if any(n.dtype == "float64" for n in nodes) or any(
         graph.node(r).dtype == "float64" for n in nodes for r in n.inputs()) else "float"
-    L = lambda v: lit(v, acc)
+    def L(v):  # noqa: N802  (reads like the literal it makes)
+        return lit(v, acc)
 
     operands: list[Operand] = []
     sviews: list[list[int]] = []

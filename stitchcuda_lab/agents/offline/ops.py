@@ -47,7 +47,8 @@ def pointwise_expr(opname: str, overload: str, args: list, kwargs: dict, val: Va
                    acc: str = "float") -> str | None:
     """C expression for one pointwise aten op; ``val(arg)`` renders an argument (a node ref
     becomes its variable, a number a literal). ``None`` when the op is not supported."""
-    L = lambda v: lit(v, acc)
+    def L(v):  # noqa: N802  (reads like the literal it makes)
+        return lit(v, acc)
 
     def a(i, default=None):
         if i < len(args):
