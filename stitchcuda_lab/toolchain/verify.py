@@ -25,11 +25,13 @@ Reasons are stable names (``antihack.REASONS``); ``Verdict.reason`` is "name: de
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import sys
 import time
 import traceback
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -229,6 +231,26 @@ def compare(out: Any, ref: Any, atol: float, rtol: float) -> dict:
             "mismatches": n_bad, "msg": msg}
 
 
+@contextlib.contextmanager
+def nan_filled_empty():
+    """During correctness trials, ``torch.empty`` and friends return NaN-filled float memory.
+
+    This is torch's own switch (deterministic mode fills uninitialised memory), so an output the
+    candidate allocates but does not fully write shows NaN whatever the allocator hands out;
+    ``poison`` alone depends on the allocator reusing the poisoned block. Timing runs without it.
+    """
+    import torch
+    was = torch.are_deterministic_algorithms_enabled()
+    was_warn = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # ops without a deterministic variant only warn
+            yield
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=was_warn)
+
+
 def poison(device: str, sizes: list[int]) -> None:
     """Fill memory the allocator will hand out next with NaN (the candidate's outputs come from it).
 
@@ -340,7 +362,7 @@ def _verify(job, opts, state, prob_path, cand_path, names, base, threads_before)
         sizes = [o.numel() * o.element_size() for o in ref_out]
 
         poison(device, sizes)
-        with tracer_cand:
+        with tracer_cand, nan_filled_empty():
             out = _tensors(cand_model(*cand_in))
         _check_plain(out)
         _settle(device)
@@ -373,7 +395,7 @@ def _verify(job, opts, state, prob_path, cand_path, names, base, threads_before)
         # determinism: a second call on the same inputs
         again_in = _clone(saved)
         poison(device, sizes)
-        with tracer_cand:
+        with tracer_cand, nan_filled_empty():
             out2 = _tensors(cand_model(*again_in))
         _check_plain(out2)
         _settle(device)

@@ -21,7 +21,7 @@ import torch.nn as nn
 
 class Model(nn.Module):
     def forward(self, x):
-        for _ in range(400):
+        for _ in range(3000):  # far more than 10x a copy kernel, even on a loaded machine
             x = x + 0.0
         return x
 
