@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,7 +33,9 @@ TAG_WEIGHT = 2
 
 _PACKAGE = Path(__file__).resolve().parent.parent           # stitchcuda_lab/
 _CANDIDATE_DIRS = (_PACKAGE.parent / "rag_docs",            # a checkout: rag_docs/ at the root
-                   _PACKAGE / "rag_docs")                   # a wheel that ships a copy
+                   _PACKAGE / "rag_docs",                   # a copy inside the package
+                   # an installed wheel: pyproject's data-files put the sections here
+                   Path(sys.prefix) / "share" / "stitchcuda_lab" / "rag_docs")
 
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 _CAMEL = re.compile(r"[A-Z0-9]+(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z0-9]+")
