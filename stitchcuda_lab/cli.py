@@ -236,6 +236,8 @@ def optimize_result(session: Any, problem_report: Any = None,
         "correct": bool(bv and bv.correct),
         "speedup_vs_eager": bv.speedup_vs_eager if bv else None,
         "speedup_vs_compile": bv.speedup_vs_compile if bv else None,
+        # No candidate beat eager: what the user should keep is the reference program.
+        "kept_reference": bool(bv is None or (bv.speedup_vs_eager or 0.0) < 1.0),
         "eager_ms": eager_ms,
         "eager_ms_source": eager_source,
         "ours_ms": bv.timings.get("ours") if bv else None,
@@ -282,6 +284,8 @@ def _print_result(r: dict[str, Any], as_json: bool) -> None:
               if r["speedup_vs_eager"] is not None else "speedup   not measured",
               end="")
         print(f", {sc:.2f}x vs torch.compile" if sc is not None else "")
+        if r["kept_reference"]:
+            print("result    no candidate beat eager: keep the reference program")
     else:
         print(f"result    no passing candidate ({r['status']}); the model stays as it is")
     if r["message"]:

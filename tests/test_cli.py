@@ -62,7 +62,20 @@ def test_optimize_json_prints_one_object_with_the_contract_fields(capsys, proble
     assert Path(r["session_dir"], "events.jsonl").exists()
     assert r["eager_ms"] == 1.0 and r["ours_ms"] == pytest.approx(1 / 2.21)
     assert r["reward"] == 2 and "under noise" in r["message"]
+    assert r["kept_reference"] is False
     assert "verifying" in err                  # the progress log goes to stderr
+
+
+def test_optimize_says_to_keep_the_reference_when_no_candidate_beats_eager(
+        capsys, problem_file, tmp_path, monkeypatch, fakes):
+    from stitchcuda_lab.agents import base
+    slow = FakeCoder({0: [0.8]})
+    monkeypatch.setattr(base, "get_agents", lambda name, settings: (FakePlanner(), slow))
+    rc, out, err = run(capsys, "optimize", problem_file, "--device", "cpu", "--iters", "0",
+                       "--out", tmp_path / "s", "--json")
+    assert rc == 0, err
+    r = json.loads(out)
+    assert r["correct"] and r["speedup_vs_eager"] == 0.8 and r["kept_reference"] is True
 
 
 def test_optimize_human_output(capsys, problem_file, tmp_path, fakes):
