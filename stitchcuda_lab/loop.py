@@ -106,6 +106,13 @@ class NextIteration(Event):
 
 
 @dataclass(frozen=True)
+class Regenerate(Event):
+    """Set the waiting candidates aside and ask the Coder again, at the same iteration."""
+
+    kind: ClassVar[str] = "regenerate"
+
+
+@dataclass(frozen=True)
 class Finished(Event):
     reason: str = ""
     kind: ClassVar[str] = "finished"
@@ -125,7 +132,7 @@ class Failed(Event):
 
 EVENTS: dict[str, type[Event]] = {c.kind: c for c in (
     PlanProposed, PlanEdited, PlanApproved, CandidatesProposed, CandidateEdited,
-    CandidateApproved, VerdictReady, NextIteration, Finished, Stop, Failed)}
+    CandidateApproved, VerdictReady, NextIteration, Regenerate, Finished, Stop, Failed)}
 TERMINAL_KINDS = ("finished", "stop", "failed")
 
 
@@ -368,6 +375,12 @@ def _on_next(s: State, e: NextIteration) -> None:
     s.phase = "refining"
 
 
+def _on_regenerate(s: State, e: Regenerate) -> None:
+    _expect(s, e, "coded", "verified")
+    s.pending = []      # what the person did not want; verdicts so far stay as feedback
+    s.phase = "plan_approved" if s.iteration == 0 else "refining"
+
+
 def _on_finished(s: State, e: Finished) -> None:
     _expect(s, e, "verified", "refining", "plan_approved")
     s.phase, s.message = "done", e.reason
@@ -384,13 +397,15 @@ def _on_failed(s: State, e: Failed) -> None:
 _HANDLERS = {PlanProposed: _on_plan, PlanEdited: _on_plan, PlanApproved: _on_plan_approved,
              CandidatesProposed: _on_candidates, CandidateEdited: _on_candidate_edited,
              CandidateApproved: _on_candidate_approved, VerdictReady: _on_verdict,
-             NextIteration: _on_next, Finished: _on_finished, Stop: _on_stop, Failed: _on_failed}
+             NextIteration: _on_next, Regenerate: _on_regenerate, Finished: _on_finished,
+             Stop: _on_stop, Failed: _on_failed}
 _NONTERMINAL = tuple(p for p in PHASES if p not in TERMINAL)
 _ALLOWED = {"PlanProposed": ("new", "planned"), "PlanEdited": ("planned",),
             "PlanApproved": ("planned",), "CandidatesProposed": ("plan_approved", "refining"),
             "CandidateEdited": ("coded", "candidate_approved", "verified"),
             "CandidateApproved": ("coded", "candidate_approved", "verified"),
             "VerdictReady": ("candidate_approved",), "NextIteration": ("verified",),
+            "Regenerate": ("coded", "verified"),
             "Finished": ("verified", "refining", "plan_approved"),
             "Stop": _NONTERMINAL, "Failed": _NONTERMINAL}
 

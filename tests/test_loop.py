@@ -20,6 +20,7 @@ from stitchcuda_lab.loop import (
     PlanApproved,
     PlanEdited,
     PlanProposed,
+    Regenerate,
     State,
     Stop,
     VerdictReady,
@@ -147,7 +148,8 @@ def test_failed_records_the_message_from_any_phase():
 def test_every_phase_takes_exactly_the_events_it_lists():
     samples = {"PlanProposed": PlanProposed(plan()), "PlanEdited": PlanEdited(plan()),
                "PlanApproved": PlanApproved(), "NextIteration": NextIteration(),
-               "Finished": Finished(), "Stop": Stop(), "Failed": Failed("x")}
+               "Finished": Finished(), "Stop": Stop(), "Failed": Failed("x"),
+               "Regenerate": Regenerate()}
     states = {"new": State()}
     states["planned"] = step(states["new"], PlanProposed(plan()))
     states["plan_approved"] = step(states["planned"], PlanApproved())
@@ -236,3 +238,29 @@ def test_events_rebuild_from_their_payloads():
 def test_every_phase_is_known():
     s, _ = to_verified(passing(1.0))
     assert all(h["to"] in PHASES for h in s.history)
+
+
+def test_regenerate_sets_waiting_candidates_aside_and_asks_the_coder_again():
+    s = replay([PlanProposed(plan()), PlanApproved(), CandidatesProposed([cand("a")])])
+    assert s.needs == "approve_candidate"
+    s = step(s, Regenerate())
+    assert (s.phase, s.needs, s.pending, s.iteration) == ("plan_approved", "code", [], 0)
+    s = step(s, CandidatesProposed([cand("b")]))
+    assert s.pending == [cand("b").id] and cand("a").id not in s.pending
+
+
+def test_regenerate_after_a_refine_round_stays_in_that_iteration():
+    s, _ = to_verified(passing(1.2))
+    s = step(step(s, NextIteration()), CandidatesProposed([cand("r", 1)]))
+    s = step(s, Regenerate())
+    assert (s.phase, s.iteration) == ("refining", 1)
+    assert s.verdicts and s.best is not None          # earlier verdicts stay as feedback
+
+
+def test_regenerate_is_refused_before_there_are_candidates():
+    with pytest.raises(InvalidEvent, match="Regenerate"):
+        step(replay([PlanProposed(plan())]), Regenerate())
+
+
+def test_regenerate_round_trips_through_the_log():
+    assert isinstance(event_from_payload("regenerate", {}), Regenerate)

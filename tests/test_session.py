@@ -491,3 +491,30 @@ def test_verdicts_carry_rubric_scores_and_reward(tmp_path):
     bundle = reopened._repr_mimebundle_()
     assert "reduction_fusion" in bundle["text/plain"] and "best:" in bundle["text/plain"]
     assert "<table>" in bundle["text/html"]
+
+
+def test_regenerate_asks_the_coder_again_and_survives_a_reopen(tmp_path):
+    import pytest
+    pytest.importorskip("stitchcuda_lab.agents.offline")
+    from pathlib import Path
+
+    from stitchcuda_lab.loop import PlanApproved, Regenerate
+    from stitchcuda_lab.problem import load_problem
+    from stitchcuda_lab.session import Session
+    from stitchcuda_lab.settings import Settings
+    src = Path(__file__).parent.parent / "examples" / "layernorm_gelu.py"
+    s = Settings(sessions_dir=str(tmp_path / "s"), cache_dir=str(tmp_path / "c"), device="cpu",
+                 trials=5, timing_trials=3, warmup=1, compile_modes="", profile=False, iters=1)
+    session = Session.create(load_problem(src), s)
+    session.advance()
+    session.post(PlanApproved())
+    session.advance()
+    assert session.state.needs == "approve_candidate" and session.state.pending
+    session.post(Regenerate())
+    assert session.state.needs == "code" and not session.state.pending
+    session.advance()
+    assert session.state.needs == "approve_candidate" and session.state.pending
+    session.close()
+    reopened = Session.open(session.dir, s, lock=False)
+    assert reopened.state.needs == "approve_candidate"
+    assert [h["event"] for h in reopened.state.history].count("regenerate") == 1

@@ -143,13 +143,11 @@ def next_iteration(session: Any) -> Any:
 
 
 def regenerate(session: Any) -> Any:
-    """New candidates from the Coder, given the verdicts so far (the loop's NextIteration)."""
+    """Set the waiting candidates aside and ask the Coder again at the same iteration."""
     from .. import loop
-    if phase(session) != "verified":
-        from ..errors import InvalidEvent
-        raise InvalidEvent("Regenerate needs the current candidates verified first",
-                           hint="press Approve (or Verify edit) and wait for the verdict")
-    return session.post(loop.NextIteration())
+    session.post(loop.Regenerate())
+    session.advance()                  # the Coder's new candidates; stops for approval
+    return session.state
 
 
 def stop(session: Any, reason: str = "stopped from the notebook") -> Any:

@@ -139,8 +139,8 @@ def test_run_next_iteration_then_stop_and_export(panel, tmp_path):
 
 
 def test_errors_from_the_session_land_in_the_error_box_with_the_hint(panel):
-    panel.regenerate()                  # nothing verified yet: the loop refuses
-    assert "verified first" in panel.error and "Hint" in panel.error
+    panel.regenerate()                  # no candidates yet: the loop refuses
+    assert "Regenerate" in panel.error and "Hint" in panel.error
 
 
 def test_progress_callback_moves_the_bar(panel):
