@@ -264,6 +264,29 @@ class Session:
         except Exception as e:  # noqa: BLE001  (a scoring bug must not lose a verdict)
             verdict.rubric = {"error": f"{type(e).__name__}: {e}"}
             verdict.reward = rubric.reward(verdict)
+            return
+        reviewer = self._reviewer()
+        if reviewer is None:
+            return
+        try:
+            judged = reviewer.score(cand, verdict, problem=self.problem, reference_ops=ref_ops)
+        except StitchError as e:   # the judge is advice: its failure keeps the rule scores
+            verdict.rubric["judge_error"] = e.message
+            return
+        verdict.rubric = judged
+        verdict.reward = judged.get("reward", verdict.reward)
+
+    def _reviewer(self):
+        """The LLM judge when ``settings.judge`` is on and the Coder talks to an LLM."""
+        if not self.settings.judge:
+            return None
+        _, coder = self._agents()
+        coder = getattr(coder, "llm", coder)          # the hybrid coder's LLM half
+        client = getattr(coder, "client", None)
+        if client is None:
+            return None
+        from .agents.llm import LLMReviewer
+        return LLMReviewer(client)
 
     def _next_or_finish(self) -> Event:
         s, iters = self.state, self.settings.iters

@@ -59,6 +59,7 @@ class Settings:
     base_url: str | None = None
     llm_timeout: float = 120.0
     rag_top_k: int = 4
+    judge: bool = False             # LLM agents: an LLM judge scores verdicts beside the rules
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
