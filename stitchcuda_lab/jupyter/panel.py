@@ -193,7 +193,7 @@ class SessionPanel:
         self.plan_approve.disabled = busy or ph != "planned"
         self.kernel_approve.disabled = busy or sel is None or sel.id not in bridge.pending(s)
         self.kernel_verify.disabled = busy or sel is None or done or not sel.kernels
-        self.kernel_regen.disabled = busy or ph != "verified"
+        self.kernel_regen.disabled = busy or ph not in ("coded", "verified")
         self.next_button.disabled = busy or ph not in ("coded", "verified")
         self.stop_button.disabled = busy
         self.model_button.disabled = busy or _best(s) is None

@@ -95,3 +95,17 @@ def test_panel_drives_the_real_loop_and_catches_a_wrong_edit(real_session, tmp_p
     assert not panel.error, panel.error
     assert s.state.phase == "stopped" and panel.exported.is_dir()
     assert any(panel.exported.iterdir())
+
+
+def test_regenerate_button_asks_the_coder_again(real_session):
+    from stitchcuda_lab.jupyter.panel import SessionPanel
+
+    s = real_session
+    panel = SessionPanel(s, threaded=False)
+    panel.advance()
+    panel.plan_approve.click()
+    assert s.state.phase == "coded" and not panel.kernel_regen.disabled
+    panel.kernel_regen.click()
+    assert not panel.error, panel.error
+    assert s.state.phase == "coded" and s.state.pending      # a fresh round awaits approval
+    assert [h["event"] for h in s.state.history].count("regenerate") == 1
