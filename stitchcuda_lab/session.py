@@ -316,6 +316,11 @@ class Session:
     def best(self) -> tuple[Candidate, Verdict] | None:
         return self.state.best_pair()
 
+    def keeps_reference(self) -> bool:
+        """True when no passing candidate is faster than eager: the reference is what to keep."""
+        best = self.best()
+        return best is None or (best[1].speedup_vs_eager or 0.0) <= 1.0
+
     def model(self, device: str | None = None) -> torch.nn.Module:
         """The best candidate's ModelNew, built in this process (seeded like the reference)."""
         import torch
