@@ -22,6 +22,7 @@ TASK_KINDS = (
     "pointwise_fusion",     # a chain of elementwise ops into one kernel
     "reduction_fusion",     # a reduction / normalisation with its prologue and epilogue
     "gemm_epilogue",        # library GEMM/conv kept, epilogue fused into one kernel
+    "tensor_core_gemm",     # fp32 GEMMs on TF32 tensor cores by the 3xTF32 split (gemm.py)
     "cuda_graph",           # host orchestration: capture the forward in a CUDA graph
     "keep",                 # leave these ops to the library, with the reason
 )

@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from . import gemm  # noqa: F401  (runtime.gemm: fp32 GEMMs on tensor cores, for programs)
 from .errors import BuildError, UsageError
 from .toolchain import build
 from .toolchain.cache import KernelCache

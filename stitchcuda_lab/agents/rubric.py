@@ -172,6 +172,16 @@ class _Source:
         self.loaded = {n.slice.value for n in nodes if isinstance(n, ast.Subscript)
                        and isinstance(n.value, ast.Name) and n.value.id == "SOURCES"
                        and isinstance(n.slice, ast.Constant)}
+        # `{name: runtime.load(SOURCES[name], ...) for name in SOURCES}` loads every kernel
+        for n in nodes:
+            if isinstance(n, (ast.DictComp, ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+                for gen in n.generators:
+                    if isinstance(gen.iter, ast.Name) and gen.iter.id == "SOURCES" and \
+                            isinstance(gen.target, ast.Name) and any(
+                                isinstance(x, ast.Subscript) and isinstance(x.value, ast.Name)
+                                and x.value.id == "SOURCES" and isinstance(x.slice, ast.Name)
+                                and x.slice.id == gen.target.id for x in ast.walk(n)):
+                        self.loaded.add("*")
         self.assigned = {t.id for n in nodes if isinstance(n, ast.Assign) for t in n.targets
                          if isinstance(t, ast.Name)}
 
@@ -321,7 +331,7 @@ def _compliance(c: Candidate, v: Verdict, src: _Source) -> dict[str, Any]:
                    else "only allowed imports"))
     if c.kernels:
         unused = sorted(k.name for k in c.kernels) if "runtime" not in src.names | src.attrs else \
-            sorted(k.name for k in c.kernels if k.name not in src.loaded)
+            sorted(k.name for k in c.kernels if k.name not in src.loaded and "*" not in src.loaded)
         checks.append((not unused, f"kernels never loaded through runtime.load: {', '.join(unused)}"
                        if unused else "every kernel loaded through the runtime"))
         redefined = sorted(src.assigned & {"SOURCES", "LANGS"})
@@ -337,8 +347,10 @@ def _compliance(c: Candidate, v: Verdict, src: _Source) -> dict[str, Any]:
 def _fallbacks(c: Candidate, v: Verdict, src: _Source) -> list[str]:
     found = {short(t) for t in c.replaced if v.aten_ops.get(t)}
     scope = src.forward if src.forward is not None else src.tree
+    # the workbench's own runtime (runtime.load, runtime.gemm.linear) is not a torch fallback
     called = {name.rsplit(".", 1)[-1] for name in src.calls(scope)
-              if not name.startswith(("self.", "runtime.")) or name.count(".") > 1}
+              if not name.startswith("runtime.")
+              and (not name.startswith("self.") or name.count(".") > 1)}
     for t in c.replaced:
         base = short(t)
         spellings = _PY_NAMES.get(base, (base.lstrip("_"),))

@@ -36,6 +36,8 @@ REASONS = {
     "background_thread": "the candidate left work running in a background thread",
     "patched_timer": "the candidate replaced a timer or synchronize function",
     "patched_verifier": "the candidate replaced a function the Verifier's checks rely on",
+    "numerics_flags": "the candidate changed a global precision switch (TF32, reduced-precision "
+                      "reductions), which would lower the reference's precision too",
     "tensor_subclass": "an output is a torch.Tensor subclass (work deferred until it is read)",
     "hardcoded_output": "right on the recorded seeds only: wrong on unannounced inputs",
     "protocol_tampering": "something other than the worker wrote a reply on its pipe",
@@ -172,3 +174,78 @@ def new_threads(before: set[int]) -> list[str]:
     """Names of Python threads started since ``before`` that are still running."""
     return sorted(t.name for t in threading.enumerate()
                   if t.is_alive() and t.ident not in before)
+
+
+# --- global numerics switches ------------------------------------------------------------------
+
+def _numerics_getters():
+    import torch
+    b = torch.backends
+    return [
+        ("torch.backends.fp32_precision", lambda: b.fp32_precision),
+        ("torch.get_float32_matmul_precision()", torch.get_float32_matmul_precision),
+        ("torch.backends.cuda.matmul.allow_tf32", lambda: b.cuda.matmul.allow_tf32),
+        ("torch.backends.cuda.matmul.fp32_precision", lambda: b.cuda.matmul.fp32_precision),
+        ("torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+         lambda: b.cuda.matmul.allow_fp16_reduced_precision_reduction),
+        ("torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+         lambda: b.cuda.matmul.allow_bf16_reduced_precision_reduction),
+        ("torch.backends.cudnn.allow_tf32", lambda: b.cudnn.allow_tf32),
+        ("torch.backends.cudnn.conv.fp32_precision", lambda: b.cudnn.conv.fp32_precision),
+        ("torch.backends.cudnn.rnn.fp32_precision", lambda: b.cudnn.rnn.fp32_precision),
+    ]
+
+
+def numerics_flags() -> dict[str, Any]:
+    """The process-wide switches that change fp32 matmul/conv precision, by name.
+
+    A candidate runs in the reference's process, so flipping one (say allow_tf32) would make
+    the reference compute in TF32 too and hide the precision loss from the comparison. A
+    switch torch cannot read back (set through both its legacy and new APIs) reads "unreadable".
+    """
+    out: dict[str, Any] = {}
+    for name, get in _numerics_getters():
+        try:
+            out[name] = get()
+        except Exception:  # noqa: BLE001  (torch raises when both APIs were mixed)
+            out[name] = "unreadable"
+    return out
+
+
+def changed_numerics(before: dict[str, Any]) -> list[str]:
+    """``name: old -> new`` for every switch that differs from ``before``."""
+    now = numerics_flags()
+    return [f"{k}: {before[k]!r} -> {now.get(k)!r}" for k in before if now.get(k) != before[k]]
+
+
+def restore_numerics(saved: dict[str, Any]) -> None:
+    """Put the switches back: legacy setters first (they also set the new API's values), then
+    the new API's own values, which leaves both readable and equal to ``saved``."""
+    import torch
+    b = torch.backends
+    legacy = [
+        ("torch.get_float32_matmul_precision()", torch.set_float32_matmul_precision),
+        ("torch.backends.cuda.matmul.allow_tf32", lambda v: setattr(b.cuda.matmul, "allow_tf32", v)),
+        ("torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+         lambda v: setattr(b.cuda.matmul, "allow_fp16_reduced_precision_reduction", v)),
+        ("torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+         lambda v: setattr(b.cuda.matmul, "allow_bf16_reduced_precision_reduction", v)),
+        ("torch.backends.cudnn.allow_tf32", lambda v: setattr(b.cudnn, "allow_tf32", v)),
+    ]
+    new = [
+        ("torch.backends.fp32_precision", lambda v: setattr(b, "fp32_precision", v)),
+        ("torch.backends.cuda.matmul.fp32_precision",
+         lambda v: setattr(b.cuda.matmul, "fp32_precision", v)),
+        ("torch.backends.cudnn.conv.fp32_precision",
+         lambda v: setattr(b.cudnn.conv, "fp32_precision", v)),
+        ("torch.backends.cudnn.rnn.fp32_precision",
+         lambda v: setattr(b.cudnn.rnn, "fp32_precision", v)),
+    ]
+    for name, set_ in legacy + new:
+        v = saved.get(name)
+        if v is None or v == "unreadable":
+            continue
+        try:
+            set_(v)
+        except Exception:  # noqa: BLE001  (a switch this torch does not have)
+            pass

@@ -286,6 +286,7 @@ def run_verify(job: dict, state: WorkerState) -> dict:
     cand_path.write_text(job["candidate_source"])
     base = {"candidate_id": job.get("candidate_id", ""), "device": device}
     timing.restore()
+    flags_before = antihack.numerics_flags()
     threads_before = antihack.live_threads()
     names = [f"stitch_problem_{state.jobs}", f"stitch_candidate_{state.jobs}"]
     try:
@@ -317,12 +318,17 @@ def run_verify(job: dict, state: WorkerState) -> dict:
             sys.modules.pop(n, None)
         if timing.tampered():
             timing.restore()
+        _NUMERICS.clear()
+        if antihack.changed_numerics(flags_before):   # the next job starts from the same switches
+            antihack.restore_numerics(flags_before)
 
 
 def _verify(job, opts, state, prob_path, cand_path, names, base, threads_before) -> dict:
     import torch
     device = state.device
     prob = load_module(prob_path, names[0])
+    _NUMERICS.clear()
+    _NUMERICS.update(antihack.numerics_flags())   # as the problem left them: the reference's
     t0 = timing._real("time.perf_counter")()
     cand_mod = load_module(cand_path, names[1])
     _check_timers()
@@ -564,7 +570,14 @@ class _Plain(Exception):
         super().__init__(detail)
 
 
+_NUMERICS: dict[str, Any] = {}   # precision switches as the problem module left them
+
+
 def _check_timers() -> None:
+    """Timers, the Verifier's own functions and the global precision switches are untouched."""
+    changed = antihack.changed_numerics(_NUMERICS) if _NUMERICS else []
+    if changed:
+        raise Reject("numerics_flags", "; ".join(changed[:3]))
     bad = timing.tampered()
     ours = [b for b in bad if b.startswith(timing.VERIFIER_PREFIXES)]
     if ours:

@@ -17,6 +17,7 @@ from ...plan import Candidate, KernelSource
 from .emit_c import emit_c
 from .emit_cuda import default_params, emit_cuda, launch_config
 from .fusion import LIBRARY_CLASSES, Unsupported, build_spec
+from .planner import SPLIT_TARGETS
 from .rewrite import lower
 from .program import CannotRender, KernelCall, render, render_fallback
 
@@ -103,6 +104,21 @@ class OfflineCoder:
             kernels.append(KernelSource(name=kname, lang=lang, code=code, entry=[kname]))
             if any(o.role == "in" and graph.node(o.node).kind == "input" for o in spec.operands):
                 pass
+        split: list[str] = []
+        for t in tasks:
+            if t.kind != "tensor_core_gemm" or lang != "cuda":
+                continue
+            p = {**t.params, **overrides.get(t.id, {})}
+            used[t.id] = p
+            if p.get("off"):
+                notes.append(f"{t.id}: GEMMs in fp32 cuBLAS in this variant (split test)")
+                continue
+            names = {n.name for n in graph.nodes}
+            mine = [o for o in t.ops if o in names and graph.node(o).target in SPLIT_TARGETS]
+            if mine:
+                split += mine
+                notes.append(f"{t.id}: {', '.join(mine)} on tensor cores through runtime.gemm "
+                             "(3xTF32 split, fp32 partial sums)")
         noncontig = sorted({o.node for c in calls for o in c.spec.operands if o.role == "in" and (
             graph.node(o.node).kind == "input" or _noncontig(graph.node(o.node)))})
         if noncontig:
@@ -112,7 +128,8 @@ class OfflineCoder:
             notes.append("the forward is captured in a CUDA graph per input signature and "
                          "replayed; each call returns a fresh clone of the static output")
         try:
-            prog = render(graph, problem.source, problem.name, calls, lang, cuda_graph, notes)
+            prog = render(graph, problem.source, problem.name, calls, lang, cuda_graph, notes,
+                          split=set(split))
         except CannotRender as e:
             notes.append(f"cannot write the graph as a program ({e}): the problem's own forward "
                          "runs unchanged")
@@ -121,7 +138,7 @@ class OfflineCoder:
                              origin="offline", notes="\n".join(notes), replaced=[],
                              kept=sorted({n.target for n in graph.calls()}),
                              params={"tasks": {}, "variant": variant, "cuda_graph": cuda_graph})
-        replaced, kept = claims(graph, [c.spec.ops for c in calls])
+        replaced, kept = claims(graph, [c.spec.ops for c in calls] + [split])
         return Candidate(program=prog, kernels=kernels, iteration=iteration, parent=parent,
                          origin="offline", notes="\n".join(notes), replaced=replaced, kept=kept,
                          params={"tasks": used, "variant": variant, "cuda_graph": cuda_graph})
@@ -134,7 +151,9 @@ class OfflineCoder:
         ktasks = sorted((t for t in plan.tasks if t.kind in KERNEL_TASKS
                          and t.status not in ("skipped", "failed")),
                         key=lambda t: -t.share)
-        if not ktasks:
+        tc = [t for t in plan.tasks if t.kind == "tensor_core_gemm" and lang == "cuda"
+              and t.status not in ("skipped", "failed")]
+        if not ktasks and not tc:
             return []
         failed = feedback is not None and feedback.status != "pass"
         out: list[tuple[str, dict]] = []
@@ -149,10 +168,14 @@ class OfflineCoder:
             for t in ktasks:
                 scalar.setdefault(t.id, {}).update(vec=1)
             out.append(("all kernels scalar (vec=1) after a failed verdict", scalar))
-            for t in ktasks:
+            for t in tc + ktasks:
                 out.append((f"{t.id} in the library after a failed verdict", with_(t.id, off=True)))
             return out
         pool: list[tuple[str, dict]] = []
+        for t in tc:   # does the split pay here? (measured, not assumed)
+            off = bool(base.get(t.id, {}).get("off"))
+            pool.append((f"{t.id} GEMMs {'on tensor cores again' if off else 'in fp32 cuBLAS'}",
+                         with_(t.id, off=not off)))
         for t in ktasks:
             cur = {**t.params, **base.get(t.id, {})}
             if cur.get("off"):

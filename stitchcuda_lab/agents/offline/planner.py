@@ -27,6 +27,13 @@ if TYPE_CHECKING:
     from ...settings import Settings
 
 LAUNCH_BOUND_US = 20.0   # eager time per kernel launch below which a CUDA graph pays
+# fp32 GEMMs worth the 3xTF32 split (gemm.py): long enough K and enough work that the split's
+# extra memory passes and launches are small next to the GEMM (measured on the H200:
+# 1.5-2.3x at K >= 1024 and >= 17 GFLOP, slower at K = 128 or one 512-row step).
+SPLIT_MIN_K = 512
+SPLIT_MIN_FLOPS = 4e9
+SPLIT_TARGETS = ("aten.linear.default", "aten.matmul.default", "aten.mm.default",
+                 "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default")
 
 
 def fusion_groups(graph: Graph) -> tuple[list[list[str]], dict[str, str]]:
@@ -195,6 +202,20 @@ class OfflinePlanner:
             plan.tasks.append(Task(id=f"t{tid}", kind="keep", ops=names,
                                    targets=sorted({graph.node(x).target for x in names}),
                                    share=share(names), technique="library call", reason=r))
+        split = tensor_core_gemms(graph) if device == "cuda" else []
+        if split:
+            tid += 1
+            flops = sum(graph.node(x).flops for x in split)
+            plan.tasks.append(Task(
+                id=f"t{tid}", kind="tensor_core_gemm", ops=split,
+                targets=sorted({graph.node(x).target for x in split}), share=share(split),
+                technique="3xTF32 split on tensor cores: each fp32 operand = TF32 big part + fp32 "
+                          "remainder; three TF32 products with fp32 partial sums over K-chunks "
+                          "of 1024 (runtime.gemm; error about twice an fp32 GEMM's)",
+                reason=f"{len(split)} fp32 GEMM(s), {flops / 1e9:.0f} GFLOP: without TF32 they "
+                       "run on the SIMT units; the split keeps fp32 accuracy on TF32 tensor "
+                       "cores (compute capability 8.0+)",
+                refs=["tf32x3-split"], params={}))
         # notes a person should know
         for n in graph.placeholders():
             if n.kind == "input" and n.stride is not None and n.shape is not None and \
@@ -225,6 +246,26 @@ class OfflinePlanner:
             reason=f"launch-bound: {launches} launches in {graph.eager_ms:.3f} ms "
                    f"({per:.1f} us each); a replay costs one launch",
             refs=["cuda-graphs"]))
+
+
+def tensor_core_gemms(graph: Graph) -> list[str]:
+    """fp32 GEMM nodes the 3xTF32 split should pay for (see SPLIT_MIN_K, SPLIT_MIN_FLOPS)."""
+    out = []
+    for n in graph.calls():
+        if n.target not in SPLIT_TARGETS or n.dtype != "float32":
+            continue
+        ins = [graph.node(x) for x in n.inputs()]
+        if any(i.dtype not in (None, "float32") for i in ins):
+            continue
+        # the operand whose last dim is K: linear's weight, mm's / matmul's first, addmm's second
+        pos = 1 if n.opname in ("linear", "addmm", "baddbmm") else 0
+        ref = n.args[pos] if len(n.args) > pos else None
+        if not (isinstance(ref, dict) and "node" in ref):
+            continue
+        k = (graph.node(ref["node"]).shape or [0])[-1]
+        if k >= SPLIT_MIN_K and n.flops >= SPLIT_MIN_FLOPS:
+            out.append(n.name)
+    return out
 
 
 def _describe(spec, graph, kinds: list[str]) -> str:

@@ -107,8 +107,12 @@ def schedule(graph: Graph, groups: list[list[str]]) -> list[tuple[str, Any]]:
 
 
 def render(graph: Graph, problem_source: str, problem_name: str, calls: list[KernelCall],
-           lang: str, cuda_graph: bool, notes: list[str]) -> str:
-    """Python source of the candidate module (without the SOURCES/LANGS table)."""
+           lang: str, cuda_graph: bool, notes: list[str], split: set[str] = frozenset()) -> str:
+    """Python source of the candidate module (without the SOURCES/LANGS table).
+
+    Nodes in ``split`` (fp32 GEMMs of a tensor_core_gemm task) call ``runtime.gemm.<op>``,
+    which has the aten op's signature, instead of ``torch.ops.aten.<op>``.
+    """
     groups = [c.spec.ops for c in calls]
     steps = schedule(graph, groups)
     inputs = [n for n in graph.placeholders() if n.kind == "input"]
@@ -192,7 +196,7 @@ def render(graph: Graph, problem_source: str, problem_name: str, calls: list[Ker
             if n.target == "getitem":
                 b(f"{var(n.name)} = {var(n.args[0]['node'])}[{int(n.args[1])}]")
                 continue
-            fn = "torch.ops." + n.target
+            fn = f"runtime.gemm.{n.opname}" if key in split else "torch.ops." + n.target
             args_s = [render_arg(a) for a in n.args]
             args_s += [f"{k}={render_arg(v)}" for k, v in n.kwargs.items()]
             b(f"{var(n.name)} = {fn}({', '.join(args_s)})")

@@ -186,3 +186,81 @@ def test_cuda_candidate_with_graph_capture_matches_eager(settings):
     for seed in (0, 1, 2):
         want, got, _, _ = run_both(GEMM, cand, device="cuda", seed=seed)
         assert_close(got, want)
+
+
+# --- fp32 GEMMs on tensor cores (tensor_core_gemm) -------------------------------------------
+
+BIG_LINEAR = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(1024, 2048)
+        def forward(self, x):
+            return torch.relu(self.fc(x))
+    def get_inputs():
+        return [torch.randn(2048, 1024)]
+    def get_init_inputs():
+        return []
+""", name="big_linear")
+
+
+def _cuda_plan(problem, settings):
+    graph = analyse(problem, device="cpu", profile=False, settings=settings)
+    graph = dataclasses.replace(graph, device="cuda")      # planned as for a GPU
+    return graph, OfflinePlanner().plan(problem, graph, settings)
+
+
+def test_split_gemm_program_calls_runtime_gemm_and_claims_the_gemm(settings):
+    graph, plan = _cuda_plan(BIG_LINEAR, settings)
+    (task,) = [t for t in plan.tasks if t.kind == "tensor_core_gemm"]
+    cand = OfflineCoder().candidate(BIG_LINEAR, graph, plan, {})
+    assert "runtime.gemm.linear(" in cand.program
+    assert "torch.ops.aten.linear" not in cand.program
+    assert {"aten.linear.default", "aten.mm.default"} <= set(cand.replaced)
+    assert "aten.linear.default" not in cand.kept
+    # the same program with the task off keeps the library GEMM and says so
+    off = OfflineCoder().candidate(BIG_LINEAR, graph, plan, {task.id: {"off": True}})
+    assert "runtime.gemm" not in off.program and "torch.ops.aten.linear" in off.program
+    assert "aten.linear.default" in off.kept and "aten.linear.default" not in off.replaced
+    # skipping the task in the plan does the same
+    task.status = "skipped"
+    skipped = OfflineCoder().candidate(BIG_LINEAR, graph, plan, {})
+    assert "runtime.gemm" not in skipped.program
+
+
+def test_refinement_measures_the_split_against_fp32_cublas_first(settings):
+    graph, plan = _cuda_plan(BIG_LINEAR, settings)
+    (task,) = [t for t in plan.tasks if t.kind == "tensor_core_gemm"]
+    first = OfflineCoder().code(BIG_LINEAR, graph, plan, settings, iteration=0)[0]
+    nxt = OfflineCoder().code(BIG_LINEAR, graph, plan, settings, iteration=1, previous=first,
+                              feedback=Verdict(status="pass", correct=True))
+    assert nxt[0].params["tasks"][task.id]["off"] is True
+    assert "fp32 cuBLAS" in nxt[0].params["variant"]
+    # after a failed verdict the split is among the first things taken back
+    failed = OfflineCoder().variants(graph, plan, {}, 1, Verdict(status="incorrect"))
+    assert any(label.startswith(f"{task.id} in the library") for label, _ in failed)
+
+
+def test_rubric_does_not_call_runtime_gemm_a_torch_fallback(settings):
+    from stitchcuda_lab.agents import rubric
+    graph, plan = _cuda_plan(BIG_LINEAR, settings)
+    cand = OfflineCoder().candidate(BIG_LINEAR, graph, plan, {})
+    scores = rubric.score(cand, Verdict(status="pass", correct=True))
+    assert scores["compliance"]["score"] == 1.0, scores["compliance"]
+    # while a program that calls torch's linear for a claimed op is still caught
+    bad = dataclasses.replace(cand, program=cand.program.replace(
+        "runtime.gemm.linear(", "torch.nn.functional.linear("))
+    assert rubric.score(bad, Verdict(status="pass", correct=True))["compliance"]["score"] < 1.0
+
+
+@pytest.mark.gpu
+def test_split_gemm_candidate_matches_eager_on_cuda(settings):
+    settings = settings.replace(device="cuda")
+    graph = analyse(BIG_LINEAR, device="cuda", profile=True)
+    plan = OfflinePlanner().plan(BIG_LINEAR, graph, settings)
+    assert "tensor_core_gemm" in [t.kind for t in plan.tasks]
+    cand = OfflineCoder().code(BIG_LINEAR, graph, plan, settings, iteration=0)[0]
+    assert "runtime.gemm.linear(" in cand.program
+    for seed in (0, 1):
+        want, got, _, _ = run_both(BIG_LINEAR, cand, device="cuda", seed=seed)
+        assert_close(got, want)

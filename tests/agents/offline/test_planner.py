@@ -189,3 +189,34 @@ def test_uncaptured_graph_gets_only_keep_and_cuda_graph(settings):
     _, plan = plan_of(p, settings, device="cuda",
                       graph=dataclasses.replace(graph, device="cuda", eager_launches=3))
     assert set(kinds(plan)) <= {"keep", "cuda_graph"}
+
+
+def _linear_problem(batch, k, n):
+    return make_problem(f"""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear({k}, {n})
+        def forward(self, x):
+            return torch.relu(self.fc(x))
+    def get_inputs():
+        return [torch.randn({batch}, {k})]
+    def get_init_inputs():
+        return []
+""")
+
+
+def test_large_fp32_gemms_get_a_tensor_core_task_on_cuda_only(settings):
+    big = _linear_problem(2048, 1024, 2048)                   # 8.6 GFLOP, K = 1024
+    graph, plan = plan_of(big, settings, device="cuda")
+    (task,) = [t for t in plan.tasks if t.kind == "tensor_core_gemm"]
+    assert [graph.node(o).target for o in task.ops] == ["aten.linear.default"]
+    assert "tf32x3-split" in task.refs and "3xTF32" in task.technique
+    assert "GFLOP" in task.reason
+    _, plan = plan_of(big, settings, device="cpu")
+    assert "tensor_core_gemm" not in kinds(plan)
+    # short K (memory-bound) or little work: not worth the split
+    _, plan = plan_of(_linear_problem(8192, 128, 4096), settings, device="cuda")
+    assert "tensor_core_gemm" not in kinds(plan)
+    _, plan = plan_of(MLP, settings, device="cuda")
+    assert "tensor_core_gemm" not in kinds(plan)

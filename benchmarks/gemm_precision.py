@@ -1,0 +1,168 @@
+"""fp32 GEMM vs the 3xTF32 split on tensor cores: time and accuracy, for the suite's GEMM shapes.
+
+For each shape (the GEMMs of benchmarks/problems), four ways to compute the fp32 product:
+  fp32      torch.mm / torch.bmm as eager runs it (cuBLAS, fp32 SIMT)
+  tf32      one TF32 tensor-core GEMM (what allow_tf32 would do): fast but 10 mantissa bits
+  3xtf32_long  the split as one cuBLAS call over 3K (one tensor-core accumulation)
+  3xtf32    stitchcuda_lab.gemm: the split with partial sums over K-chunks of 1024 products,
+            what the offline agents use
+Error is measured against an fp64 product of the same inputs, as the largest
+|out - ref| / (atol + rtol * |ref|) with atol = rtol = 1e-4 (KernelBench's fp32 tolerance):
+below 1 passes. Time: CUDA events, L2 flushed before each trial, median of --reps.
+
+    python benchmarks/gemm_precision.py --out benchmarks/results/h200-gemm-precision.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from functools import partial
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+# (label, batch, M, N, K, b is a transposed view (x @ W.t()))
+SHAPES = [
+    ("16 linear 1024x8192x8192", 1, 1024, 8192, 8192, True),
+    ("17 linear 2048x8192x4096", 1, 2048, 8192, 4096, True),
+    ("18 linear 4096x4096x4096", 1, 4096, 4096, 4096, True),
+    ("19 bmm q@k^T 64x1024x1024x128", 64, 1024, 1024, 128, True),
+    ("20 matmul 4096x4096x4096", 1, 4096, 4096, 4096, False),
+    ("25 mlp fc2 4096x8192x8192", 1, 4096, 8192, 8192, True),
+    ("25 mlp fc3 4096x1024x8192", 1, 4096, 1024, 8192, True),
+    ("27 qkv 16384x3072x1024", 1, 16384, 3072, 1024, True),
+    ("27 fc2 16384x1024x4096", 1, 16384, 1024, 4096, True),
+    ("28 gru step 512x3072x1024", 1, 512, 3072, 1024, True),
+]
+
+
+def timed(fn, reps: int) -> float:
+    import torch
+    flush = torch.empty(256 * 1024 * 1024 // 4, device="cuda")
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        flush.fill_(1.0)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    return statistics.median(times)
+
+
+def err_ratio(out, ref) -> float:
+    d = (out.double() - ref).abs()
+    return float((d / (1e-4 + 1e-4 * ref.abs())).max())
+
+
+def layout_check() -> list[str]:
+    """Every operand layout and entry point against torch on odd sizes; returns failures."""
+    import itertools
+
+    import torch
+
+    from stitchcuda_lab import gemm
+    bad = []
+    for nb, (m, n, k), ta, tb in itertools.product((1, 3), ((37, 53, 29), (64, 128, 256),
+                                                             (1, 7, 5), (8, 1, 3)),
+                                                    (False, True), (False, True)):
+        a = torch.randn(nb, k, m, device="cuda").transpose(1, 2) if ta else \
+            torch.randn(nb, m, k, device="cuda")
+        b = torch.randn(nb, n, k, device="cuda").transpose(1, 2) if tb else \
+            torch.randn(nb, k, n, device="cuda")
+        c = torch.randn(nb, m, n, device="cuda")
+        bias = torch.randn(n, device="cuda")
+        cases = [("bmm", gemm.bmm(a, b), torch.bmm(a, b)),
+                 ("baddbmm", gemm.baddbmm(c, a, b, beta=0.5, alpha=2.0),
+                  torch.baddbmm(c, a, b, beta=0.5, alpha=2.0))]
+        if nb == 1:
+            cases += [("mm", gemm.mm(a[0], b[0]), torch.mm(a[0], b[0])),
+                      ("addmm", gemm.addmm(bias, a[0], b[0]), torch.addmm(bias, a[0], b[0]))]
+        for name, got, want in cases:
+            if not torch.allclose(got, want, atol=1e-4, rtol=1e-4):
+                bad.append(f"{name} nb={nb} m,n,k={m},{n},{k} a^T={ta} b^T={tb}: max diff "
+                           f"{(got - want).abs().max().item():.3g}")
+    x = torch.randn(4, 33, 65, device="cuda")
+    w = torch.randn(47, 65, device="cuda")
+    bias = torch.randn(47, device="cuda")
+    q = torch.randn(2, 3, 33, 16, device="cuda")
+    kt = torch.randn(2, 3, 40, 16, device="cuda").transpose(-2, -1)
+    v1 = torch.randn(65, device="cuda")
+    extra = [("linear 3-D", gemm.linear(x, w, bias), torch.nn.functional.linear(x, w, bias)),
+             ("linear no bias", gemm.linear(x[0], w), torch.nn.functional.linear(x[0], w)),
+             ("matmul 3-D @ 2-D", gemm.matmul(x, w.t()), torch.matmul(x, w.t())),
+             ("matmul 4-D @ 4-D^T", gemm.matmul(q, kt), torch.matmul(q, kt)),
+             ("matmul 3-D @ 1-D", gemm.matmul(x, v1), torch.matmul(x, v1)),
+             ("matmul 1-D @ 2-D", gemm.matmul(v1, w.t()), torch.matmul(v1, w.t())),
+             ("matmul broadcast", gemm.matmul(x[:1], w.t().expand(4, 65, 47)),
+              torch.matmul(x[:1], w.t().expand(4, 65, 47)))]
+    for name, got, want in extra:
+        if got.shape != want.shape or not torch.allclose(got, want, atol=1e-4, rtol=1e-4):
+            bad.append(f"{name}: shapes {tuple(got.shape)} vs {tuple(want.shape)}")
+    return bad
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    import torch
+
+    from stitchcuda_lab import gemm
+    torch.manual_seed(0)
+    bad = layout_check()
+    print("layout check:", "ok" if not bad else "FAILED", *bad, sep="\n  ", flush=True)
+    rows = []
+    for label, nb, m, n, k, trans in SHAPES:
+        a = torch.randn(nb, m, k, device="cuda")
+        if trans:
+            w = torch.randn(nb, n, k, device="cuda") * k ** -0.5
+            b = w.transpose(1, 2)
+        else:
+            b = torch.randn(nb, k, n, device="cuda") * k ** -0.5
+        ref = torch.bmm(a.double(), b.double())
+        fp32 = partial(torch.bmm, a, b)
+        tf32 = partial(gemm._gemm, a, b, None, 0.0, 1.0, gemm.COMPUTE_32F_FAST_TF32, split=False)
+        x3 = partial(gemm.bmm, a, b)
+
+        def x3_long(a=a, b=b):   # one accumulation over all 3K products (no partial sums)
+            keep, gemm.CHUNK_K = gemm.CHUNK_K, 1 << 30
+            try:
+                return gemm.bmm(a, b)
+            finally:
+                gemm.CHUNK_K = keep
+        row = {"shape": label, "batch": nb, "m": m, "n": n, "k": k}
+        for name, fn in (("fp32", fp32), ("tf32", tf32), ("3xtf32_long", x3_long),
+                         ("3xtf32", x3)):
+            out = fn()
+            row[f"{name}_ms"] = round(timed(fn, args.reps), 4)
+            row[f"{name}_err"] = round(err_ratio(out, ref), 4)
+            row[f"{name}_tflops"] = round(2 * nb * m * n * k / row[f"{name}_ms"] / 1e9, 1)
+        row["verifier_allclose"] = bool(torch.allclose(x3(), fp32(), atol=1e-4, rtol=1e-4))
+        row["speedup"] = round(row["fp32_ms"] / row["3xtf32_ms"], 3)
+        rows.append(row)
+        print(f"{label:34s} fp32 {row['fp32_ms']:8.3f} ms ({row['fp32_tflops']:5.1f} TF, "
+              f"err {row['fp32_err']:.3f})  tf32 {row['tf32_ms']:7.3f} ms (err "
+              f"{row['tf32_err']:7.2f})  one-acc err {row['3xtf32_long_err']:.3f}  3xtf32 {row['3xtf32_ms']:7.3f} ms "
+              f"({row['3xtf32_tflops']:5.1f} TF, err {row['3xtf32_err']:.3f})  "
+              f"{row['speedup']:.2f}x  allclose={row['verifier_allclose']}", flush=True)
+        del fp32, tf32, x3, x3_long, ref
+        torch.cuda.empty_cache()
+    if args.out:
+        meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                "cuda": torch.version.cuda, "reps": args.reps,
+                "command": "python benchmarks/gemm_precision.py " + " ".join(argv or sys.argv[1:])}
+        Path(args.out).write_text(json.dumps({"meta": meta, "layout_check": bad or "ok",
+                                              "rows": rows}, indent=1) + "\n")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
