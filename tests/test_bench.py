@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from stitchcuda_lab import bench
 
 PROBLEM = '''"""pointwise: tiny chain for the bench test."""
@@ -95,3 +97,25 @@ def test_bench_runs_each_problem_in_its_own_process(tmp_path):
     assert (out / "results.md").read_text().count("|") > 10
     assert (out / "results.html").exists()
     assert json.loads(proc.stdout)["problems"] == 2
+
+
+def test_bench_over_a_local_ray_cluster(tmp_path):
+    """--ray: each problem is a Ray task (a local cluster here; RAY_ADDRESS picks another)."""
+    pytest.importorskip("ray")
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    (folder / "01_pointwise_tiny.py").write_text(PROBLEM)
+    (folder / "02_pointwise_again.py").write_text(PROBLEM)
+    out = tmp_path / "out"
+    import os
+    env = {"STITCH_SESSIONS_DIR": str(tmp_path / "s"), "STITCH_CACHE_DIR": str(tmp_path / "c"),
+           "STITCH_TIMING_TRIALS": "3", "STITCH_WARMUP": "1", "STITCH_PROFILE": "0",
+           "RAY_ADDRESS": "local", "RAY_USAGE_STATS_ENABLED": "0"}
+    proc = subprocess.run([sys.executable, "-m", "stitchcuda_lab", "bench", str(folder),
+                           "--device", "cpu", "--iters", "0", "--modes", "", "--out", str(out),
+                           "--ray", "--json"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **env})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert [r["problem"] for r in rows] == ["01_pointwise_tiny.py", "02_pointwise_again.py"]
+    assert all(r["correct"] and r["eager_ms"] > 0 for r in rows)
