@@ -2,7 +2,6 @@
 # expect: pass
 """Legit: the GEMM on TF32 tensor cores through runtime.gemm's 3xTF32 split (fp32-accurate,
 no global precision switch touched), bias + ReLU in one NVRTC kernel."""
-import torch
 import torch.nn as nn
 
 from stitchcuda_lab import runtime
