@@ -108,6 +108,10 @@ def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: st
     row["speedup_vs_compile"] = _ratio(timings.get("compile:default"), row["ours_ms"])
     row["candidate_speedup_vs_eager"] = _ratio(eager, ours)
     row["seconds"] = round(time.perf_counter() - t0, 1)
+    try:
+        row["cpus"] = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        row["cpus"] = os.cpu_count()
     return row
 
 
@@ -127,6 +131,7 @@ def _child_main(argv: list[str]) -> int:
     ap.add_argument("--shrink", type=int, default=1)
     ap.add_argument("--json-out", required=True)
     a = ap.parse_args(argv)
+    _apply_cpu_slice()
     try:
         row = run_one(a.problem, device=a.device, iters=a.iters, agent=a.agent, modes=a.modes,
                       shrink=a.shrink)
@@ -139,7 +144,42 @@ def _child_main(argv: list[str]) -> int:
 
 # ---------------------------------------------------------------- the whole folder
 
-def _spawn(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int | None) -> dict:
+def cpu_slices(n: int) -> list[list[int]]:
+    """This process's CPUs in ``n`` contiguous, nearly equal slices (shared when too few).
+
+    One slice per GPU slot: a problem's torch.compile (whose workers take every core they can)
+    then cannot starve the host side of the timing running for another GPU.
+    """
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = list(range(os.cpu_count() or 1))
+    if n <= 1:
+        return [cpus]
+    if n > len(cpus):
+        return [[cpus[i % len(cpus)]] for i in range(n)]
+    size, extra = divmod(len(cpus), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        out.append(cpus[start:end])
+        start = end
+    return out
+
+
+def _apply_cpu_slice() -> None:
+    """In a problem's process: keep to the CPUs the parent gave this GPU slot."""
+    spec = os.environ.get("STITCH_BENCH_CPUS")
+    if not spec or not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        os.sched_setaffinity(0, {int(c) for c in spec.split(",")})
+    except (OSError, ValueError):
+        pass   # a slice this machine does not have: run unpinned rather than not at all
+
+
+def _spawn(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int | None,
+           cpus: list[int] | None = None) -> dict:
     target = out_dir / "rows" / f"{problem.stem}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "stitchcuda_lab.bench", "one", str(problem),
@@ -148,6 +188,9 @@ def _spawn(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int | No
     env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    if cpus:
+        env["STITCH_BENCH_CPUS"] = ",".join(str(c) for c in cpus)
+        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(len(cpus)))
     log = out_dir / "rows" / f"{problem.stem}.log"
     try:
         with open(log, "w") as fh:
@@ -177,7 +220,9 @@ def _local_gpus(device: str) -> list[int | None]:
 def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
               progress=print) -> list[dict]:
     slots: queue.Queue = queue.Queue()
-    for g in _local_gpus(args.device):
+    gpus = _local_gpus(args.device)
+    cpus = dict(zip(gpus, cpu_slices(len(gpus)))) if len(gpus) > 1 else {}
+    for g in gpus:
         slots.put(g)
     rows: dict[str, dict] = {}
     lock = threading.Lock()
@@ -185,7 +230,7 @@ def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
     def work(p: Path) -> None:
         g = slots.get()
         try:
-            row = _spawn(p, out_dir, args, g)
+            row = _spawn(p, out_dir, args, g, cpus.get(g))
         finally:
             slots.put(g)
         with lock:

@@ -119,3 +119,46 @@ def test_bench_over_a_local_ray_cluster(tmp_path):
     rows = json.loads((out / "results.json").read_text())["rows"]
     assert [r["problem"] for r in rows] == ["01_pointwise_tiny.py", "02_pointwise_again.py"]
     assert all(r["correct"] and r["eager_ms"] > 0 for r in rows)
+
+
+def test_cpu_slices_split_the_cpus_between_gpu_slots(monkeypatch):
+    monkeypatch.setattr(bench.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert bench.cpu_slices(1) == [list(range(8))]
+    assert bench.cpu_slices(2) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert bench.cpu_slices(3) == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    assert bench.cpu_slices(10)[8:] == [[0], [1]]            # more slots than CPUs: shared
+
+
+def test_each_gpu_slot_runs_on_its_own_cpus(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_run(cmd, env, **kw):
+        seen.update(env)
+        target = Path(cmd[cmd.index("--json-out") + 1])
+        target.write_text(json.dumps({"problem": "p.py", "status": "pass", "correct": True}))
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    import argparse
+    ap = argparse.ArgumentParser()
+    bench.add_arguments(ap)
+    args = ap.parse_args([str(tmp_path), "--device", "cuda"])
+    row = bench._spawn(tmp_path / "p.py", tmp_path, args, 1, [4, 5, 6, 7])
+    assert row["correct"]
+    assert seen["CUDA_VISIBLE_DEVICES"] == "1" and seen["STITCH_BENCH_CPUS"] == "4,5,6,7"
+    assert seen["TORCHINDUCTOR_COMPILE_THREADS"] == "4"
+
+
+def test_problem_process_keeps_to_its_slice(monkeypatch):
+    import os
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    before = os.sched_getaffinity(0)
+    one = min(before)
+    monkeypatch.setenv("STITCH_BENCH_CPUS", str(one))
+    try:
+        bench._apply_cpu_slice()
+        assert os.sched_getaffinity(0) == {one}
+    finally:
+        os.sched_setaffinity(0, before)
