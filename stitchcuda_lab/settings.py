@@ -53,6 +53,7 @@ class Settings:
     compile_modes: str = "default"  # comma list: default,max-autotune-no-cudagraphs,reduce-overhead
     profile: bool = True
     ncu: bool = False               # per-kernel hardware counters (slow; GPU only)
+    tensor_cores: bool = True       # large fp32 GEMMs may run as the fp32-accurate 3xTF32 split
     model: str = "claude-sonnet-5-5"
     max_tokens: int = 8192
     temperature: float = 0.2

@@ -32,7 +32,7 @@ DEVICES = ("auto", "cpu", "cuda")
 # Traits that map one to one onto Settings fields (None: keep STITCH_* / the default).
 _SETTING_TRAITS = ("device", "agent", "iters", "sessions_dir", "cache_dir", "cache", "trials",
                    "timing_trials", "warmup", "seed", "timeout", "compile_modes", "profile",
-                   "ncu", "model", "atol", "rtol")
+                   "ncu", "tensor_cores", "model", "atol", "rtol")
 
 
 @magics_class
@@ -56,6 +56,8 @@ class StitchMagics(Magics):
         config=True)
     profile = Bool(None, allow_none=True, help="record timelines").tag(config=True)
     ncu = Bool(None, allow_none=True, help="Nsight Compute counters (GPU, slow)").tag(config=True)
+    tensor_cores = Bool(None, allow_none=True,
+                        help="let fp32 GEMMs use the fp32-accurate 3xTF32 split").tag(config=True)
     model = Unicode(None, allow_none=True, help="LLM model name").tag(config=True)
     atol = Float(None, allow_none=True, help="absolute tolerance").tag(config=True)
     rtol = Float(None, allow_none=True, help="relative tolerance").tag(config=True)

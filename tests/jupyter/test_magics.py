@@ -44,8 +44,9 @@ def test_load_ext_registers_cell_and_line_magics(shell):
 def test_config_values_reach_the_settings(shell):
     shell.run_line_magic("config", "StitchMagics.iters = 2")
     shell.run_line_magic("config", "StitchMagics.device = 'cpu'")
+    shell.run_line_magic("config", "StitchMagics.tensor_cores = False")
     s = _magics(shell).settings()
-    assert (s.iters, s.device, s.compile_modes) == (2, "cpu", "")
+    assert (s.iters, s.device, s.compile_modes, s.tensor_cores) == (2, "cpu", "", False)
 
 
 def test_options_override_config(shell):

@@ -203,6 +203,10 @@ class OfflinePlanner:
                                    targets=sorted({graph.node(x).target for x in names}),
                                    share=share(names), technique="library call", reason=r))
         split = tensor_core_gemms(graph) if device == "cuda" else []
+        if split and not settings.tensor_cores:
+            plan.notes.append(f"{len(split)} fp32 GEMM(s) could run on tensor cores (3xTF32 "
+                              "split) but tensor_cores is off: they stay in fp32 cuBLAS")
+            split = []
         if split:
             tid += 1
             flops = sum(graph.node(x).flops for x in split)

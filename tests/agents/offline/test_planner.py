@@ -220,3 +220,10 @@ def test_large_fp32_gemms_get_a_tensor_core_task_on_cuda_only(settings):
     assert "tensor_core_gemm" not in kinds(plan)
     _, plan = plan_of(MLP, settings, device="cuda")
     assert "tensor_core_gemm" not in kinds(plan)
+
+
+def test_tensor_cores_setting_off_keeps_gemms_in_fp32_cublas(settings):
+    big = _linear_problem(2048, 1024, 2048)
+    _, plan = plan_of(big, settings.replace(tensor_cores=False), device="cuda")
+    assert "tensor_core_gemm" not in kinds(plan)
+    assert any("tensor_cores is off" in n for n in plan.notes)
