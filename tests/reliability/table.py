@@ -231,6 +231,11 @@ without CUDA; run them with `pytest -m gpu tests/adversarial` on a GPU machine).
 TEMPLATE_TAIL = """
 ## Fixes these tests forced
 
+- `numerics_flags`: a candidate that switched the process to TF32 when imported passed, since
+  the reference then computed in TF32 as well. The Verifier now records the global precision
+  switches once the problem is loaded, rejects any change the candidate makes, and restores
+  them for the next job.
+
 - `tensor_subclass`: a lazy `torch.Tensor` subclass passed (its work ran inside the comparison,
   outside the timer and the op trace). Outputs must be plain tensors.
 - `hardcoded_output`, `cached_output`: a lookup table for the recorded seeds, and a cache that
