@@ -66,6 +66,27 @@ def check_gpu() -> Check:
                  "on a GPU machine install a CUDA build of torch", required=False)
 
 
+def check_tensor_cores(settings: Settings) -> Check:
+    """Can fp32 GEMMs use the 3xTF32 split (runtime.gemm)? Needs TF32 tensor cores (sm_80+)."""
+    if not settings.tensor_cores:
+        return Check("tensor cores", False, "off (tensor_cores setting): fp32 GEMMs stay in "
+                     "fp32 cuBLAS", "STITCH_TENSOR_CORES=1 to allow the 3xTF32 split",
+                     required=False)
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return Check("tensor cores", False, "no CUDA GPU: GEMMs use the CPU library",
+                         required=False)
+        cap = torch.cuda.get_device_capability(0)
+    except Exception as e:  # noqa: BLE001  (reported by the gpu check too)
+        return Check("tensor cores", False, f"torch.cuda failed: {e}", required=False)
+    if cap[0] < 8:
+        return Check("tensor cores", False, f"sm_{cap[0]}{cap[1]} has no TF32 tensor cores: "
+                     "fp32 GEMMs stay in fp32 cuBLAS", required=False)
+    return Check("tensor cores", True, f"sm_{cap[0]}{cap[1]}: large fp32 GEMMs may use the "
+                 "fp32-accurate 3xTF32 split", required=False)
+
+
 def check_driver() -> Check:
     if not shutil.which("nvidia-smi"):
         return Check("driver", False, "nvidia-smi not found", "install the NVIDIA driver "
@@ -144,7 +165,8 @@ def check_package(module: str, extra: str) -> Check:
 
 
 def run_checks(settings: Settings) -> list[Check]:
-    return [check_torch(), check_gpu(), check_driver(), check_nvrtc(), check_cc(), check_ncu(),
+    return [check_torch(), check_gpu(), check_tensor_cores(settings), check_driver(),
+            check_nvrtc(), check_cc(), check_ncu(),
             check_folder("cache folder", settings.cache_dir),
             check_folder("sessions folder", settings.sessions_dir),
             check_api_key(), check_package("ipywidgets", "notebook"),

@@ -42,8 +42,8 @@ def test_doctor_json_lists_every_check(tmp_path, monkeypatch):
     assert out.returncode == 0, out.stderr
     assert "sk-ant-secret-value" not in out.stdout
     names = {c["name"] for c in json.loads(out.stdout)}
-    assert {"torch", "gpu", "nvrtc", "c compiler", "ncu", "cache folder", "sessions folder",
-            "anthropic key"} <= names
+    assert {"torch", "gpu", "tensor cores", "nvrtc", "c compiler", "ncu", "cache folder",
+            "sessions folder", "anthropic key"} <= names
 
 
 def test_required_failure_gives_exit_code_1(tmp_path, monkeypatch, capsys):
@@ -53,3 +53,16 @@ def test_required_failure_gives_exit_code_1(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("STITCH_SESSIONS_DIR", str(tmp_path / "s"))
     assert doctor.main_doctor(types.SimpleNamespace(json=False)) == 1
     assert "fix:" in capsys.readouterr().out
+
+
+def test_tensor_cores_check_says_why_the_split_is_not_used(monkeypatch):
+    from stitchcuda_lab.settings import Settings
+    off = doctor.check_tensor_cores(Settings().replace(tensor_cores=False))
+    assert not off.ok and not off.required and "STITCH_TENSOR_CORES=1" in off.fix
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=0: (7, 0))
+    old = doctor.check_tensor_cores(Settings())
+    assert not old.ok and "sm_70" in old.detail and "no TF32" in old.detail
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=0: (9, 0))
+    assert doctor.check_tensor_cores(Settings()).ok
