@@ -74,19 +74,27 @@ def test_summary_and_markdown_group_by_category():
     assert "reference kept" in md
 
 
-def test_bench_runs_each_problem_in_its_own_process(tmp_path):
+def _bench_cli(tmp_path, files: dict[str, str], *extra: str, env: dict | None = None):
+    """``stitchcuda-lab bench`` on CPU over a folder of ``files``; (process, out folder)."""
+    import os
     folder = tmp_path / "problems"
     folder.mkdir()
-    (folder / "01_pointwise_tiny.py").write_text(PROBLEM)
-    (folder / "02_other_broken.py").write_text(BROKEN)
+    for name, text in files.items():
+        (folder / name).write_text(text)
     out = tmp_path / "out"
     env = {"STITCH_SESSIONS_DIR": str(tmp_path / "s"), "STITCH_CACHE_DIR": str(tmp_path / "c"),
-           "STITCH_TIMING_TRIALS": "3", "STITCH_WARMUP": "1", "STITCH_PROFILE": "0"}
-    import os
+           "STITCH_TIMING_TRIALS": "3", "STITCH_WARMUP": "1", "STITCH_PROFILE": "0",
+           **(env or {})}
     proc = subprocess.run([sys.executable, "-m", "stitchcuda_lab", "bench", str(folder),
                            "--device", "cpu", "--iters", "0", "--modes", "", "--out", str(out),
-                           "--json"], capture_output=True, text=True, timeout=600,
+                           *extra, "--json"], capture_output=True, text=True, timeout=600,
                           env={**os.environ, **env})
+    return proc, out
+
+
+def test_bench_runs_each_problem_in_its_own_process(tmp_path):
+    proc, out = _bench_cli(tmp_path, {"01_pointwise_tiny.py": PROBLEM,
+                                      "02_other_broken.py": BROKEN})
     assert proc.returncode == 0, proc.stderr
     result = json.loads((out / "results.json").read_text())
     rows = {r["problem"]: r for r in result["rows"]}
@@ -102,19 +110,9 @@ def test_bench_runs_each_problem_in_its_own_process(tmp_path):
 def test_bench_over_a_local_ray_cluster(tmp_path):
     """--ray: each problem is a Ray task (a local cluster here; RAY_ADDRESS picks another)."""
     pytest.importorskip("ray")
-    folder = tmp_path / "problems"
-    folder.mkdir()
-    (folder / "01_pointwise_tiny.py").write_text(PROBLEM)
-    (folder / "02_pointwise_again.py").write_text(PROBLEM)
-    out = tmp_path / "out"
-    import os
-    env = {"STITCH_SESSIONS_DIR": str(tmp_path / "s"), "STITCH_CACHE_DIR": str(tmp_path / "c"),
-           "STITCH_TIMING_TRIALS": "3", "STITCH_WARMUP": "1", "STITCH_PROFILE": "0",
-           "RAY_ADDRESS": "local", "RAY_USAGE_STATS_ENABLED": "0"}
-    proc = subprocess.run([sys.executable, "-m", "stitchcuda_lab", "bench", str(folder),
-                           "--device", "cpu", "--iters", "0", "--modes", "", "--out", str(out),
-                           "--ray", "--json"], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **env})
+    proc, out = _bench_cli(tmp_path, {"01_pointwise_tiny.py": PROBLEM,
+                                      "02_pointwise_again.py": PROBLEM}, "--ray",
+                           env={"RAY_ADDRESS": "local", "RAY_USAGE_STATS_ENABLED": "0"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads((out / "results.json").read_text())["rows"]
     assert [r["problem"] for r in rows] == ["01_pointwise_tiny.py", "02_pointwise_again.py"]
