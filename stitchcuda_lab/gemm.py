@@ -14,7 +14,11 @@ GEMM.
 
 The three products are one cuBLAS call over a K three times longer,
 ``[a_big | a_small | a_big] @ [b_big ; b_big ; b_small]``: one kernel at full tensor-core
-efficiency, the operands written once by a small split kernel. cuBLAS is called through ctypes
+efficiency, the operands written once by a small split kernel. Tensor cores accumulate with
+truncation, so the error of one long accumulation grows with K (at K = 8192 it reached the whole
+fp32 tolerance on an H200); for K > CHUNK_K the call is batched over K-chunks, each writing a
+partial sum, and a second kernel adds the partial sums in fp32 with rounding. The error is then
+about twice an fp32 GEMM's (benchmarks/gemm_precision.py). cuBLAS is called through ctypes
 on torch's own handle and current stream with ``CUBLAS_COMPUTE_32F_FAST_TF32`` for that call
 only, so no global switch (``torch.backends.cuda.matmul``) changes and nothing leaks into other
 code. Shapes: 2-D ``mm``/``addmm`` and 3-D ``bmm``/``baddbmm`` whose operands are contiguous or
