@@ -213,6 +213,10 @@ def matmul(input, other, *, compute: int = COMPUTE_32F_FAST_TF32):
 def _gemm(a, b, c, beta: float, alpha: float, compute: int, split: bool = True):
     """The batched product; ``split=False`` with FAST_TF32 is plain TF32 (for measurements)."""
     import torch
+    if getattr(a, "is_cuda", False) and a.device.index is not None and \
+            a.device.index != torch.cuda.current_device():
+        with torch.cuda.device(a.device.index):   # kernels, handle and stream of a's GPU
+            return _gemm(a, b, c, beta, alpha, compute, split)
     if a.dim() != 3 or b.dim() != 3:
         raise UsageError(f"gemm: expected 2-D or 3-D operands, got {a.dim()}-D and {b.dim()}-D")
     nb = max(a.shape[0], b.shape[0])
@@ -226,6 +230,9 @@ def _gemm(a, b, c, beta: float, alpha: float, compute: int, split: bool = True):
     if a.dtype != torch.float32 or b.dtype != torch.float32 or not (a.is_cuda and b.is_cuda):
         raise UsageError(f"gemm: needs fp32 CUDA tensors, got {a.dtype} on {a.device} and "
                          f"{b.dtype} on {b.device}", hint="keep the aten op for other dtypes")
+    if a.device != b.device or (c is not None and c.device != a.device):
+        raise UsageError(f"gemm: operands on different devices ({a.device}, {b.device})",
+                         hint="move them to one GPU first")
     n = b.shape[2]
     if c is None or beta == 0.0:
         c, beta = None, 0.0
