@@ -2,8 +2,9 @@
 
 Iteration 0 emits one candidate with the planner's launch parameters. Later iterations propose
 at most four measured variants of the best candidate so far: block size, vector width, items
-per thread, row strategy (block/warp per row), C chunk size, or running one fused group in the
-library instead (a fusion boundary that did not pay). A candidate that failed is answered with
+per thread, row strategy (block/warp per row), C chunk size, running one fused group in the
+library instead (a fusion boundary that did not pay), or the GEMMs of a ``tensor_core_gemm``
+task back in fp32 cuBLAS (does the 3xTF32 split pay here?). A candidate that failed is answered with
 safer variants (scalar loads, then the failing groups in the library). What changed is in
 ``Candidate.params["variant"]``.
 """

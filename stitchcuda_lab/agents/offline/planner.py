@@ -6,7 +6,8 @@ and ``build_spec`` can still turn it into one kernel. That single test covers th
 pointwise chains/DAGs with broadcasting, a reduction or normalisation with its prologue and
 epilogue, several reductions over the same rows. Groups fed by a GEMM/convolution become
 ``gemm_epilogue`` tasks (the GEMM stays in the library); everything else is ``keep``, with the
-reason. A ``cuda_graph`` task is added on CUDA when the forward is launch-bound.
+reason. On CUDA, large fp32 GEMMs get a ``tensor_core_gemm`` task (the 3xTF32 split of
+``runtime.gemm``), and a ``cuda_graph`` task is added when the forward is launch-bound.
 
 >>> plan = OfflinePlanner().plan(problem, graph, settings)   # doctest: +SKIP
 >>> [t.kind for t in plan.tasks]                             # doctest: +SKIP
