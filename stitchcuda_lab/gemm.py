@@ -140,14 +140,6 @@ class GemmError(UsageError):
     """cuBLAS refused a call; the message names the status and the shapes."""
 
 
-def available() -> bool:
-    """True on a CUDA GPU with TF32 tensor cores (compute capability 8.0 or newer)."""
-    import torch
-    if not torch.cuda.is_available():
-        return False
-    return torch.cuda.get_device_capability()[0] >= 8
-
-
 # --- public ops (same contracts as the aten ops they stand for) ---------------------------
 
 def mm(a, b, *, compute: int = COMPUTE_32F_FAST_TF32):
