@@ -178,22 +178,30 @@ def new_threads(before: set[int]) -> list[str]:
 
 # --- global numerics switches ------------------------------------------------------------------
 
-def _numerics_getters():
+def _switches():
+    """(name, read, write) for each process-wide precision switch, in restore order: torch's
+    legacy setters first (they also set the new API's values), then the new API's own values,
+    which leaves both readable and equal to what was saved."""
     import torch
     b = torch.backends
-    return [
-        ("torch.backends.fp32_precision", lambda: b.fp32_precision),
-        ("torch.get_float32_matmul_precision()", torch.get_float32_matmul_precision),
-        ("torch.backends.cuda.matmul.allow_tf32", lambda: b.cuda.matmul.allow_tf32),
-        ("torch.backends.cuda.matmul.fp32_precision", lambda: b.cuda.matmul.fp32_precision),
-        ("torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
-         lambda: b.cuda.matmul.allow_fp16_reduced_precision_reduction),
-        ("torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
-         lambda: b.cuda.matmul.allow_bf16_reduced_precision_reduction),
-        ("torch.backends.cudnn.allow_tf32", lambda: b.cudnn.allow_tf32),
-        ("torch.backends.cudnn.conv.fp32_precision", lambda: b.cudnn.conv.fp32_precision),
-        ("torch.backends.cudnn.rnn.fp32_precision", lambda: b.cudnn.rnn.fp32_precision),
-    ]
+
+    def attr(obj, name):
+        return (lambda: getattr(obj, name)), (lambda v: setattr(obj, name, v))
+
+    mm = b.cuda.matmul
+    table = [("torch.get_float32_matmul_precision()",
+              (torch.get_float32_matmul_precision, torch.set_float32_matmul_precision))]
+    for prefix, obj, name in [
+            ("torch.backends.cuda.matmul.", mm, "allow_tf32"),
+            ("torch.backends.cuda.matmul.", mm, "allow_fp16_reduced_precision_reduction"),
+            ("torch.backends.cuda.matmul.", mm, "allow_bf16_reduced_precision_reduction"),
+            ("torch.backends.cudnn.", b.cudnn, "allow_tf32"),
+            ("torch.backends.", b, "fp32_precision"),
+            ("torch.backends.cuda.matmul.", mm, "fp32_precision"),
+            ("torch.backends.cudnn.conv.", getattr(b.cudnn, "conv", None), "fp32_precision"),
+            ("torch.backends.cudnn.rnn.", getattr(b.cudnn, "rnn", None), "fp32_precision")]:
+        table.append((prefix + name, attr(obj, name)))
+    return [(name, read, write) for name, (read, write) in table]
 
 
 def numerics_flags() -> dict[str, Any]:
@@ -204,9 +212,9 @@ def numerics_flags() -> dict[str, Any]:
     switch torch cannot read back (set through both its legacy and new APIs) reads "unreadable".
     """
     out: dict[str, Any] = {}
-    for name, get in _numerics_getters():
+    for name, read, _ in _switches():
         try:
-            out[name] = get()
+            out[name] = read()
         except Exception:  # noqa: BLE001  (torch raises when both APIs were mixed)
             out[name] = "unreadable"
     return out
@@ -219,33 +227,12 @@ def changed_numerics(before: dict[str, Any]) -> list[str]:
 
 
 def restore_numerics(saved: dict[str, Any]) -> None:
-    """Put the switches back: legacy setters first (they also set the new API's values), then
-    the new API's own values, which leaves both readable and equal to ``saved``."""
-    import torch
-    b = torch.backends
-    legacy = [
-        ("torch.get_float32_matmul_precision()", torch.set_float32_matmul_precision),
-        ("torch.backends.cuda.matmul.allow_tf32", lambda v: setattr(b.cuda.matmul, "allow_tf32", v)),
-        ("torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
-         lambda v: setattr(b.cuda.matmul, "allow_fp16_reduced_precision_reduction", v)),
-        ("torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
-         lambda v: setattr(b.cuda.matmul, "allow_bf16_reduced_precision_reduction", v)),
-        ("torch.backends.cudnn.allow_tf32", lambda v: setattr(b.cudnn, "allow_tf32", v)),
-    ]
-    new = [
-        ("torch.backends.fp32_precision", lambda v: setattr(b, "fp32_precision", v)),
-        ("torch.backends.cuda.matmul.fp32_precision",
-         lambda v: setattr(b.cuda.matmul, "fp32_precision", v)),
-        ("torch.backends.cudnn.conv.fp32_precision",
-         lambda v: setattr(b.cudnn.conv, "fp32_precision", v)),
-        ("torch.backends.cudnn.rnn.fp32_precision",
-         lambda v: setattr(b.cudnn.rnn, "fp32_precision", v)),
-    ]
-    for name, set_ in legacy + new:
+    """Put the switches back as ``numerics_flags()`` read them."""
+    for name, _, write in _switches():
         v = saved.get(name)
         if v is None or v == "unreadable":
             continue
         try:
-            set_(v)
+            write(v)
         except Exception:  # noqa: BLE001  (a switch this torch does not have)
             pass

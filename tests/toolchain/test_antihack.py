@@ -54,3 +54,27 @@ def test_overlap_detects_views_and_shared_storage():
     assert overlaps(x[2:5], x)
     assert overlaps(x.view(2, 5), x)
     assert not overlaps(x.clone(), x)
+
+
+def test_precision_switches_are_seen_and_restored_whichever_api_flipped_them():
+    from stitchcuda_lab.toolchain.antihack import (changed_numerics, numerics_flags,
+                                                   restore_numerics)
+    saved = numerics_flags()
+    assert "unreadable" not in saved.values()
+    b = torch.backends
+    flips = [lambda: setattr(b.cuda.matmul, "allow_tf32", True),
+             lambda: torch.set_float32_matmul_precision("medium"),
+             lambda: setattr(b.cuda.matmul, "fp32_precision", "tf32"),
+             lambda: setattr(b, "fp32_precision", "tf32"),
+             lambda: setattr(b.cudnn, "allow_tf32", not b.cudnn.allow_tf32),
+             # both APIs mixed: torch can no longer read the legacy switch back
+             lambda: (setattr(b.cuda.matmul, "allow_tf32", True),
+                      setattr(b.cuda.matmul, "fp32_precision", "ieee"))]
+    try:
+        for flip in flips:
+            flip()
+            assert changed_numerics(saved)
+            restore_numerics(saved)
+            assert numerics_flags() == saved and not changed_numerics(saved)
+    finally:
+        restore_numerics(saved)
