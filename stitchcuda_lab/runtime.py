@@ -124,6 +124,7 @@ class CudaModule:
         cc.Device(device).set_current()
         self._obj = cc.ObjectCode.from_cubin(cubin, name=name)
         self._kernels: dict[str, Any] = {}
+        self._launches: dict[tuple, tuple[Any, Any]] = {}   # (fn, grid, block, smem) -> ready
         self._cc = cc
 
     def kernel(self, fn: str) -> Any:
@@ -139,14 +140,20 @@ class CudaModule:
 
     def launch(self, fn: str, grid: Sequence[int] | int, block: Sequence[int] | int,
                args: Sequence[Any] = (), shared_mem: int = 0) -> None:
-        cc = self._cc
-        kernel = self.kernel(fn)
-        if shared_mem > 48 * 1024:
-            _allow_large_shared(kernel, shared_mem, self.device)
-        config = cc.LaunchConfig(grid=_dims(grid), block=_dims(block), shmem_size=int(shared_mem))
+        # A forward of a few hundred microseconds is dominated by what the host does per
+        # launch: the kernel lookup, the shared-memory attribute and the config are made once.
+        key = (fn, _dims(grid), _dims(block), int(shared_mem))
+        ready = self._launches.get(key)
+        if ready is None:
+            kernel = self.kernel(fn)
+            if shared_mem > 48 * 1024:
+                _allow_large_shared(kernel, shared_mem, self.device)
+            ready = (kernel, self._cc.LaunchConfig(grid=key[1], block=key[2],
+                                                   shmem_size=key[3]))
+            self._launches[key] = ready
         with _profiled(fn):
-            cc.launch(_current_stream(self.device), config, kernel,
-                      *[_cuda_arg(a, fn, i) for i, a in enumerate(args)])
+            self._cc.launch(_current_stream(self.device), ready[1], ready[0],
+                            *[_cuda_arg(a, fn, i) for i, a in enumerate(args)])
 
     def call(self, fn: str, *a: Any) -> None:
         raise UsageError(f"{self.name!r} is a CUDA module: use .launch({fn!r}, grid, block, args)")
@@ -228,12 +235,12 @@ _STREAMS: dict[tuple[int, int], Any] = {}
 def _current_stream(device: int) -> Any:
     """torch's current stream as a cuda.core Stream (wrapped once per stream handle)."""
     import torch
-    ts = torch.cuda.current_stream(device)
-    key = (device, ts.cuda_stream)
-    s = _STREAMS.get(key)
+    # the raw handle is a cheap read; the Stream object is only made for a handle not seen yet
+    s = _STREAMS.get((device, torch._C._cuda_getCurrentRawStream(device)))
     if s is None:
+        ts = torch.cuda.current_stream(device)
         s = build._cuda_core().Device(device).create_stream(ts)  # __cuda_stream__ protocol
-        _STREAMS[key] = (s, ts)  # keep torch's stream object alive with the wrapper
+        _STREAMS[(device, ts.cuda_stream)] = (s, ts)  # keep torch's stream alive with it
         return s
     return s[0]
 

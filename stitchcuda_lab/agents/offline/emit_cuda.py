@@ -92,12 +92,14 @@ struct sc_sm_comb { template <class T> __device__ sc_sm<T> operator()(sc_sm<T> a
 } };
 struct sc_argmax_comb { template <class T> __device__ sc_arg<T> operator()(sc_arg<T> a, sc_arg<T> b) const {
     if (b.i < 0) return a;
-    if (a.i < 0 || b.v > a.v || (b.v == a.v && b.i < a.i) || (b.v != b.v && a.v == a.v)) return b;
+    if (a.i < 0 || b.v > a.v || (b.v == a.v && b.i < a.i) || (b.v != b.v && a.v == a.v)
+        || (b.v != b.v && a.v != a.v && b.i < a.i)) return b;   // first NaN wins, as in torch
     return a;
 } };
 struct sc_argmin_comb { template <class T> __device__ sc_arg<T> operator()(sc_arg<T> a, sc_arg<T> b) const {
     if (b.i < 0) return a;
-    if (a.i < 0 || b.v < a.v || (b.v == a.v && b.i < a.i) || (b.v != b.v && a.v == a.v)) return b;
+    if (a.i < 0 || b.v < a.v || (b.v == a.v && b.i < a.i) || (b.v != b.v && a.v == a.v)
+        || (b.v != b.v && a.v != a.v && b.i < a.i)) return b;   // first NaN wins, as in torch
     return a;
 } };
 template <class V, class F> __device__ __forceinline__ V sc_warp_reduce(V v, F f) {
@@ -190,8 +192,24 @@ def default_params(spec: KernelSpec) -> dict:
         return {"block": 256, "vec": 4 if vec_ok(spec) else 1, "ipt": 1, "waves": 16}
     strategy = row_strategy(spec)
     block = {"block": 512 if spec.rowlen >= 4096 else 256, "warp": 256, "thread": 256}[strategy]
-    return {"block": block, "vec": 4 if vec_ok(spec, strategy) else 1, "rows": strategy,
-            "waves": 16, "cache": bool(_cached_operands(spec))}
+    vec = 4 if vec_ok(spec, strategy) else 1
+    out = {"block": block, "vec": vec, "rows": strategy, "waves": 16,
+           "cache": bool(_cached_operands(spec))}
+    if vec == 4:
+        trips = _trips(spec, strategy, block)
+        # a divisor of the trip count when there is one (the loop then needs no bounds test)
+        out["unroll"] = next((u for u in range(MAX_UNROLL, 1, -1) if trips % u == 0),
+                             min(MAX_UNROLL, trips))
+    return out
+
+
+MAX_UNROLL = 4   # float4 loads each thread has in flight before it uses the first
+
+
+def _trips(spec: KernelSpec, strategy: str, block: int) -> int:
+    """float4 loads each thread makes along one row."""
+    lanes = block if strategy == "block" else 32
+    return max(1, -(-(spec.rowlen // 4) // lanes))
 
 
 CACHE_LIMIT = 160 * 1024   # bytes of dynamic shared memory a row cache may take (227 KB max)
@@ -258,6 +276,26 @@ def vec_ok(spec: KernelSpec, strategy: str | None = None) -> bool:
         return False
     return spec.reduce[-1] and spec.dims[-1] % 4 == 0 and spec.rowlen >= 4 and all(
         spec.operands[i].role != "inout" for i in vo)
+
+
+def _broadcast_lanes(spec: KernelSpec, vops: list[int]) -> dict[int, str]:
+    """Broadcast inputs of a float4 pointwise loop that need no per-lane index math: the four
+    lanes of a float4 share every coordinate but the last (the last dim is a multiple of 4),
+    so an operand constant along it is read once ("one") and one contiguous along it with
+    16-byte aligned rows is read as a float4 ("vec4")."""
+    dims = spec.dims
+    if not dims or dims[-1] % 4:
+        return {}
+    out = {}
+    for i, o in enumerate(spec.operands):
+        if i in vops or o.role != "in" or o.row:
+            continue
+        if o.strides[-1] == 0:
+            out[i] = "one"
+        elif o.strides[-1] == 1 and o.dtype == "float32" and all(
+                st % 4 == 0 for st in o.strides[:-1]):
+            out[i] = "vec4"
+    return out
 
 
 def _contig(shape):
@@ -332,23 +370,40 @@ def _pointwise(spec: KernelSpec, p: dict) -> str:
         return f
 
     if vec:
-        ptrs = " | ".join(f"(unsigned long long){ops[i].name}" for i in vops)
+        bc = _broadcast_lanes(spec, vops)
+        ptrs = " | ".join(f"(unsigned long long){ops[i].name}" for i in vops
+                          + [i for i, how in bc.items() if how == "vec4"])
         L.append(f"{ind}if ((({ptrs}) & 15ULL) == 0) {{")
         L.append(f"{ind}    const long long nv = n / 4;")
+        # each thread issues its ``ipt`` float4 loads before it uses the first
+        vin = [i for i in vops if ops[i].role == "in"] + [i for i, how in bc.items()
+                                                         if how == "vec4"]
         L.append(f"{ind}    for (long long q0 = t; q0 < nv; q0 += step * {ipt}) {{")
+        for i in vin:
+            L.append(f"{ind}        float4 a_{ops[i].name}[{ipt}];")
+        L.append(f"{ind}#pragma unroll")
+        L.append(f"{ind}        for (int u = 0; u < {ipt}; ++u) {{")
+        L.append(f"{ind}            const long long q = q0 + u * step;")
+        L.append(f"{ind}            if (q < nv) {{")
+        for i in vin:
+            at = "q" if i in vops else f"({idx_at('(4 * q)')(ops[i])}) / 4"
+            L.append(f"{ind}                a_{ops[i].name}[u] = __ldg(reinterpret_cast<const "
+                     f"float4*>({ops[i].name}) + {at});")
+        L += [f"{ind}            }}", f"{ind}        }}"]
         L.append(f"{ind}#pragma unroll")
         L.append(f"{ind}        for (int u = 0; u < {ipt}; ++u) {{")
         L.append(f"{ind}            const long long q = q0 + u * step;")
         L.append(f"{ind}            if (q >= nv) break;")
         i2 = ind + " " * 12
-        for i in vops:
-            if ops[i].role == "in":
-                L.append(f"{i2}const float4 a_{ops[i].name} = __ldg(reinterpret_cast<const float4*>"
-                         f"({ops[i].name}) + q);")
         comps = "xyzw"
+        for i, how in bc.items():   # one value for all four lanes
+            if how == "one":
+                L.append(f"{i2}const {spec.acc} b_{ops[i].name} = "
+                         f"{_load(ops[i], idx_at('(4 * q)')(ops[i]), spec.acc)};")
         for lane in range(4):
             L.append(f"{i2}const long long i_{lane} = 4 * q + {lane};")
-            vmap = {i: f"a_{ops[i].name}.{comps[lane]}" for i in vops if ops[i].role == "in"}
+            vmap = {i: f"a_{ops[i].name}[u].{comps[lane]}" for i in vin}
+            vmap.update({i: f"b_{ops[i].name}" for i, how in bc.items() if how == "one"})
             L += _elem_lines(spec, elems, idx_at(f"i_{lane}"), f"_{lane}", vmap, i2)
         for s in stores:
             o = ops[s.operand]
@@ -385,6 +440,8 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
     vops = [i for i in _vec_operands(spec)] if vec else []
     B = int(p["block"])
     Lr = spec.rowlen
+    lanes = B if strategy == "block" else 32         # threads sharing one row
+    U = max(1, min(8, int(p.get("unroll", 1))))
     _z, _o1 = f"({acc})0", f"({acc})1"
     ind = "    "
     L: list[str] = []
@@ -453,10 +510,16 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
 
     flush(ind2)
 
-    def loop(roots: list[str], tail, vstores: list | None = None) -> None:
-        """Element loop computing ``roots``; ``tail(suffix, jexpr, need)`` gives the update
-        lines; ``vstores`` [(operand, var)] are written as one float4 per 4 lanes."""
+    def loop(roots: list[str], tail, vstores: list | None = None,
+             priv: list[Stmt] | None = None) -> None:
+        """Element loop computing ``roots``; ``tail(suffix, jexpr, need, ax=)`` gives the update
+        lines; ``vstores`` [(operand, var)] are written as one float4 per 4 lanes. The float4
+        path issues ``unroll`` loads per thread before using the first (memory-level
+        parallelism) and gives each of them its own copy of the ``priv`` reductions'
+        accumulators (no serial dependency between the loads' updates); the copies are
+        combined before the scalar tail."""
         vstores = vstores or []
+        priv = priv or []
         need = [s for s in deps_closure(spec, roots) if s.var not in avail]
         i3 = ind2 + "    "
         loaded = {s.operand: s.var for s in need if s.op == "load" and s.operand in cache}
@@ -464,35 +527,59 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
         written.update(loaded)
         L.append(f"{ind2}{{")
         if vec:
+            nv = Lr // 4
             L.append(f"{ind2}long long jv = 0;")
             L.append(f"{ind2}if (vec4) {{")
-            L.append(f"{i3}for (long long q = {j0}; q < {Lr // 4}LL; q += {jstep}) {{")
-            i4 = i3 + "    "
+            for s in priv:
+                a = f"a{_rid(s)}"
+                L.append(f"{i3}{_red_type(s, acc)} {a}_p[{U}];")
+                L.append(f"{i3}#pragma unroll")
+                L.append(f"{i3}for (int u = 0; u < {U}; ++u) {a}_p[u] = {_ident(s, acc)};")
+            L.append(f"{i3}for (long long q0 = {j0}; q0 < {nv}LL; q0 += {U * lanes}LL) {{")
+            i4, i5 = i3 + "    ", i3 + "        "
             used = {s.operand for s in need if s.op == "load"}
-            for i in vops:
-                if i in used and ops[i].role == "in":
-                    if i in loaded and i not in first:
-                        L.append(f"{i4}const float4 a_{ops[i].name} = *reinterpret_cast<const "
-                                 f"float4*>(sc_cache + {cache[i]} + 4 * q);")
-                        continue
-                    L.append(f"{i4}const float4 a_{ops[i].name} = __ldg(reinterpret_cast<const "
-                             f"float4*>({ops[i].name} + {idx_elem('(4 * q)')(ops[i])}));")
-                    if i in first:
-                        L.append(f"{i4}*reinterpret_cast<float4*>(sc_cache + {cache[i]} + 4 * q)"
-                                 f" = a_{ops[i].name};")
+            vin = [i for i in vops if i in used and ops[i].role == "in"]
+            for i in vin:
+                L.append(f"{i4}float4 a_{ops[i].name}[{U}];")
+            # no bounds test when every thread makes whole groups of U loads
+            guard = [f"{i5}if (q >= {nv}LL) break;"] if nv % (U * lanes) else []
+            L.append(f"{i4}#pragma unroll")
+            L.append(f"{i4}for (int u = 0; u < {U}; ++u) {{")
+            L.append(f"{i5}const long long q = q0 + (long long)u * {lanes};")
+            L.extend(guard)
+            for i in vin:
+                src = (f"*reinterpret_cast<const float4*>(sc_cache + {cache[i]} + 4 * q)"
+                       if i in loaded and i not in first else
+                       f"__ldg(reinterpret_cast<const float4*>({ops[i].name} + "
+                       f"{idx_elem('(4 * q)')(ops[i])}))")
+                L.append(f"{i5}a_{ops[i].name}[u] = {src};")
+            L.append(f"{i4}}}")
+            L.append(f"{i4}#pragma unroll")
+            L.append(f"{i4}for (int u = 0; u < {U}; ++u) {{")
+            L.append(f"{i5}const long long q = q0 + (long long)u * {lanes};")
+            L.extend(guard)
+            for i in vin:
+                if i in first:   # after all U loads are issued: the row cache is filled here
+                    L.append(f"{i5}*reinterpret_cast<float4*>(sc_cache + {cache[i]} + 4 * q)"
+                             f" = a_{ops[i].name}[u];")
             for lane in range(4):
-                L.append(f"{i4}const long long j_{lane} = 4 * q + {lane};")
-                vmap = {i: f"a_{ops[i].name}.{'xyzw'[lane]}" for i in vops
-                        if i in used and ops[i].role == "in"}
-                L.extend(_elem_lines(spec, need, idx_elem(f"j_{lane}"), f"_{lane}", vmap, i4))
-                L.extend(i4 + t for t in tail(f"_{lane}", f"j_{lane}", need))
+                L.append(f"{i5}const long long j_{lane} = 4 * q + {lane};")
+                vmap = {i: f"a_{ops[i].name}[u].{'xyzw'[lane]}" for i in vin}
+                L.extend(_elem_lines(spec, need, idx_elem(f"j_{lane}"), f"_{lane}", vmap, i5))
+            L.extend(i5 + t for t in tail([f"_{k}" for k in range(4)],
+                                          [f"j_{k}" for k in range(4)], need, ax="u"))
             for oi, v in vstores:
-                L.append(f"{i4}*reinterpret_cast<float4*>({ops[oi].name} + "
+                L.append(f"{i5}*reinterpret_cast<float4*>({ops[oi].name} + "
                          f"{idx_elem('(4 * q)')(ops[oi])}) = make_float4("
                          + ", ".join(f"(float){sfx(v, f'_{lane}', need)}" for lane in range(4))
                          + ");")
+            L.append(f"{i4}}}")
             L.append(f"{i3}}}")
-            L.append(f"{i3}jv = {Lr // 4 * 4}LL;")
+            for s in priv:
+                a = f"a{_rid(s)}"
+                L.append(f"{i3}#pragma unroll")
+                L.append(f"{i3}for (int u = 0; u < {U}; ++u) {a} = {_comb(s)}({a}, {a}_p[u]);")
+            L.append(f"{i3}jv = {nv * 4}LL;")
             L.append(f"{ind2}}}")
             start = f"jv + {j0}"
         else:
@@ -501,7 +588,7 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
         smap = {i: f"({acc})sc_cache[{cache[i]} + j]" for i in loaded if i not in first}
         L.extend(_elem_lines(spec, need, idx_elem("j"), "", smap, i3))
         L.extend(f"{i3}sc_cache[{cache[i]} + j] = (float){loaded[i]};" for i in sorted(first))
-        L.extend(i3 + t for t in tail("", "j", need, scalar=True))
+        L.extend(i3 + t for t in tail([""], ["j"], need, scalar=True))
         L.append(f"{ind2}}}")
         L.append(f"{ind2}}}")
 
@@ -513,31 +600,18 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
         for s in pass_reds:
             L.append(f"{ind2}{_red_type(s, acc)} a{_rid(s)} = {_ident(s, acc)};")
         if pass_reds:
-            def tail(suffix, j, need, pass_reds=pass_reds, scalar=False):
+            def tail(sfxs, js, need, pass_reds=pass_reds, scalar=False, ax=None):
                 out = []
                 for s in pass_reds:
-                    x = sfx(s.deps[0], suffix, need)
-                    a = f"a{_rid(s)}"
-                    if s.kind == "sum":
-                        out.append(f"{a} += {x};")
-                    elif s.kind == "prod":
-                        out.append(f"{a} *= {x};")
-                    elif s.kind in ("max", "min"):
-                        c = ">" if s.kind == "max" else "<"
-                        out.append(f"{a} = ({x} {c} {a} || {x} != {x}) ? {x} : {a};")
-                    elif s.kind in ("argmax", "argmin"):
-                        c = ">" if s.kind == "argmax" else "<"
-                        out.append(f"if ({x} {c} {a}.v || {a}.i < 0 || ({x} != {x} && {a}.v == "
-                                   f"{a}.v)) {{ {a}.v = {x}; {a}.i = {j}; }}")
-                    elif s.kind == "welford":
-                        out.append(f"{{ {a}.n += ({acc})1; const {acc} d = {x} - {a}.mean; "
-                                   f"{a}.mean += d / {a}.n; {a}.m2 += d * ({x} - {a}.mean); }}")
-                    elif s.kind == "softmax":
-                        out.append(f"if ({x} > {a}.m) {{ {a}.s = ({a}.m == -SC_INF ? ({acc})0 : "
-                                   f"{a}.s * sc_exp({a}.m - {x})) + ({acc})1; {a}.m = {x}; }} "
-                                   f"else if ({x} != -SC_INF) {{ {a}.s += sc_exp({x} - {a}.m); }}")
+                    xs = [sfx(s.deps[0], k, need) for k in sfxs]
+                    a = f"a{_rid(s)}" + ("" if ax is None else f"_p[{ax}]")
+                    if len(xs) == 4 and s.kind in ("welford", "softmax"):
+                        out.append(_group_update(s.kind, a, xs, acc))
+                        continue
+                    for x, j in zip(xs, js):
+                        out.append(_update(s.kind, a, x, j, acc))
                 return out
-            loop([s.deps[0] for s in pass_reds], tail)
+            loop([s.deps[0] for s in pass_reds], tail, priv=pass_reds)
             for s in pass_reds:
                 a = f"a{_rid(s)}"
                 comb = _comb(s)
@@ -560,12 +634,63 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
                    and ops[s.operand].dtype == "float32"]
             vset = {oi for oi, _ in vst}
 
-            def stail(suffix, j, need, full_stores=full_stores, scalar=False, vset=vset):
-                return [_store(ops[s.operand], idx_elem(j)(ops[s.operand]), sfx(s.var, suffix, need))
+            def stail(sfxs, js, need, full_stores=full_stores, scalar=False, vset=vset,
+                      ax=None):
+                return [_store(ops[s.operand], idx_elem(j)(ops[s.operand]), sfx(s.var, k, need))
+                        for k, j in zip(sfxs, js)
                         for s in full_stores if scalar or s.operand not in vset]
             loop([s.var for s in full_stores], stail, vst)
     L.append(f"{ind}}}")
     return "\n".join(L) + "\n"
+
+
+def _update(kind: str, a: str, x: str, j: str, acc: str) -> str:
+    """Accumulator ``a`` takes element ``x`` (at row index ``j``)."""
+    if kind == "sum":
+        return f"{a} += {x};"
+    if kind == "prod":
+        return f"{a} *= {x};"
+    if kind in ("max", "min"):
+        c = ">" if kind == "max" else "<"
+        return f"{a} = ({x} {c} {a} || {x} != {x}) ? {x} : {a};"
+    if kind in ("argmax", "argmin"):
+        c = ">" if kind == "argmax" else "<"
+        return (f"if ({x} {c} {a}.v || {a}.i < 0 || ({x} != {x} && {a}.v == {a}.v)) "
+                f"{{ {a}.v = {x}; {a}.i = {j}; }}")
+    if kind == "welford":
+        return (f"{{ {a}.n += ({acc})1; const {acc} d = {x} - {a}.mean; "
+                f"{a}.mean += d / {a}.n; {a}.m2 += d * ({x} - {a}.mean); }}")
+    if kind == "softmax":
+        return (f"if ({x} > {a}.m) {{ {a}.s = ({a}.m == -SC_INF ? ({acc})0 : "
+                f"{a}.s * sc_exp({a}.m - {x})) + ({acc})1; {a}.m = {x}; }} "
+                f"else if ({x} != -SC_INF) {{ {a}.s += sc_exp({x} - {a}.m); }}")
+    raise ValueError(kind)
+
+
+def _group_update(kind: str, a: str, xs: list[str], acc: str) -> str:
+    """Accumulator ``a`` takes the four elements of one float4 at once.
+
+    Welford merges the group's own mean and M2 (Chan et al.): one division per four elements
+    instead of one per element on the accumulator's dependency chain. Softmax rescales once
+    per group, to the group's max, and adds one exponential per element with no branch;
+    NaN still reaches the sum (``sc_max`` skips it, ``exp(NaN - m)`` does not) and an
+    all -inf prefix adds nothing, as in the element-wise update.
+    """
+    x0, x1, x2, x3 = xs
+    z = f"({acc})"
+    if kind == "welford":
+        return (f"{{ const {acc} gm = ({x0} + {x1} + {x2} + {x3}) * {z}0.25; "
+                f"const {acc} e0 = {x0} - gm, e1 = {x1} - gm, e2 = {x2} - gm, e3 = {x3} - gm; "
+                f"{a}.n += {z}4; const {acc} d = gm - {a}.mean, f = {z}4 / {a}.n; "
+                f"{a}.mean += d * f; "
+                f"{a}.m2 += (e0 * e0 + e1 * e1) + (e2 * e2 + e3 * e3) + d * d * ({a}.n - {z}4) * f; }}")
+    if kind == "softmax":
+        return (f"{{ const {acc} gm = sc_max(sc_max({x0}, {x1}), sc_max({x2}, {x3})); "
+                f"if (gm > {a}.m) {{ {a}.s = ({a}.m == -SC_INF ? {z}0 : {a}.s * sc_exp({a}.m - gm)); "
+                f"{a}.m = gm; }} "
+                f"if ({a}.m != -SC_INF) {a}.s += (sc_exp({x0} - {a}.m) + sc_exp({x1} - {a}.m)) + "
+                f"(sc_exp({x2} - {a}.m) + sc_exp({x3} - {a}.m)); }}")
+    raise ValueError(kind)
 
 
 def _rid(s: Stmt) -> str:

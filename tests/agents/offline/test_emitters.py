@@ -47,6 +47,21 @@ CASES = {
         def get_init_inputs():
             return []
     """,
+    "broadcast_float4_lanes": """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bias = nn.Parameter(torch.randn(8))          # read as one float4
+                self.gain = nn.Parameter(torch.rand(7, 1) + 0.5)  # read once per float4
+                self.s = nn.Parameter(torch.tensor(0.25))
+            def forward(self, x, rows):
+                y = x * self.gain + self.bias
+                return torch.tanh(y * rows - self.s) / 3.0
+        def get_inputs():
+            return [torch.randn(5, 7, 8), torch.rand(5, 1, 8)]
+        def get_init_inputs():
+            return []
+    """,
     "noncontiguous_inputs": """
         class Model(nn.Module):
             def forward(self, x, y):
@@ -93,6 +108,23 @@ CASES = {
                 return torch.softmax(x, dim=-1)
         def get_inputs():
             return [torch.randn(3, 3001) * 4]
+        def get_init_inputs():
+            return []
+    """,
+    "wide_rows_unrolled": """
+        class Model(nn.Module):
+            def forward(self, x, y, z):
+                return (torch.softmax(x, dim=-1), torch.argmax(z, dim=-1),
+                        F.gelu(F.layer_norm(y, (y.shape[-1],))),
+                        torch.amax(y, dim=-1) - y.mean(dim=-1))
+        def get_inputs():
+            # rows of 1025 float4 (block of 512: 3 loads per thread, a partial last group) and
+            # of 512 float4 (block of 256: 2 loads each, whole groups); a row with two NaNs,
+            # where argmax must name the first one as torch does
+            z = torch.randn(6, 4100)
+            z[1, 3001] = float("nan")
+            z[1, 7] = float("nan")
+            return [torch.randn(6, 4100) * 3, torch.randn(5, 2048) * 2 + 1, z]
         def get_init_inputs():
             return []
     """,
@@ -307,7 +339,8 @@ def test_batchnorm_train_kernel_updates_running_stats_like_eager(settings):
 
 # -- CUDA source: syntax-compiled by nvcc, every template and launch variant --------------------
 VARIANTS = [{}, {"vec": 1}, {"rows": "block", "block": 128}, {"rows": "warp", "ipt": 2},
-            {"rows": "block", "cache": True}, {"rows": "block", "cache": True, "vec": 1}]
+            {"rows": "block", "cache": True}, {"rows": "block", "cache": True, "vec": 1},
+            {"rows": "block", "cache": True, "unroll": 3}, {"ipt": 3, "block": 128}]
 
 
 def _all_cuda_sources() -> str:
