@@ -142,21 +142,34 @@ class CudaModule:
                args: Sequence[Any] = (), shared_mem: int = 0) -> None:
         # A forward of a few hundred microseconds is dominated by what the host does per
         # launch: the kernel lookup, the shared-memory attribute and the config are made once.
-        key = (fn, _dims(grid), _dims(block), int(shared_mem))
-        ready = self._launches.get(key)
+        # (generated programs pass tuples, so the key is made without normalising first)
+        try:
+            ready = self._launches.get((fn, grid, block, shared_mem))
+        except TypeError:   # lists: not hashable
+            grid, block = _dims(grid), _dims(block)
+            ready = self._launches.get((fn, grid, block, shared_mem))
         if ready is None:
             kernel = self.kernel(fn)
             if shared_mem > 48 * 1024:
                 _allow_large_shared(kernel, shared_mem, self.device)
-            ready = (kernel, self._cc.LaunchConfig(grid=key[1], block=key[2],
-                                                   shmem_size=key[3]))
-            self._launches[key] = ready
-        with _profiled(fn):
-            self._cc.launch(_current_stream(self.device), ready[1], ready[0],
-                            *[_cuda_arg(a, fn, i) for i, a in enumerate(args)])
+            ready = (kernel, self._cc.LaunchConfig(grid=_dims(grid), block=_dims(block),
+                                                   shmem_size=int(shared_mem)))
+            self._launches[(fn, grid, block, shared_mem)] = ready
+        cargs = [_cuda_arg(a, fn, i) for i, a in enumerate(args)]
+        stream = _current_stream(self.device)
+        if _profiler_on():
+            with _profiled(fn):
+                self._cc.launch(stream, ready[1], ready[0], *cargs)
+        else:
+            self._cc.launch(stream, ready[1], ready[0], *cargs)
 
     def call(self, fn: str, *a: Any) -> None:
         raise UsageError(f"{self.name!r} is a CUDA module: use .launch({fn!r}, grid, block, args)")
+
+
+def _profiler_on() -> bool:
+    import torch
+    return bool(torch.autograd.profiler._is_profiler_enabled)
 
 
 def _profiled(fn: str) -> Any:

@@ -7,8 +7,10 @@ The same watch covers the Verifier's own checks and the torch functions and Tens
 comparison uses (a replaced one is "patched_verifier"): candidate code runs in this process.
 
 CUDA: warm-ups, a 256 MB write before every trial (flushes the 50 MB L2), start event,
-forward, device-wide synchronize, end event; median over trials. Host wall time per forward is
-measured around the same call. CPU: the same structure with perf_counter, flushing by writing
+forward, device-wide synchronize, end event; median over trials. ``trials`` is a floor: a
+forward of a fraction of a millisecond gets as many trials as fit in TIME_BUDGET_MS (at most
+MAX_TRIALS), so one host hiccup among 20 trials cannot move the median of a 0.2 ms forward.
+Host wall time per forward is measured around the same call. CPU: the same structure with perf_counter, flushing by writing
 a buffer twice the size of the last-level cache.
 """
 
@@ -21,6 +23,8 @@ from typing import Any, Callable, Sequence
 
 _ORIG: dict[str, tuple[Any, str, Any]] = {}
 L2_FLUSH_BYTES = 256 * 1024 * 1024
+TIME_BUDGET_MS = 100.0   # CUDA: timed trials fill about this much wall time ...
+MAX_TRIALS = 400         # ... up to this many
 
 
 def _targets():
@@ -119,6 +123,13 @@ def time_forward(fn: Callable[..., Any], args: Sequence[Any], device: str, *,
         for _ in range(max(0, warmup)):
             fn(*args)
         sync()
+        w0 = perf()   # one untimed trial sizes the count
+        flush.fill_(1.0)
+        sync()
+        fn(*args)
+        sync()
+        per = max((perf() - w0) * 1e3, 1e-3)
+        trials = max(trials, min(MAX_TRIALS, int(TIME_BUDGET_MS / per)))
         for _ in range(trials):
             flush.fill_(1.0)
             sync()
@@ -143,4 +154,5 @@ def time_forward(fn: Callable[..., Any], args: Sequence[Any], device: str, *,
             walls.append((perf() - w0) * 1e3)
         times = list(walls)
         del flush
-    return {"ms": statistics.median(times), "wall_ms": statistics.median(walls)}
+    return {"ms": statistics.median(times), "wall_ms": statistics.median(walls),
+            "trials": trials}
