@@ -196,7 +196,7 @@ class OfflineCoder:
                     pool.insert(0, (f"{t.id}.cache={not cur['cache']}",
                                     with_(t.id, cache=not cur["cache"])))
                 if "ipt" in cur:
-                    for ipt in (2, 4):
+                    for ipt in (1, 2, 4):
                         if ipt != cur.get("ipt"):
                             pool.append((f"{t.id}.ipt={ipt}", with_(t.id, ipt=ipt)))
                 pool.append((f"{t.id}.waves={32 if cur.get('waves', 16) != 32 else 8}",

@@ -113,10 +113,10 @@ CASES = {
     """,
     "wide_rows_unrolled": """
         class Model(nn.Module):
-            def forward(self, x, y, z):
+            def forward(self, x, y, z, w):
                 return (torch.softmax(x, dim=-1), torch.argmax(z, dim=-1),
                         F.gelu(F.layer_norm(y, (y.shape[-1],))),
-                        torch.amax(y, dim=-1) - y.mean(dim=-1))
+                        torch.amax(y, dim=-1) - y.mean(dim=-1), torch.log_softmax(w, dim=-1))
         def get_inputs():
             # rows of 1025 float4 (block of 512: 3 loads per thread, a partial last group) and
             # of 512 float4 (block of 256: 2 loads each, whole groups); a row with two NaNs,
@@ -124,7 +124,9 @@ CASES = {
             z = torch.randn(6, 4100)
             z[1, 3001] = float("nan")
             z[1, 7] = float("nan")
-            return [torch.randn(6, 4100) * 3, torch.randn(5, 2048) * 2 + 1, z]
+            # (the 2048 and 16384 rows stay in registers between passes: 2 and 8 float4 each)
+            return [torch.randn(6, 4100) * 3, torch.randn(5, 2048) * 2 + 1, z,
+                    torch.randn(3, 16384) * 5]
         def get_init_inputs():
             return []
     """,
