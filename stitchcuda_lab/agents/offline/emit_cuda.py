@@ -1,17 +1,24 @@
 """CUDA device code (NVRTC, ``extern "C" __global__``) for a KernelSpec.
 
-Pointwise: a grid-stride loop; operands that walk the output contiguously are read and written
-as float4 when all of them are fp32 and 16-byte aligned (checked in the kernel, scalar tail),
-broadcast operands are read with index math from baked shape constants; ``ipt`` float4 per
-thread per trip for memory-level parallelism.
+Pointwise: operands that walk the output contiguously are read and written as float4 when all
+of them are fp32 and 16-byte aligned (checked in the kernel, scalar tail); broadcast operands
+are read once per float4 (constant along the last dim) or as a float4 (contiguous along it),
+others with index math from baked shape constants. Each thread issues its ``ipt`` float4 loads
+before it uses the first; a block's loads cover one contiguous chunk, and the default grid
+covers the tensor once (measured on the H200: benchmarks/breakdown.py).
 
 Rowwise: one block per row (long rows), one warp per row (short rows) or one thread per row
-(rows interleaved in memory, so neighbouring threads read neighbouring addresses). Reductions
-combine with warp shuffles and a shared-memory block step; mean/variance use one-pass Welford,
-softmax an online max+sum; each pass re-reads its inputs (from L2 for rows that fit).
+(rows interleaved in memory, so neighbouring threads read neighbouring addresses). The float4
+path issues ``unroll`` loads per thread before using them, each with its own accumulator;
+Welford and online softmax take a float4 at a time (one division, one rescale per four
+elements). Reductions combine with warp shuffles and a shared-memory block step. A row read
+by several passes is kept on chip: in registers when a thread's share is at most
+MAX_ROW_REGS float4, else in shared memory (``cache``), else re-read (from L2 for rows that fit).
 
 No fast-math intrinsics: expf/tanhf/erff are the accurate versions, so results stay within the
-fp32 1e-4 tolerance; the kernels are memory-bound, the math is not the limit.
+fp32 1e-4 tolerance. The kernels are memory-bound once loads overlap; the one arithmetic cost
+that showed (IEEE division per element) is avoided by the update forms above and by dividing by
+constants as a multiply (ops.py).
 """
 
 from __future__ import annotations
