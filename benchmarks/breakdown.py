@@ -155,7 +155,7 @@ def run(args) -> dict:
         inputs = list(prob.make_inputs(device=DEV, seed=1))
         fns = {"eager": model}
         torch._dynamo.reset()
-        fns["compile"] = torch.compile(model)
+        fns["compile"] = torch.compile(model)   # compiled on its first (warm-up) call
         for name, ov in variants:
             try:
                 cls, _ = _candidate(prob, path, ov, workdir, name.strip("[]").replace("[", "_"))
@@ -169,7 +169,12 @@ def run(args) -> dict:
         row = {"problem": path.name}
         with torch.no_grad():
             for name, fn in fns.items():
-                t = time_forward(fn, inputs, DEV, trials=args.trials, warmup=5)
+                try:
+                    t = time_forward(fn, inputs, DEV, trials=args.trials, warmup=5)
+                except Exception as e:  # noqa: BLE001  (e.g. no C++ compiler for Inductor)
+                    print(f"{path.name}: {name} failed: {type(e).__name__}: {e}",
+                          file=sys.stderr)
+                    continue
                 row[name] = {"ms": round(t["ms"], 4), "kernel_ms": round(_kernel_ms(fn, inputs), 4),
                              "host_ms": round(_host_ms(fn, inputs), 4)}
         rows.append(row)
