@@ -403,3 +403,48 @@ def test_cpu_fused_chain_on_16m_floats_is_at_least_twice_eager(settings):
         return min(times)
 
     assert best(ref) / best(new) >= 2.0
+
+
+def _row_spec(cols: int, body: str = "F.gelu(F.layer_norm(x, (x.shape[-1],)))"):
+    problem = make_problem(f"""
+        class Model(nn.Module):
+            def forward(self, x):
+                return {body}
+        def get_inputs():
+            return [torch.randn(8, {cols})]
+        def get_init_inputs():
+            return []
+    """, name=f"ln{cols}")
+    graph = lower(analyse(problem, device="cpu", profile=False))
+    groups, _ = fusion_groups(graph)
+    return build_spec(graph, groups[0], "k0")
+
+
+def test_a_short_row_stays_in_registers_and_a_long_one_in_shared_memory():
+    from stitchcuda_lab.agents.offline.emit_cuda import (default_params, launch_config,
+                                                         row_in_registers)
+    spec = _row_spec(4096)           # 256 threads x 4 float4: the whole row in registers
+    p = default_params(spec)
+    assert row_in_registers(spec, p) and "smem" not in launch_config(spec, p)
+    src = emit_cuda(spec, p)
+    assert "extern __shared__" not in src
+    assert "float4 a_in0[4];   // this thread's share of the row" in src
+    assert src.count("__ldg(reinterpret_cast<const float4*>(in0") == 1   # read once
+    spec = _row_spec(32768)          # 512 threads x 16 float4: too many registers
+    p = default_params(spec)
+    assert not row_in_registers(spec, p) and launch_config(spec, p)["smem"] == 32768 * 4
+    assert "extern __shared__" in emit_cuda(spec, p)
+    # without the cache flag the row is read from memory in each pass
+    src = emit_cuda(_row_spec(4096), {"cache": False})
+    assert src.count("__ldg(reinterpret_cast<const float4*>(in0") == 2
+
+
+def test_welford_and_softmax_take_a_float4_at_a_time():
+    src = emit_cuda(_row_spec(4096))
+    vec_loop = src[:src.index("jv = 4096LL;")]
+    # Welford: the group's mean merged in, one division per float4, none per element
+    assert "const float gm = (v1_0 + v1_1 + v1_2 + v1_3) * (float)0.25;" in vec_loop
+    assert "mean += d / " not in vec_loop and "mean += d / av" in src   # scalar tail only
+    src = emit_cuda(_row_spec(4096, "torch.softmax(x, dim=-1)"))
+    vec_loop = src[:src.index("jv = 4096LL;")]
+    assert "sc_max(sc_max(" in vec_loop and "else if" not in vec_loop   # no per-element branch
