@@ -48,17 +48,35 @@ def shrink_source(source: str, factor: int) -> str:
 
 
 def discover(folder: Path, pattern: str | None = None) -> list[Path]:
-    files = sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
+    """Problem files in ``folder``, in the order of their leading number (KernelBench names
+    them 1_..., 2_..., 10_...), then by name."""
+    def key(p: Path) -> tuple[int, str]:
+        m = re.match(r"(\d+)_", p.name)
+        return (int(m.group(1)) if m else sys.maxsize, p.name)
+    files = sorted((p for p in folder.glob("*.py") if not p.name.startswith("_")), key=key)
     if pattern:
         rx = re.compile(pattern)
         files = [p for p in files if rx.search(p.name)]
     return files
 
 
+_DOC_CATEGORY = re.compile(r"\s*([a-z][a-z0-9+-]*):")
+
+
 def category_of(path: Path) -> str:
-    """The category from the file name ``NN_category_name.py`` (else 'other')."""
+    """The category a problem's docstring starts with (``\"\"\"norm: ...``), else the second
+    field of a ``NN_category_name.py`` file name in lower case, else 'other' (KernelBench's
+    ``19_ReLU.py`` names an op, not a category)."""
+    import ast
+    try:
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    except (OSError, SyntaxError, ValueError):
+        doc = ""
+    m = _DOC_CATEGORY.match(doc)
+    if m:
+        return m.group(1)
     parts = path.stem.split("_")
-    if len(parts) >= 2 and parts[0].isdigit():
+    if len(parts) >= 3 and parts[0].isdigit() and parts[1].islower():
         return parts[1]
     return "other"
 

@@ -53,6 +53,22 @@ def test_category_comes_from_the_file_name():
     assert bench.category_of(Path("mymodel.py")) == "other"
 
 
+def test_a_kernelbench_folder_runs_in_number_order_with_docstring_categories(tmp_path):
+    body = "import torch\nclass Model(torch.nn.Module):\n    pass\n"
+    (tmp_path / "10_ReLU.py").write_text('"""Simple model that performs a ReLU."""\n' + body)
+    (tmp_path / "2_Standard_matmul.py").write_text(body)
+    (tmp_path / "1_Square_matrix_multiplication_.py").write_text(body)
+    (tmp_path / "3_fused_chain.py").write_text('"""pointwise: a chain."""\n' + body)
+    (tmp_path / "_helpers.py").write_text(body)
+    names = [p.name for p in bench.discover(tmp_path)]
+    assert names == ["1_Square_matrix_multiplication_.py", "2_Standard_matmul.py",
+                     "3_fused_chain.py", "10_ReLU.py"]
+    # KernelBench names an op, not a category; a "category:" docstring wins over the name
+    assert [bench.category_of(tmp_path / n) for n in names] == ["other", "other", "pointwise",
+                                                                  "other"]
+    assert [p.name for p in bench.discover(tmp_path, "^(1|2)_")] == names[:2]
+
+
 def test_geomean_ignores_missing_values():
     assert math.isclose(bench.geomean([2.0, 8.0, None]), 4.0)
     assert bench.geomean([None]) is None
