@@ -125,6 +125,7 @@ class CudaModule:
         self._obj = cc.ObjectCode.from_cubin(cubin, name=name)
         self._kernels: dict[str, Any] = {}
         self._launches: dict[tuple, tuple[Any, Any]] = {}   # (fn, grid, block, smem) -> ready
+        self._smem: dict[str, int] = {}                      # fn -> dynamic smem opted into
         self._cc = cc
 
     def kernel(self, fn: str) -> Any:
@@ -150,8 +151,11 @@ class CudaModule:
             ready = self._launches.get((fn, grid, block, shared_mem))
         if ready is None:
             kernel = self.kernel(fn)
-            if shared_mem > 48 * 1024:
+            # the opt-in is per kernel: only ever raised, so a smaller size set later cannot
+            # break a larger launch whose configuration is already cached
+            if shared_mem > max(48 * 1024, self._smem.get(fn, 0)):
                 _allow_large_shared(kernel, shared_mem, self.device)
+                self._smem[fn] = shared_mem
             ready = (kernel, self._cc.LaunchConfig(grid=_dims(grid), block=_dims(block),
                                                    shmem_size=int(shared_mem)))
             self._launches[(fn, grid, block, shared_mem)] = ready

@@ -176,3 +176,33 @@ def test_kernel_calls_are_named_in_profiler_timelines(tmp_path, monkeypatch):
         mod.call("add_one", x, 16)
     assert "stitch::add_one" in [e.name for e in prof.events()]
     assert float(x.sum()) == 16.0
+
+
+class _FakeCudaCore:
+    """Stands in for cuda.core where no GPU is: records configs and launches."""
+
+    def __init__(self):
+        self.configs, self.launches = [], []
+
+    def LaunchConfig(self, **kw):  # noqa: N802  (cuda.core's name)
+        self.configs.append(kw)
+        return kw
+
+    def launch(self, stream, config, kernel, *args):
+        self.launches.append((config["shmem_size"], args))
+
+
+def test_launch_makes_each_config_once_and_only_raises_the_shared_memory_opt_in(monkeypatch):
+    from stitchcuda_lab import runtime
+    mod = object.__new__(runtime.CudaModule)
+    mod.name, mod.device, mod._cc = "k", 0, _FakeCudaCore()
+    mod._kernels, mod._launches, mod._smem = {"f": "kernel-f"}, {}, {}
+    opted = []
+    monkeypatch.setattr(runtime, "_allow_large_shared", lambda k, n, d: opted.append(n))
+    monkeypatch.setattr(runtime, "_current_stream", lambda d: "stream")
+    for smem in (100_000, 64_000, 100_000, 64_000, 1024):
+        mod.launch("f", grid=(4, 1, 1), block=(256, 1, 1), args=(7,), shared_mem=smem)
+    mod.launch("f", grid=[4, 1, 1], block=[256, 1, 1], args=(7,), shared_mem=1024)  # lists
+    assert opted == [100_000]        # 64 KB after 100 KB must not lower the kernel's limit
+    assert len(mod._cc.configs) == 3 and len(mod._cc.launches) == 6
+    assert [s for s, _ in mod._cc.launches] == [100_000, 64_000, 100_000, 64_000, 1024, 1024]
