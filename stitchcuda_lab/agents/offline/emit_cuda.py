@@ -553,8 +553,9 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
 
     def loop(roots: list[str], tail, vstores: list | None = None,
              priv: list[Stmt] | None = None) -> None:
-        """Element loop computing ``roots``; ``tail(suffix, jexpr, need, ax=)`` gives the update
-        lines; ``vstores`` [(operand, var)] are written as one float4 per 4 lanes. The float4
+        """Element loop computing ``roots``; ``tail(suffixes, jexprs, need, ax=)`` gives the
+        update lines for one element (scalar path) or the four lanes of a float4 (``ax``: the
+        accumulator copy); ``vstores`` [(operand, var)] are written as one float4. The float4
         path issues ``unroll`` loads per thread before using the first (memory-level
         parallelism) and gives each of them its own copy of the ``priv`` reductions'
         accumulators (no serial dependency between the loads' updates); the copies are
