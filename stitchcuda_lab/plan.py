@@ -30,6 +30,14 @@ TASK_STATUSES = ("proposed", "approved", "skipped", "done", "failed")
 VERDICT_STATUSES = ("pass", "incorrect", "rejected", "build_error", "runtime_error", "timeout")
 
 
+class Shown:
+    """Jupyter display: the short ``str`` as plain text (papermill and terminals show no
+    dataclass dumps) beside the class's ``_repr_html_``."""
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        return {"text/plain": str(self), "text/html": self._repr_html_()}  # type: ignore
+
+
 class _JSON:
     """to_dict / from_dict / to_json for nested dataclasses."""
 
@@ -76,7 +84,7 @@ class Task(_JSON):
 
 
 @dataclass
-class Plan(_JSON):
+class Plan(Shown, _JSON):
     """The Planner's proposal: an ordered todo list plus notes for the person."""
 
     tasks: list[Task] = field(default_factory=list)
@@ -123,10 +131,6 @@ class Plan(_JSON):
                 "<th>share</th><th>technique</th><th>reason</th></tr></thead>"
                 f"<tbody>{rows}</tbody></table>")
 
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
-        # Plain text is the short form, so papermill and terminals show no dataclass dumps.
-        return {"text/plain": str(self), "text/html": self._repr_html_()}
-
 
 @dataclass
 class KernelSource(_JSON):
@@ -139,7 +143,7 @@ class KernelSource(_JSON):
 
 
 @dataclass
-class Candidate(_JSON):
+class Candidate(Shown, _JSON):
     """A generated program: kernels plus the ModelNew module that calls them.
 
     ``program`` is Python source that refers to ``SOURCES[name]`` for each kernel;
@@ -208,10 +212,6 @@ class Candidate(_JSON):
                          f"</summary><pre>{html.escape(k.code)}</pre></details>")
         return "<div>" + "".join(parts) + "</div>"
 
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
-        # Plain text is the short form, so papermill and terminals show no dataclass dumps.
-        return {"text/plain": str(self), "text/html": self._repr_html_()}
-
 
 def _pyraw(code: str) -> str:
     if "'''" not in code and not code.endswith("\\"):
@@ -230,7 +230,7 @@ class TrialResult(_JSON):
 
 
 @dataclass
-class Verdict(_JSON):
+class Verdict(Shown, _JSON):
     """What the Verifier concluded about one candidate. Times are milliseconds."""
 
     status: str
@@ -280,7 +280,3 @@ class Verdict(_JSON):
                     for k, v in sorted(self.timings.items()))
         return (f"<div><b style='color:{color}'>{html.escape(self.status)}</b> "
                 f"{html.escape(self.summary())}<table>{t}</table></div>")
-
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
-        # Plain text is the short form, so papermill and terminals show no dataclass dumps.
-        return {"text/plain": str(self), "text/html": self._repr_html_()}

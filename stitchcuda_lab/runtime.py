@@ -160,20 +160,11 @@ class CudaModule:
                                                    shmem_size=int(shared_mem)))
             self._launches[(fn, grid, block, shared_mem)] = ready
         cargs = [_cuda_arg(a, fn, i) for i, a in enumerate(args)]
-        stream = _current_stream(self.device)
-        if _profiler_on():
-            with _profiled(fn):
-                self._cc.launch(stream, ready[1], ready[0], *cargs)
-        else:
-            self._cc.launch(stream, ready[1], ready[0], *cargs)
+        with _profiled(fn):
+            self._cc.launch(_current_stream(self.device), ready[1], ready[0], *cargs)
 
     def call(self, fn: str, *a: Any) -> None:
         raise UsageError(f"{self.name!r} is a CUDA module: use .launch({fn!r}, grid, block, args)")
-
-
-def _profiler_on() -> bool:
-    import torch
-    return bool(torch.autograd.profiler._is_profiler_enabled)
 
 
 def _profiled(fn: str) -> Any:

@@ -35,7 +35,7 @@ from .loop import (
     event_from_payload,
     step,
 )
-from .plan import Candidate, Verdict
+from .plan import Candidate, Shown, Verdict
 from .problem import Problem
 from .settings import Settings
 from .store import SessionLog, SessionStore, StoreWarning
@@ -49,7 +49,7 @@ ProgressFn = Callable[[str, "float | None"], None]
 NOISE = 0.02          # a refine iteration must beat the best so far by 2% to keep going
 
 
-class Session:
+class Session(Shown):
     """One optimisation of one problem on one device, backed by a session folder."""
 
     def __init__(self, log: SessionLog, problem: Problem, settings: Settings, *, agent: str,
@@ -397,9 +397,6 @@ class Session:
         verdict = (f"<p>best {_html.escape(best[0].id)}</p>{best[1]._repr_html_()}" if best
                    else "<p><i>no passing candidate yet</i></p>")
         return f"<div>{head}{plan}{verdict}</div>"
-
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
-        return {"text/plain": str(self), "text/html": self._repr_html_()}
 
     # ------------------------------------------------------------------ helpers
     def _checkpoint(self) -> None:

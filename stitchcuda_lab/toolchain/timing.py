@@ -10,8 +10,9 @@ CUDA: warm-ups, a 256 MB write before every trial (flushes the 50 MB L2), start 
 forward, device-wide synchronize, end event; median over trials. ``trials`` is a floor: a
 forward of a fraction of a millisecond gets as many trials as fit in TIME_BUDGET_MS (at most
 MAX_TRIALS), so one host hiccup among 20 trials cannot move the median of a 0.2 ms forward.
-Host wall time per forward is measured around the same call. CPU: the same structure with perf_counter, flushing by writing
-a buffer twice the size of the last-level cache.
+Host wall time per forward is measured around the same call. CPU: the same structure with
+perf_counter and exactly ``trials`` trials, flushing by writing a buffer twice the size of the
+last-level cache.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def _verifier_targets():
                  "_holdout", "_settle"],
         antihack: ["find_fallback", "make_tracer", "overlaps", "storage_span", "live_threads",
                    "new_threads", "op_class", "norm", "numerics_flags", "changed_numerics",
-                 "restore_numerics"],
+                   "restore_numerics"],
         sys.modules[__name__]: ["tampered", "time_forward"],
         torch.Tensor: ["__sub__", "__eq__", "__ne__", "__gt__", "__lt__", "__ge__", "__le__",
                        "__or__", "__and__", "__invert__", "abs", "all", "any", "sum", "max", "to",

@@ -4,9 +4,9 @@ Iteration 0 emits one candidate with the planner's launch parameters. Later iter
 at most four measured variants of the best candidate so far: block size, vector width, items
 per thread, row strategy (block/warp per row), C chunk size, running one fused group in the
 library instead (a fusion boundary that did not pay), or the GEMMs of a ``tensor_core_gemm``
-task back in fp32 cuBLAS (does the 3xTF32 split pay here?). A candidate that failed is answered with
-safer variants (scalar loads, then the failing groups in the library). What changed is in
-``Candidate.params["variant"]``.
+task back in fp32 cuBLAS (does the 3xTF32 split pay here?). A candidate that failed is
+answered with safer variants (scalar loads, then the failing groups in the library). What
+changed is in ``Candidate.params["variant"]``.
 """
 
 from __future__ import annotations
@@ -103,8 +103,6 @@ class OfflineCoder:
             used[t.id] = p
             calls.append(KernelCall(spec=spec, task_id=t.id, launch=launch))
             kernels.append(KernelSource(name=kname, lang=lang, code=code, entry=[kname]))
-            if any(o.role == "in" and graph.node(o.node).kind == "input" for o in spec.operands):
-                pass
         split: list[str] = []
         for t in tasks:
             if t.kind != "tensor_core_gemm" or lang != "cuda":
