@@ -448,3 +448,19 @@ def test_welford_and_softmax_take_a_float4_at_a_time():
     src = emit_cuda(_row_spec(4096, "torch.softmax(x, dim=-1)"))
     vec_loop = src[:src.index("jv = 4096LL;")]
     assert "sc_max(sc_max(" in vec_loop and "else if" not in vec_loop   # no per-element branch
+
+
+def test_division_by_a_constant_is_a_multiply_and_broadcasts_skip_lane_index_math():
+    src = emit_cuda(_row_spec(4096, "torch.log_softmax(x / 0.7, dim=-1)"))
+    assert "/ 0.7f" not in src and "* 1.4285714" in src
+    problem = make_problem(CASES["broadcast_float4_lanes"], name="bc")
+    graph = lower(analyse(problem, device="cpu", profile=False))
+    groups, _ = fusion_groups(graph)
+    src = emit_cuda(build_spec(graph, groups[0], "k0"))
+    vec = src[:src.index("start = nv * 4;")]
+    # gain (7, 1): one load per float4; bias (8,) and rows (5, 1, 8): one float4 load each;
+    # no operand is read lane by lane with its own index math
+    assert "const float b_in1 = (float)__ldg(in1 + " in vec
+    assert "a_in2[u] = __ldg(reinterpret_cast<const float4*>(in2) + " in vec
+    assert "a_in3[u] = __ldg(reinterpret_cast<const float4*>(in3) + " in vec
+    assert "(i_0)" not in vec and "* 0.3333333333333333f" in vec   # and / 3.0 is a multiply
