@@ -434,9 +434,12 @@ def test_a_short_row_stays_in_registers_and_a_long_one_in_shared_memory():
     p = default_params(spec)
     assert not row_in_registers(spec, p) and launch_config(spec, p)["smem"] == 32768 * 4
     assert "extern __shared__" in emit_cuda(spec, p)
-    # without the cache flag the row is read from memory in each pass
+    # without the cache flag the row is read from memory in each pass, still four float4
+    # loads in flight per thread, each with its own Welford accumulator
     src = emit_cuda(_row_spec(4096), {"cache": False})
     assert src.count("__ldg(reinterpret_cast<const float4*>(in0") == 2
+    assert "float4 a_in0[4];" in src and "sc_wf<float> av2_p[4];" in src
+    assert "float4 a_in0[1];" in emit_cuda(_row_spec(4096), {"cache": False, "unroll": 1})
 
 
 def test_welford_and_softmax_take_a_float4_at_a_time():
