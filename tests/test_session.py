@@ -467,18 +467,26 @@ def test_end_to_end_with_the_real_offline_agents_and_worker(settings):
             assert torch.allclose(s.model()(*x), problem.make_model()(*x), atol=1e-4)
 
 
-def test_verdicts_carry_rubric_scores_and_reward(tmp_path):
-    """Every verdict the session records is scored by the rubric, with its reward tier."""
+def _layernorm_session(tmp_path, iters: int):
+    """A CPU session on examples/layernorm_gelu.py with quick verification settings."""
     import pytest
     pytest.importorskip("stitchcuda_lab.agents.offline")
+    from pathlib import Path
+
     from stitchcuda_lab.problem import load_problem
     from stitchcuda_lab.session import Session
     from stitchcuda_lab.settings import Settings
-    from pathlib import Path
     src = Path(__file__).parent.parent / "examples" / "layernorm_gelu.py"
     s = Settings(sessions_dir=str(tmp_path / "s"), cache_dir=str(tmp_path / "c"), device="cpu",
-                 trials=5, timing_trials=3, warmup=1, compile_modes="", profile=False, iters=0)
-    session = Session.create(load_problem(src), s)
+                 trials=5, timing_trials=3, warmup=1, compile_modes="", profile=False,
+                 iters=iters)
+    return Session.create(load_problem(src), s), s
+
+
+def test_verdicts_carry_rubric_scores_and_reward(tmp_path):
+    """Every verdict the session records is scored by the rubric, with its reward tier."""
+    from stitchcuda_lab.session import Session
+    session, s = _layernorm_session(tmp_path, iters=0)
     session.advance(auto=True)
     verdicts = list(session.state.verdicts.values())
     assert verdicts
@@ -494,18 +502,9 @@ def test_verdicts_carry_rubric_scores_and_reward(tmp_path):
 
 
 def test_regenerate_asks_the_coder_again_and_survives_a_reopen(tmp_path):
-    import pytest
-    pytest.importorskip("stitchcuda_lab.agents.offline")
-    from pathlib import Path
-
     from stitchcuda_lab.loop import PlanApproved, Regenerate
-    from stitchcuda_lab.problem import load_problem
     from stitchcuda_lab.session import Session
-    from stitchcuda_lab.settings import Settings
-    src = Path(__file__).parent.parent / "examples" / "layernorm_gelu.py"
-    s = Settings(sessions_dir=str(tmp_path / "s"), cache_dir=str(tmp_path / "c"), device="cpu",
-                 trials=5, timing_trials=3, warmup=1, compile_modes="", profile=False, iters=1)
-    session = Session.create(load_problem(src), s)
+    session, s = _layernorm_session(tmp_path, iters=1)
     session.advance()
     session.post(PlanApproved())
     session.advance()
