@@ -31,7 +31,7 @@ DEV = "cuda"   # --device cpu: a dry run of the script itself (no kernel times t
 
 def _kernel_ms(fn, args, reps: int = 3) -> float:
     from stitchcuda_lab import trace as trace_mod
-    from stitchcuda_lab.toolchain.profile import profile_forward
+    from stitchcuda_lab.verifier.profile import profile_forward
     out = []
     for _ in range(reps):
         tr = profile_forward(fn, args, DEV)
@@ -64,7 +64,7 @@ def _candidate(prob, path: Path, overrides: dict, workdir: Path, tag: str):
     from stitchcuda_lab.agents.offline.coder import KERNEL_TASKS
     from stitchcuda_lab.graph import analyse
     from stitchcuda_lab.settings import Settings
-    from stitchcuda_lab.toolchain.verify import load_module
+    from stitchcuda_lab.verifier.verify import load_module
     settings = Settings.from_env().replace(device=DEV)
     graph = analyse(prob, device=DEV, profile=True, settings=settings)
     plan = OfflinePlanner().plan(prob, graph, settings)
@@ -105,7 +105,7 @@ def _launch_paths(n: int = 3000) -> dict:
     cc = mod._cc
     k = mod.kernel("nop")
     cfg = cc.LaunchConfig(grid=(1,), block=(32,), shmem_size=0)
-    stream = runtime._current_stream(mod.device)
+    stream = runtime.kernels._current_stream(mod.device)
     import numpy as np
     out["cuda.core launch (prebuilt config)"] = per_call(
         lambda: cc.launch(stream, cfg, k, np.intp(x.data_ptr()), np.int64(16)))
@@ -139,7 +139,7 @@ def run(args) -> dict:
 
     from stitchcuda_lab.bench import discover, environment
     from stitchcuda_lab.problem import load_problem
-    from stitchcuda_lab.toolchain.timing import time_forward
+    from stitchcuda_lab.verifier.timing import time_forward
 
     variants = [("ours", {})]
     for v in args.variant:

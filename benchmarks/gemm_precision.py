@@ -67,7 +67,7 @@ def layout_check() -> list[str]:
 
     import torch
 
-    from stitchcuda_lab import gemm
+    from stitchcuda_lab.runtime import gemm
     bad = []
     for nb, (m, n, k), ta, tb in itertools.product((1, 3), ((37, 53, 29), (64, 128, 256),
                                                              (1, 7, 5), (8, 1, 3)),
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import torch
 
-    from stitchcuda_lab import gemm
+    from stitchcuda_lab.runtime import gemm
     torch.manual_seed(0)
     bad = layout_check()
     print("layout check:", "ok" if not bad else "FAILED", *bad, sep="\n  ", flush=True)

@@ -310,7 +310,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     validate(problem, device=device, seed=settings.seed, timeout=settings.timeout,
              time_forward=False)
     try:
-        from .toolchain.worker import verify_files
+        from .verifier.worker import verify_files
     except ImportError as e:
         from .errors import WorkerError
         raise WorkerError(f"the Verifier is not available ({e})") from None

@@ -17,13 +17,30 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from .candidate import Candidate
 from .errors import UsageError
-from .plan import Candidate, Verdict
+from .verdict import Verdict
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .loop import State
+    from .problem import Problem
+    from .store import SessionLog
+
+
+class Session(Protocol):
+    """What exporting reads of a session (``session.Session`` has it; export never imports it,
+    so a session can offer ``export()`` without an import circle)."""
+
+    problem: Problem
+    log: SessionLog
+    state: State
+
+    @property
+    def id(self) -> str: ...
+
+    def best(self) -> tuple[Candidate, Verdict] | None: ...
 
 _EXT = {"cuda": "cu", "c": "c", "cpp": "cpp"}
 

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .errors import InvalidEvent
-from .plan import Candidate, Plan, Verdict
+from .candidate import Candidate
+from .plan import Plan
+from .verdict import Verdict
 
 PHASES = ("new", "planned", "plan_approved", "coded", "candidate_approved", "verified",
           "refining", "done", "stopped", "failed")

@@ -35,7 +35,9 @@ from .loop import (
     event_from_payload,
     step,
 )
-from .plan import Candidate, Shown, Verdict
+from .candidate import Candidate
+from .record import Shown
+from .verdict import Verdict
 from .problem import Problem
 from .settings import Settings
 from .store import SessionLog, SessionStore, StoreWarning
@@ -85,7 +87,7 @@ class Session(Shown):
         """A new session folder for ``problem``; analyses its graph on the chosen device.
 
         ``planner``, ``coder`` and ``worker`` replace the agents and the Verifier's worker
-        (tests, custom agents); by default they come from ``settings.agent`` and the toolchain.
+        (tests, custom agents); by default they come from ``settings.agent``.
         """
         settings = settings or Settings.from_env()
         agent = agent or settings.agent
@@ -445,7 +447,7 @@ class Session(Shown):
     def _get_worker(self):
         if self._worker is None:
             try:
-                from .toolchain.worker import get_worker
+                from .verifier.worker import get_worker
             except ImportError as e:
                 raise WorkerError(f"the Verifier's worker is not available ({e})",
                                   hint="`stitchcuda-lab doctor` says what is missing") from None
@@ -454,7 +456,7 @@ class Session(Shown):
 
     def _verify_options(self):
         try:
-            from .toolchain.verify import VerifyOptions
+            from .verifier.verify import VerifyOptions
         except ImportError:
             return None
         return VerifyOptions.from_settings(self.settings)
@@ -490,9 +492,9 @@ def _analyse(problem: Problem, device: str, settings: Settings) -> Graph | None:
 
 
 def resolve_device(name: str) -> str:
-    """``auto`` -> ``cuda`` when a GPU is usable, else ``cpu`` (the toolchain's rule)."""
+    """``auto`` -> ``cuda`` when a GPU is usable, else ``cpu`` (the Verifier's rule)."""
     try:
-        from .toolchain.worker import resolve_device as _resolve
+        from .verifier.worker import resolve_device as _resolve
     except ImportError:
         if name != "auto":
             return name

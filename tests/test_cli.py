@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from stitchcuda_lab.cli import main
-from stitchcuda_lab.plan import VERDICT_STATUSES
+from stitchcuda_lab.verdict import VERDICT_STATUSES
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_session import PROBLEM, FakeCoder, FakePlanner, FakeWorker
@@ -32,7 +32,7 @@ def fakes(monkeypatch):
     """Route the CLI's agents and worker to the fakes (the real ones are tested elsewhere)."""
     coder = FakeCoder({0: [1.3, 1.6], 1: [2.2], 2: [2.21]})
     worker = FakeWorker()
-    import stitchcuda_lab.toolchain.worker as tw
+    import stitchcuda_lab.verifier.worker as tw
     from stitchcuda_lab.agents import base
     monkeypatch.setattr(base, "get_agents", lambda name, settings: (FakePlanner(), coder))
     monkeypatch.setattr(tw, "get_worker", lambda device, settings: worker)
@@ -231,7 +231,7 @@ def test_verify_a_missing_candidate_exits_2(capsys, problem_file, tmp_path):
 
 def _worker_missing():
     try:
-        from stitchcuda_lab.toolchain.worker import verify_files  # noqa: F401
+        from stitchcuda_lab.verifier.worker import verify_files  # noqa: F401
         return False
     except ImportError:
         return True

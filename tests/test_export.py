@@ -11,7 +11,8 @@ import torch
 
 from stitchcuda_lab.errors import UsageError
 from stitchcuda_lab.export import reward_tier, trajectory_records, write_candidate
-from stitchcuda_lab.plan import Candidate, KernelSource, Verdict
+from stitchcuda_lab.candidate import Candidate, KernelSource
+from stitchcuda_lab.verdict import Verdict
 from stitchcuda_lab.problem import problem_from_source
 from stitchcuda_lab.session import Session
 

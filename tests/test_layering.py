@@ -16,7 +16,8 @@ import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "stitchcuda_lab"
 FORBIDDEN = ("torch.cuda", "IPython", "ipywidgets", "plotly", "anthropic")
-PURE = ["stitchcuda_lab.plan", "stitchcuda_lab.loop", "stitchcuda_lab.trace",
+PURE = ["stitchcuda_lab.plan", "stitchcuda_lab.candidate", "stitchcuda_lab.verdict",
+        "stitchcuda_lab.record", "stitchcuda_lab.loop", "stitchcuda_lab.trace",
         "stitchcuda_lab.store", "stitchcuda_lab.agents.offline", "stitchcuda_lab.agents.rubric"]
 
 
@@ -68,18 +69,19 @@ def test_importing_the_package_is_light():
     assert not heavy, heavy[:5]
 
 
-def _jupyter_imports(path: Path, text: str | None = None) -> list[int]:
-    """Lines in ``path`` that import stitchcuda_lab.jupyter, outside the extension hooks."""
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _imports(path: Path, text: str | None = None) -> list[tuple[int, list[str]]]:
+    """(line, names) for every import in ``path``: module level, in functions, under
+    TYPE_CHECKING and through ``importlib.import_module``; relative names made absolute."""
     tree = ast.parse(path.read_text() if text is None else text, filename=str(path))
-    allowed: set[int] = set()
-    if path == PKG / "__init__.py":
-        for fn in ast.walk(tree):
-            if isinstance(fn, ast.FunctionDef) and fn.name in ("load_ipython_extension",
-                                                               "unload_ipython_extension"):
-                allowed |= {n.lineno for n in ast.walk(fn) if hasattr(n, "lineno")}
     rel = path.relative_to(PKG.parent).with_suffix("")
     package = ".".join(rel.parts[:-1])     # for __init__.py that is the package itself
-    hits = []
+    found = []
     for node in ast.walk(tree):
         names: list[str] = []
         if isinstance(node, ast.Import):
@@ -94,10 +96,88 @@ def _jupyter_imports(path: Path, text: str | None = None) -> list[int]:
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module":
             names = [a.value for a in node.args if isinstance(a, ast.Constant)
                      and isinstance(a.value, str)]
-        if any(n == "stitchcuda_lab.jupyter" or n.startswith("stitchcuda_lab.jupyter.")
-               for n in names) and node.lineno not in allowed:
-            hits.append(node.lineno)
-    return hits
+        if names:
+            found.append((node.lineno, names))
+    return found
+
+
+def _jupyter_imports(path: Path, text: str | None = None) -> list[int]:
+    """Lines in ``path`` that import stitchcuda_lab.jupyter, outside the extension hooks."""
+    allowed: set[int] = set()
+    if path == PKG / "__init__.py":
+        tree = ast.parse(path.read_text() if text is None else text)
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef) and fn.name in ("load_ipython_extension",
+                                                               "unload_ipython_extension"):
+                allowed |= {n.lineno for n in ast.walk(fn) if hasattr(n, "lineno")}
+    return [line for line, names in _imports(path, text)
+            if any(n == "stitchcuda_lab.jupyter" or n.startswith("stitchcuda_lab.jupyter.")
+                   for n in names) and line not in allowed]
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the package's modules it imports (any import, anywhere in the file)."""
+    modules = {_module_name(p): p for p in PKG.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for _, names in _imports(path):
+            deps |= {n for n in names if n in modules and n != name}
+        graph[name] = deps
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circle_anywhere_in_the_package():
+    # a package's __init__ importing its own submodules is how a package exposes its API
+    graph = {m: {d for d in deps if not m.startswith(d + ".")}
+             for m, deps in _import_graph().items()}
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_check_can_fail():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_what_programs_import_never_imports_the_verifier():
+    graph = _import_graph()
+    runtime = [m for m in graph if m == "stitchcuda_lab.runtime"
+               or m.startswith("stitchcuda_lab.runtime.")]
+    assert runtime
+    bad = {m: sorted(d for d in graph[m] if d.startswith("stitchcuda_lab.verifier"))
+           for m in runtime}
+    assert not any(bad.values()), bad
 
 
 def test_nothing_outside_the_notebook_layer_imports_it():

@@ -28,7 +28,9 @@ from stitchcuda_lab.loop import (
     replay,
     step,
 )
-from stitchcuda_lab.plan import Candidate, KernelSource, Plan, Task, Verdict
+from stitchcuda_lab.candidate import Candidate, KernelSource
+from stitchcuda_lab.plan import Plan, Task
+from stitchcuda_lab.verdict import Verdict
 
 
 def plan(n=1):

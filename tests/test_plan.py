@@ -1,7 +1,9 @@
 import pytest
 
 from stitchcuda_lab.errors import PlanError, UsageError
-from stitchcuda_lab.plan import Candidate, KernelSource, Plan, Task, TrialResult, Verdict
+from stitchcuda_lab.candidate import Candidate, KernelSource
+from stitchcuda_lab.plan import Plan, Task
+from stitchcuda_lab.verdict import TrialResult, Verdict
 
 
 def _candidate():

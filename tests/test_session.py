@@ -21,7 +21,9 @@ import torch
 
 from stitchcuda_lab.errors import InvalidEvent, ServiceError
 from stitchcuda_lab.loop import CandidateApproved, CandidateEdited, PlanApproved, PlanEdited
-from stitchcuda_lab.plan import Candidate, KernelSource, Plan, Task, Verdict
+from stitchcuda_lab.candidate import Candidate, KernelSource
+from stitchcuda_lab.plan import Plan, Task
+from stitchcuda_lab.verdict import Verdict
 from stitchcuda_lab.problem import problem_from_source
 from stitchcuda_lab.session import Session
 
@@ -418,8 +420,8 @@ def _real_parts_missing() -> str | None:
     import importlib
     for mod, name in (("stitchcuda_lab.agents.offline", "OfflinePlanner"),
                       ("stitchcuda_lab.agents.offline", "OfflineCoder"),
-                      ("stitchcuda_lab.toolchain.worker", "get_worker"),
-                      ("stitchcuda_lab.toolchain.verify", "VerifyOptions"),
+                      ("stitchcuda_lab.verifier.worker", "get_worker"),
+                      ("stitchcuda_lab.verifier.verify", "VerifyOptions"),
                       ("stitchcuda_lab.runtime", "load")):
         try:
             if not hasattr(importlib.import_module(mod), name):
@@ -431,7 +433,7 @@ def _real_parts_missing() -> str | None:
 
 def _worker_missing() -> bool:
     try:
-        from stitchcuda_lab.toolchain.worker import get_worker  # noqa: F401
+        from stitchcuda_lab.verifier.worker import get_worker  # noqa: F401
     except ImportError:
         return True
     return False

@@ -12,7 +12,9 @@ from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from ..graph import Graph
-    from ..plan import Candidate, Plan, Verdict
+    from ..candidate import Candidate
+    from ..plan import Plan
+    from ..verdict import Verdict
     from ..problem import Problem
     from ..settings import Settings
 

@@ -16,7 +16,7 @@ Four criteria, each 0..1 with the reasons that set it:
 3 (>5% faster than eager and torch.compile). Pure: no torch, no network; an LLM judge's scores
 merge in with ``merge_judge``.
 
->>> from stitchcuda_lab.plan import Verdict
+>>> from stitchcuda_lab.verdict import Verdict
 >>> reward(Verdict(status="pass", correct=True, speedup_vs_eager=1.2, speedup_vs_compile=0.9))
 2
 """
@@ -28,7 +28,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ..plan import Candidate, Verdict
+from ..candidate import Candidate
+from ..verdict import Verdict
 
 CRITERIA = ("anti_hacking", "cuda_engineering", "coverage", "compliance")
 FASTER = 1.05   # "more than 5% faster"

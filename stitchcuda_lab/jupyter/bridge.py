@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..plan import Candidate, Plan, Verdict
+from ..candidate import Candidate
+from ..plan import Plan
+from ..verdict import Verdict
 
 # ---- reading --------------------------------------------------------------------------------
 

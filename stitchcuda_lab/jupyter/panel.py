@@ -25,7 +25,9 @@ from typing import Any
 import ipywidgets as W
 
 from ..errors import StitchError
-from ..plan import Candidate, Plan, Task, Verdict
+from ..candidate import Candidate
+from ..plan import Plan, Task
+from ..verdict import Verdict
 from . import bridge, figures
 
 _MONO = "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from stitchcuda_lab.toolchain.verify import VerifyOptions
-from stitchcuda_lab.toolchain.worker import Worker
+from stitchcuda_lab.verifier.verify import VerifyOptions
+from stitchcuda_lab.verifier.worker import Worker
 
 HERE = Path(__file__).parent
 CPU = sorted((HERE / "candidates").glob("*.py"))

@@ -26,7 +26,8 @@ from stitchcuda_lab.agents.llm import (
 from stitchcuda_lab.agents.llm.client import DEFAULT_MODEL, ClaudeClient
 from stitchcuda_lab.agents.llm.coder import candidate_from_reply
 from stitchcuda_lab.errors import ConfigError, ServiceError
-from stitchcuda_lab.plan import Candidate, Verdict
+from stitchcuda_lab.candidate import Candidate
+from stitchcuda_lab.verdict import Verdict
 from stitchcuda_lab.problem import load_problem
 
 KEY = "sk-ant-api03-AGENTS-TEST-KEY-0000"

@@ -9,7 +9,8 @@ import textwrap
 import pytest
 
 from stitchcuda_lab.agents import rubric
-from stitchcuda_lab.plan import Candidate, KernelSource, Verdict
+from stitchcuda_lab.candidate import Candidate, KernelSource
+from stitchcuda_lab.verdict import Verdict
 
 GOOD_PROGRAM = textwrap.dedent('''
     import torch

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from stitchcuda_lab import loop
-from stitchcuda_lab.plan import Candidate, KernelSource, Plan, Task, TrialResult, Verdict
+from stitchcuda_lab.candidate import Candidate, KernelSource
+from stitchcuda_lab.plan import Plan, Task
+from stitchcuda_lab.verdict import TrialResult, Verdict
 
 _ids = itertools.count(1)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from stitchcuda_lab.plan import Candidate, KernelSource, Plan, Task
+from stitchcuda_lab.candidate import Candidate, KernelSource
+from stitchcuda_lab.plan import Plan, Task
 
 from .conftest import SOURCE
 from .fakes import KERNEL

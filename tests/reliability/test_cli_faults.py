@@ -45,7 +45,7 @@ def _workers_of(cache_dir: Path) -> list[int]:
             env = (d / "environ").read_bytes()
         except OSError:
             continue
-        if b"stitchcuda_lab.toolchain.worker" in cmd and \
+        if b"stitchcuda_lab.verifier.worker" in cmd and \
                 f"STITCH_CACHE_DIR={cache_dir}".encode() in env.split(b"\0"):
             pids.append(int(d.name))
     return pids

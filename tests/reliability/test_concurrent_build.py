@@ -14,7 +14,7 @@ import json, os, sys, time
 from pathlib import Path
 import torch
 from stitchcuda_lab import runtime
-from stitchcuda_lab.toolchain import build
+from stitchcuda_lab.runtime import build
 SRC = '''
 #include <stdint.h>
 void add3(float* x, int64_t n) { for (int64_t i = 0; i < n; ++i) x[i] += 3.0f; }

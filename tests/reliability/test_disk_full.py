@@ -9,7 +9,7 @@ import pytest
 
 from stitchcuda_lab.errors import StoreError
 from stitchcuda_lab.store import SessionStore, StoreWarning
-from stitchcuda_lab.toolchain.cache import KernelCache
+from stitchcuda_lab.runtime.cache import KernelCache
 
 from .conftest import fill
 

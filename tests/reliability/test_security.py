@@ -17,8 +17,8 @@ import sys
 
 import pytest
 
-from stitchcuda_lab.toolchain.verify import VerifyOptions
-from stitchcuda_lab.toolchain.worker import Worker
+from stitchcuda_lab.verifier.verify import VerifyOptions
+from stitchcuda_lab.verifier.worker import Worker
 
 from .conftest import ADV, ROOT, cli_env
 
@@ -101,7 +101,7 @@ def test_a_cache_entry_swapped_for_another_library_is_rebuilt_not_loaded(tmp_pat
     import torch
 
     from stitchcuda_lab import runtime
-    from stitchcuda_lab.toolchain import build
+    from stitchcuda_lab.runtime import build
     monkeypatch.setenv("STITCH_CACHE_DIR", str(tmp_path / "kc"))
     monkeypatch.delenv("STITCH_CACHE", raising=False)
     runtime.clear_loaded()

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from stitchcuda_lab.toolchain.verify import VerifyOptions
-from stitchcuda_lab.toolchain.worker import Worker
+from stitchcuda_lab.verifier.verify import VerifyOptions
+from stitchcuda_lab.verifier.worker import Worker
 
 from .conftest import ADV
 

@@ -22,7 +22,9 @@ from .structured import Progress, Recorder, StructuredClient
 
 if TYPE_CHECKING:
     from ...graph import Graph
-    from ...plan import Candidate, Plan, Verdict
+    from ...candidate import Candidate
+    from ...plan import Plan
+    from ...verdict import Verdict
     from ...problem import Problem
     from ...settings import Settings
 

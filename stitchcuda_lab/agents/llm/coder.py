@@ -15,7 +15,9 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from ...plan import Candidate, KernelSource, Plan, Verdict
+from ...candidate import Candidate, KernelSource
+from ...plan import Plan
+from ...verdict import Verdict
 from .context import fence, lang_for, problem_context, prompt, rag_query, retrieve
 from .planner import _UNSET, KnowledgeMixin
 from .schema import CANDIDATE_SCHEMA

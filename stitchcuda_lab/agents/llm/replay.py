@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ServiceError, StoreError
-from ...plan import Verdict
+from ...verdict import Verdict
 from ..rubric import reward
 from .coder import candidate_from_reply
 from .structured import Progress, Recorder, Request, StructuredClient, Turn

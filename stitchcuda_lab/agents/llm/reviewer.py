@@ -11,7 +11,8 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ...plan import Candidate, Verdict
+from ...candidate import Candidate
+from ...verdict import Verdict
 from .. import rubric
 from .coder import feedback_text
 from .context import fence, prompt

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from ...plan import Candidate, KernelSource
+from ...candidate import Candidate, KernelSource
 from .emit_c import emit_c
 from .emit_cuda import default_params, emit_cuda, launch_config
 from .fusion import LIBRARY_CLASSES, Unsupported, build_spec
@@ -24,7 +24,8 @@ from .program import CannotRender, KernelCall, render, render_fallback
 
 if TYPE_CHECKING:
     from ...graph import Graph
-    from ...plan import Plan, Verdict
+    from ...plan import Plan
+    from ...verdict import Verdict
     from ...problem import Problem
     from ...settings import Settings
 

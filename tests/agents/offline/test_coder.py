@@ -10,7 +10,7 @@ import torch
 from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
 from stitchcuda_lab.agents.offline.coder import MAX_VARIANTS, claims
 from stitchcuda_lab.graph import analyse
-from stitchcuda_lab.plan import Verdict
+from stitchcuda_lab.verdict import Verdict
 
 from .conftest import assert_close, generate, make_problem, run_both
 
@@ -164,8 +164,8 @@ def test_uncaptured_problem_gets_an_honest_unchanged_forward(settings):
 
 
 def test_worker_verifies_the_first_candidate(settings):
-    from stitchcuda_lab.toolchain.verify import VerifyOptions
-    from stitchcuda_lab.toolchain.worker import get_worker
+    from stitchcuda_lab.verifier.verify import VerifyOptions
+    from stitchcuda_lab.verifier.worker import get_worker
 
     _, _, cand = generate(GEMM, settings)
     worker = get_worker("cpu", settings)

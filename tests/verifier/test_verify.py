@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from stitchcuda_lab.toolchain.verify import compare, tolerance
+from stitchcuda_lab.verifier.verify import compare, tolerance
 
 ADV = Path(__file__).parent.parent / "adversarial"
 POINTWISE = (ADV / "problems" / "pointwise.py").read_text()

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from stitchcuda_lab.errors import ConfigError
-from stitchcuda_lab.toolchain import worker as worker_mod
-from stitchcuda_lab.toolchain.worker import clean_env, resolve_device
+from stitchcuda_lab.verifier import worker as worker_mod
+from stitchcuda_lab.verifier.worker import clean_env, resolve_device
 
 ADV = __import__("pathlib").Path(__file__).parent.parent / "adversarial"
 POINTWISE = (ADV / "problems" / "pointwise.py").read_text()
@@ -167,7 +167,7 @@ def test_get_worker_returns_one_worker_per_device_and_cache(settings):
 def test_verify_files_infers_the_policy_and_names_the_candidate(settings, tmp_path):
     from pathlib import Path
 
-    from stitchcuda_lab.toolchain.worker import verify_files
+    from stitchcuda_lab.verifier.worker import verify_files
     adv = Path(__file__).parent.parent / "adversarial"
     v = verify_files(adv / "problems/pointwise.py", adv / "candidates/fallback_functional.py",
                      "cpu", settings)

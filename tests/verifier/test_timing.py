@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from stitchcuda_lab.toolchain import timing
+from stitchcuda_lab.verifier import timing
 
 
 def test_tampered_names_replaced_timers_and_restore_puts_them_back(monkeypatch):

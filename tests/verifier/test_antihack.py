@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from stitchcuda_lab.toolchain.antihack import find_fallback, make_tracer, norm, op_class, overlaps
+from stitchcuda_lab.verifier.antihack import find_fallback, make_tracer, norm, op_class, overlaps
 
 REF = ["aten.mul.Tensor", "aten.add.Tensor", "aten.relu.default"]
 
@@ -57,7 +57,7 @@ def test_overlap_detects_views_and_shared_storage():
 
 
 def test_precision_switches_are_seen_and_restored_whichever_api_flipped_them():
-    from stitchcuda_lab.toolchain.antihack import (changed_numerics, numerics_flags,
+    from stitchcuda_lab.verifier.antihack import (changed_numerics, numerics_flags,
                                                    restore_numerics)
     saved = numerics_flags()
     assert "unreadable" not in saved.values()

@@ -3,8 +3,9 @@
 ``capture()`` runs when the worker starts and keeps private references to the timers and
 synchronize functions; timing uses only those, and ``tampered()`` names any public one that a
 candidate replaced (the Verifier rejects it as "patched_timer" and ``restore()`` puts them back).
-The same watch covers the Verifier's own checks and the torch functions and Tensor methods its
-comparison uses (a replaced one is "patched_verifier"): candidate code runs in this process.
+The same watch covers the functions the caller names (the Verifier's own checks and the torch
+functions its comparison uses; a replaced one is "patched_verifier"): candidate code runs in
+this process.
 
 CUDA: warm-ups, a 256 MB write before every trial (flushes the 50 MB L2), start event,
 forward, device-wide synchronize, end event; median over trials. ``trials`` is a floor: a
@@ -42,39 +43,12 @@ def _targets():
             (torch, "torch.", "equal")]
 
 
-VERIFIER_PREFIXES = ("stitchcuda_lab.", "torch.Tensor.", "torch.is", "torch.where",
-                     "torch.zeros_like", "torch.full")
-
-
-def _verifier_targets():
-    """What the comparison and the anti-hacking checks call (see verify.py, antihack.py)."""
-    import sys
-
-    import torch
-
-    from . import antihack, verify
-    watched = {
-        verify: ["compare", "tolerance", "poison", "make_inputs", "_same", "_clone", "_tensors",
-                 "_stale_outputs", "_check_after_call", "_check_timers", "_check_plain",
-                 "_holdout", "_settle"],
-        antihack: ["find_fallback", "make_tracer", "overlaps", "storage_span", "live_threads",
-                   "new_threads", "op_class", "norm", "numerics_flags", "changed_numerics",
-                   "restore_numerics"],
-        sys.modules[__name__]: ["tampered", "time_forward"],
-        torch.Tensor: ["__sub__", "__eq__", "__ne__", "__gt__", "__lt__", "__ge__", "__le__",
-                       "__or__", "__and__", "__invert__", "abs", "all", "any", "sum", "max", "to",
-                       "detach", "clone", "numel", "is_floating_point", "is_complex"],
-        torch: ["isnan", "isfinite", "where", "zeros_like", "full"],
-    }
-    return [(owner, ("torch.Tensor." if owner is torch.Tensor else f"{owner.__name__}."), n)
-            for owner, names in watched.items() for n in names]
-
-
-def capture() -> None:
-    """Remember the real timers (once per process, before any candidate code runs)."""
+def capture(extra: Sequence[tuple[Any, str, str]] = ()) -> None:
+    """Remember the real timers, and the ``extra`` (owner, prefix, name) functions the caller
+    wants watched too (once per process, before any candidate code runs)."""
     if _ORIG:
         return
-    for owner, prefix, attr in _targets() + _verifier_targets():
+    for owner, prefix, attr in _targets() + list(extra):
         _ORIG[prefix + attr] = (owner, attr, getattr(owner, attr))
 
 

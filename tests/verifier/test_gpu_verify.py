@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from stitchcuda_lab.toolchain.verify import VerifyOptions
-from stitchcuda_lab.toolchain.worker import Worker
+from stitchcuda_lab.verifier.verify import VerifyOptions
+from stitchcuda_lab.verifier.worker import Worker
 
 ADV = Path(__file__).parent.parent / "adversarial"
 POINTWISE = (ADV / "problems" / "pointwise.py").read_text()

@@ -1,6 +1,6 @@
 """The isolated worker: every build and every run of generated code happens in it.
 
-One process per device, started with ``python -m stitchcuda_lab.toolchain.worker``, in its own
+One process per device, started with ``python -m stitchcuda_lab.verifier.worker``, in its own
 session (process group), with an environment stripped of API keys and tokens, reused while
 healthy. It is restarted after a crash, a CUDA error or a job that left it in doubt (patched
 timers, background threads), and killed when a job runs past its timeout (the Verdict then says
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import ConfigError, WorkerError
-from ..plan import Verdict
+from ..verdict import Verdict
 from .verify import VerifyOptions
 
 __all__ = ["Worker", "get_worker", "resolve_device", "clean_env", "VerifyOptions"]
@@ -117,7 +117,7 @@ class Worker:
             env["STITCH_WORKER_MEMORY"] = str(self.memory_limit)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "stitchcuda_lab.toolchain.worker", self.device,
+                [sys.executable, "-m", "stitchcuda_lab.verifier.worker", self.device,
                  str(to_child_r), str(from_child_w)],
                 pass_fds=(to_child_r, from_child_w), env=env, stdin=subprocess.DEVNULL,
                 stdout=fd, stderr=subprocess.STDOUT, start_new_session=True,
@@ -329,7 +329,7 @@ def verify_files(problem_path: str | os.PathLike, candidate_path: str | os.PathL
 
     The candidate declares nothing, so the op policy is inferred: every compute op that is not
     a library op (mm, addmm, bmm, convolution, ...) and not in the file's ``KEPT_OPS`` list is a
-    PyTorch fallback (toolchain/antihack.py).
+    PyTorch fallback (verifier/antihack.py).
     """
     from ..errors import UsageError
     try:
@@ -356,8 +356,8 @@ def _child_main(device: str, rfd: int, wfd: int) -> None:
     import torch
 
     from . import timing
-    from .verify import WorkerState, run_baseline, run_verify
-    timing.capture()
+    from .verify import WorkerState, run_baseline, run_verify, watched
+    timing.capture(watched())
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device).index or 0)  # "cuda" has no index
         torch.zeros(1, device=device)

@@ -1,10 +1,4 @@
-"""What generated ModelNew programs import: compile (cached) and launch kernels on torch tensors.
-
->>> from stitchcuda_lab import runtime
->>> mod = runtime.load(SOURCES["fused_0"], lang="cuda", name="fused_0")     # doctest: +SKIP
->>> mod.launch("fused_0", grid=(g, 1, 1), block=(256, 1, 1), args=(x, out, n, 1.5))
->>> cmod = runtime.load(C_SRC, lang="c", name="fused_0")                    # doctest: +SKIP
->>> cmod.call("fused_0", x, out, n, 1.5)
+"""Load and launch compiled kernels: ``load`` (through the cache), CUDA and C modules.
 
 Argument conversion (docs/CONTRACTS.md): torch.Tensor -> pointer to its data (the caller
 guarantees contiguity and dtype), int -> 64-bit (``long long``), float -> 32-bit float,
@@ -25,12 +19,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from . import gemm  # noqa: F401  (runtime.gemm: fp32 GEMMs on tensor cores, for programs)
-from .errors import BuildError, UsageError
-from .toolchain import build
-from .toolchain.cache import KernelCache
+from ..errors import UsageError
+from . import build
+from .cache import KernelCache
 
-__all__ = ["load", "i32", "f64", "sm_count", "CModule", "CudaModule"]
+__all__ = ["load", "i32", "f64", "sm_count", "CModule", "CudaModule", "clear_loaded"]
 
 _LOADED: dict[str, Any] = {}      # cache key -> loaded module (one build per process and key)
 _LOCK = threading.Lock()
@@ -295,7 +288,7 @@ def _torch_version() -> str:
 
 def _cache() -> KernelCache:
     # The one place the runtime reads configuration (generated code cannot be handed Settings).
-    from .settings import Settings
+    from ..settings import Settings
     s = Settings.from_env()
     enabled = s.cache and os.environ.get("STITCH_CACHE", "1") != "0"
     return KernelCache(s.cache_dir, enabled=enabled)
@@ -307,4 +300,3 @@ def clear_loaded() -> None:
         _LOADED.clear()
 
 
-__all__ += ["clear_loaded", "BuildError"]

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BuildError
-from ..plan import TrialResult, Verdict
+from ..verdict import TrialResult, Verdict
 from . import antihack, profile, timing
 
 DEFAULT_TOL = {"float32": 1e-4, "float64": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
@@ -91,6 +91,33 @@ class Reject(Exception):
 def _status_verdict(status: str, name: str, detail: str = "", **kw: Any) -> dict:
     reason = f"{name}: {detail}" if detail else name
     return Verdict(status=status, reason=reason, **kw).to_dict()
+
+
+VERIFIER_PREFIXES = ("stitchcuda_lab.", "torch.Tensor.", "torch.is", "torch.where",
+                     "torch.zeros_like", "torch.full")
+
+
+def watched():
+    """What the comparison and the anti-hacking checks call (see verify.py, antihack.py)."""
+    import sys
+
+    import torch
+
+    by_owner = {
+        sys.modules[__name__]: ["compare", "tolerance", "poison", "make_inputs", "_same", "_clone", "_tensors",
+                 "_stale_outputs", "_check_after_call", "_check_timers", "_check_plain",
+                 "_holdout", "_settle"],
+        antihack: ["find_fallback", "make_tracer", "overlaps", "storage_span", "live_threads",
+                   "new_threads", "op_class", "norm", "numerics_flags", "changed_numerics",
+                   "restore_numerics"],
+        timing: ["tampered", "time_forward"],
+        torch.Tensor: ["__sub__", "__eq__", "__ne__", "__gt__", "__lt__", "__ge__", "__le__",
+                       "__or__", "__and__", "__invert__", "abs", "all", "any", "sum", "max", "to",
+                       "detach", "clone", "numel", "is_floating_point", "is_complex"],
+        torch: ["isnan", "isfinite", "where", "zeros_like", "full"],
+    }
+    return [(owner, ("torch.Tensor." if owner is torch.Tensor else f"{owner.__name__}."), n)
+            for owner, names in by_owner.items() for n in names]
 
 
 # --- loading -------------------------------------------------------------------------------
@@ -579,7 +606,7 @@ def _check_timers() -> None:
     if changed:
         raise Reject("numerics_flags", "; ".join(changed[:3]))
     bad = timing.tampered()
-    ours = [b for b in bad if b.startswith(timing.VERIFIER_PREFIXES)]
+    ours = [b for b in bad if b.startswith(VERIFIER_PREFIXES)]
     if ours:
         raise Reject("patched_verifier", "replaced " + ", ".join(ours[:6]))
     if bad:

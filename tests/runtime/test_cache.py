@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from stitchcuda_lab import runtime
-from stitchcuda_lab.toolchain import build
-from stitchcuda_lab.toolchain.cache import KernelCache
+from stitchcuda_lab.runtime import build
+from stitchcuda_lab.runtime.cache import KernelCache
 
 SRC = ("#include <stdint.h>\n"
        "void add1(float* x, int64_t n) { for (int64_t i = 0; i < n; ++i) x[i] += 1.0f; }\n")

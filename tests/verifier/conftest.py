@@ -1,4 +1,4 @@
-"""Small problems and candidates shared by the toolchain tests."""
+"""Small problems and candidates shared by the Verifier tests."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import pytest
 
 @pytest.fixture
 def fast_options():
-    from stitchcuda_lab.toolchain.verify import VerifyOptions
+    from stitchcuda_lab.verifier.verify import VerifyOptions
     return VerifyOptions(trials=5, timing_trials=3, warmup=1, compile_modes="", profile=False)
 
 
 @pytest.fixture
 def cpu_worker(tmp_path):
-    from stitchcuda_lab.toolchain.worker import Worker
+    from stitchcuda_lab.verifier.worker import Worker
     w = Worker("cpu", cache_dir=str(tmp_path / "cache"))
     yield w
     w.close()

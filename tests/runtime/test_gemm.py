@@ -8,9 +8,10 @@ import itertools
 import pytest
 import torch
 
-from stitchcuda_lab import gemm, runtime
+from stitchcuda_lab import runtime
+from stitchcuda_lab.runtime import gemm
 from stitchcuda_lab.errors import UsageError
-from stitchcuda_lab.toolchain import antihack
+from stitchcuda_lab.verifier import antihack
 
 
 def test_runtime_exposes_gemm_for_programs():

@@ -34,7 +34,7 @@ import ctypes
 import threading
 from typing import Any
 
-from .errors import UsageError
+from ..errors import UsageError
 
 # The split kernel. Each thread handles 4 consecutive elements of a row (rows of length L,
 # ``batches`` groups of ``rows`` rows) and writes them into three slots of the output:
@@ -333,9 +333,9 @@ def _module():
     dev = torch.cuda.current_device()
     mod = _MODULES.get(dev)
     if mod is None:
-        from . import runtime
-        mod = _MODULES[dev] = runtime.load(SPLIT_SOURCE, lang="cuda", name="split_tf32x3")
-        _SMS[dev] = runtime.sm_count()
+        from .kernels import load, sm_count
+        mod = _MODULES[dev] = load(SPLIT_SOURCE, lang="cuda", name="split_tf32x3")
+        _SMS[dev] = sm_count()
     return mod
 
 
@@ -346,7 +346,7 @@ def _blocks(work: int) -> int:
 
 
 def _i32(v: int):
-    from .runtime import i32
+    from .kernels import i32
     return i32(v)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stitchcuda_lab.toolchain import ncu
+from stitchcuda_lab.verifier import ncu
 
 CSV = '''==PROF== Connected to process 1
 "ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"

@@ -7,7 +7,7 @@ import torch
 
 from stitchcuda_lab import runtime
 from stitchcuda_lab.errors import BuildError, UsageError
-from stitchcuda_lab.toolchain import build
+from stitchcuda_lab.runtime import build
 
 ARGS_C = r"""
 #include <stdint.h>
@@ -198,8 +198,8 @@ def test_launch_makes_each_config_once_and_only_raises_the_shared_memory_opt_in(
     mod.name, mod.device, mod._cc = "k", 0, _FakeCudaCore()
     mod._kernels, mod._launches, mod._smem = {"f": "kernel-f"}, {}, {}
     opted = []
-    monkeypatch.setattr(runtime, "_allow_large_shared", lambda k, n, d: opted.append(n))
-    monkeypatch.setattr(runtime, "_current_stream", lambda d: "stream")
+    monkeypatch.setattr(runtime.kernels, "_allow_large_shared", lambda k, n, d: opted.append(n))
+    monkeypatch.setattr(runtime.kernels, "_current_stream", lambda d: "stream")
     for smem in (100_000, 64_000, 100_000, 64_000, 1024):
         mod.launch("f", grid=(4, 1, 1), block=(256, 1, 1), args=(7,), shared_mem=smem)
     mod.launch("f", grid=[4, 1, 1], block=[256, 1, 1], args=(7,), shared_mem=1024)  # lists

@@ -1,0 +1,78 @@
+"""The Verifier's output: a Verdict on one candidate (status, errors, timings, profile).
+
+>>> Verdict(status="pass", speedup_vs_eager=2.0).summary()
+'pass; 2.00x vs eager'
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+from .record import Record, Shown
+
+VERDICT_STATUSES = ("pass", "incorrect", "rejected", "build_error", "runtime_error", "timeout")
+
+
+@dataclass
+class TrialResult(Record):
+    seed: int
+    ok: bool
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    mismatches: int = 0
+    message: str = ""
+
+
+@dataclass
+class Verdict(Shown, Record):
+    """What the Verifier concluded about one candidate. Times are milliseconds."""
+
+    status: str
+    reason: str = ""
+    candidate_id: str = ""
+    device: str = "cpu"
+    correct: bool = False
+    trials: list[TrialResult] = field(default_factory=list)
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    timings: dict[str, float] = field(default_factory=dict)   # eager, compile, ours, ..._wall
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    flags: list[str] = field(default_factory=list)            # e.g. "speedup_over_10x"
+    build_log: str = ""
+    aten_ops: dict[str, int] = field(default_factory=dict)    # ops the candidate ran
+    profile: dict[str, Any] = field(default_factory=dict)     # timeline rows, kernel summary, ncu
+    rubric: dict[str, Any] = field(default_factory=dict)
+    reward: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in VERDICT_STATUSES:
+            raise ValueError(f"unknown verdict status {self.status!r}")
+        self.trials = [t if isinstance(t, TrialResult) else TrialResult.from_dict(t)
+                       for t in self.trials]
+
+    def summary(self) -> str:
+        s = f"{self.status}"
+        if self.reason:
+            s += f" ({self.reason})"
+        if self.speedup_vs_eager is not None:
+            s += f"; {self.speedup_vs_eager:.2f}x vs eager"
+        if self.speedup_vs_compile is not None:
+            s += f", {self.speedup_vs_compile:.2f}x vs torch.compile"
+        if self.max_abs_err is not None:
+            s += f"; max abs err {self.max_abs_err:.2e}"
+        return s
+
+    def __str__(self) -> str:
+        return f"Verdict {self.candidate_id}: {self.summary()}"
+
+    def _repr_html_(self) -> str:
+        color = {"pass": "#1a7f37"}.get(self.status, "#cf222e")
+        t = "".join(f"<tr><td>{html.escape(k)}</td><td>{v:.4f} ms</td></tr>"
+                    for k, v in sorted(self.timings.items()))
+        return (f"<div><b style='color:{color}'>{html.escape(self.status)}</b> "
+                f"{html.escape(self.summary())}<table>{t}</table></div>")
