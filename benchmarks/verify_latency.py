@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-load-inline", dest="load_inline", action="store_false")
     args = ap.parse_args(argv)
 
-    from stitchcuda_lab.verifier.verify import VerifyOptions
+    from stitchcuda_lab.verifier.options import VerifyOptions
     from stitchcuda_lab.verifier.worker import Worker, resolve_device
     device = resolve_device(args.device)
     cuda = device.startswith("cuda")

@@ -456,7 +456,7 @@ class Session(Shown):
 
     def _verify_options(self):
         try:
-            from .verifier.verify import VerifyOptions
+            from .verifier.options import VerifyOptions
         except ImportError:
             return None
         return VerifyOptions.from_settings(self.settings)

@@ -32,43 +32,16 @@ import sys
 import time
 import traceback
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import BuildError
 from ..verdict import TrialResult, Verdict
 from . import antihack, profile, timing
+from .options import VerifyOptions
 
 DEFAULT_TOL = {"float32": 1e-4, "float64": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
-
-
-@dataclass
-class VerifyOptions:
-    trials: int = 5
-    timing_trials: int = 20
-    warmup: int = 3
-    atol: float | None = None
-    rtol: float | None = None
-    seed: int = 42
-    compile_modes: str = "default"
-    profile: bool = True
-    ncu: bool = False
-    time: bool = True
-
-    @classmethod
-    def from_settings(cls, settings: Any, **overrides: Any) -> "VerifyOptions":
-        values = {k: getattr(settings, k) for k in ("trials", "timing_trials", "warmup", "atol",
-                                                      "rtol", "seed", "compile_modes", "profile",
-                                                      "ncu")}
-        values.update(overrides)
-        return cls(**values)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def modes(self) -> list[str]:
-        return [m.strip() for m in self.compile_modes.split(",") if m.strip()]
 
 
 @dataclass

@@ -35,7 +35,7 @@ from typing import Any, Iterable
 
 from ..errors import ConfigError, WorkerError
 from ..verdict import Verdict
-from .verify import VerifyOptions
+from .options import VerifyOptions
 
 __all__ = ["Worker", "get_worker", "resolve_device", "clean_env", "VerifyOptions"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from stitchcuda_lab.verifier.verify import VerifyOptions
+from stitchcuda_lab.verifier.options import VerifyOptions
 from stitchcuda_lab.verifier.worker import Worker
 
 HERE = Path(__file__).parent

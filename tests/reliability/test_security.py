@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from stitchcuda_lab.verifier.verify import VerifyOptions
+from stitchcuda_lab.verifier.options import VerifyOptions
 from stitchcuda_lab.verifier.worker import Worker
 
 from .conftest import ADV, ROOT, cli_env

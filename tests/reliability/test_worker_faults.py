@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from stitchcuda_lab.verifier.verify import VerifyOptions
+from stitchcuda_lab.verifier.options import VerifyOptions
 from stitchcuda_lab.verifier.worker import Worker
 
 from .conftest import ADV

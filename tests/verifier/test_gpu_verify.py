@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stitchcuda_lab.verifier.verify import VerifyOptions
+from stitchcuda_lab.verifier.options import VerifyOptions
 from stitchcuda_lab.verifier.worker import Worker
 
 ADV = Path(__file__).parent.parent / "adversarial"

@@ -164,7 +164,7 @@ def test_uncaptured_problem_gets_an_honest_unchanged_forward(settings):
 
 
 def test_worker_verifies_the_first_candidate(settings):
-    from stitchcuda_lab.verifier.verify import VerifyOptions
+    from stitchcuda_lab.verifier.options import VerifyOptions
     from stitchcuda_lab.verifier.worker import get_worker
 
     _, _, cand = generate(GEMM, settings)
