@@ -38,10 +38,63 @@ def c_compiler_version(cc: str) -> str:
         return "unknown"
 
 
-def compile_c(source: str, *, name: str = "kernel", flags: tuple[str, ...] = ()) -> bytes:
-    """``cc -O3 -march=native -fopenmp -shared -fPIC -std=c11 ... -lm`` -> the .so's bytes."""
+# Kernel sources and their flags come from candidates: a build may read only the kernel itself
+# and system headers named plainly, so it cannot pull another file (the cache's secret, say)
+# into its log or its bytes, nor load a plugin into the compiler.
+_FILE_DIRECTIVE = re.compile(r'^\s*#\s*(?:include|include_next|import|embed)\s*[<"]([^>"]*)[>"]'
+                             r'|\.incbin\b', re.MULTILINE)
+_C_FLAGS_OK = re.compile(r"-O[0-3sfast]*|-march=[\w-]+|-mtune=[\w-]+|-m(?:no-)?[\w.-]+|"
+                         r"-f(?:no-)?(?:fast-math|unroll-loops|tree-vectorize|openmp-simd|"
+                         r"strict-aliasing|finite-math-only)|-D\w+(?:=[\w.+-]*)?|-U\w+|"
+                         r"-std=[\w+]+|-W[\w=-]*|-w|-g\d?|-pthread")
+_NVRTC_FLAGS_OK = {"use_fast_math", "max_register_count", "ftz", "prec_div", "prec_sqrt", "fma",
+                   "extra_device_vectorization", "define_macro", "debug", "lineinfo",
+                   "device_code_optimize", "ptxas_options"}
+
+
+def check_source(source: str, name: str) -> None:
+    """BuildError for a directive that reads a file other than a plainly named system header."""
+    for m in _FILE_DIRECTIVE.finditer(source):
+        target = m.group(1)
+        if target is None or target.startswith("/") or ".." in target or "\\" in target:
+            line = source.count("\n", 0, m.start()) + 1
+            raise BuildError(f"kernel {name!r} line {line}: only system headers named plainly "
+                             f"may be included (no paths, no .incbin)",
+                             hint="put the code in the kernel's source instead of a file")
+
+
+def _check_flags(flags: tuple[str, ...], ok, name: str) -> None:
+    bad = [f for f in flags if not ok(f)]
+    if bad:
+        raise BuildError(f"kernel {name!r}: compiler flag(s) not allowed: {', '.join(bad)}",
+                         hint="kernels may set optimisation, target, warning and -D flags")
+
+
+def _as_user(uid: int | None):
+    """A preexec_fn that runs the compiler as ``uid`` (when this process may switch users)."""
+    if uid is None or os.geteuid() != 0:
+        return None
+
+    def demote() -> None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    return demote
+
+
+def compile_c(source: str, *, name: str = "kernel", flags: tuple[str, ...] = (),
+              user: int | None = None) -> bytes:
+    """``cc -O3 -march=native -fopenmp -shared -fPIC -std=c11 ... -lm`` -> the .so's bytes.
+
+    ``user``: the uid the compiler runs as (the Verifier builds a candidate's kernels under the
+    candidate's unprivileged user, so even the compiler cannot read what that user may not).
+    """
+    check_source(source, name)
+    _check_flags(flags, _C_FLAGS_OK.fullmatch, name)
     cc = c_compiler()
     with tempfile.TemporaryDirectory(prefix="stitch_cc_") as tmp:
+        if user is not None and os.geteuid() == 0:
+            os.chown(tmp, user, user)
         src = Path(tmp) / f"{_safe(name)}.c"
         out = Path(tmp) / f"{_safe(name)}.so"
         src.write_text(source)
@@ -49,7 +102,9 @@ def compile_c(source: str, *, name: str = "kernel", flags: tuple[str, ...] = ())
         try:
             proc = subprocess.run([cc, *C_FLAGS, *flags, "-o", str(out), str(src), *C_LIBS],
                                   capture_output=True, text=True, timeout=300, cwd=tmp,
-                                  env={**os.environ, "LC_ALL": "C"})  # plain ASCII quotes
+                                  env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                                       "LC_ALL": "C"},  # plain ASCII quotes
+                                  preexec_fn=_as_user(user))
         except FileNotFoundError:
             raise BuildError(f"no C compiler found ({cc!r})",
                              hint="install gcc (apt-get install gcc) or set CC") from None
@@ -118,6 +173,8 @@ def compile_cuda(source: str, *, name: str = "kernel", arch: str,
     A ``#line`` directive keeps the compiler's line numbers those of ``source``.
     ``flags`` are ProgramOptions fields as "key=value" ("use_fast_math=1", "max_register_count=64").
     """
+    check_source(source, name)
+    _check_flags(flags, lambda f: f.partition("=")[0] in _NVRTC_FLAGS_OK, name)
     cc = _cuda_core()
     options = dict(name=_safe(name), arch=f"sm_{arch}", std="c++17",
                    device_as_default_execution_space=True)

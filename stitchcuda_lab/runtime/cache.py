@@ -8,6 +8,13 @@ second one finds the first one's result; an entry whose bytes no longer match it
 rebuilt. ``enabled=False`` (Settings.cache, STITCH_CACHE=0) builds every time into a private
 temporary folder.
 
+Entries are authenticated: the metadata carries an HMAC-SHA256 of the key and the artifact's
+hash under a secret kept in ``<root>/.key`` (mode 0600, made on first use). Only trusted
+processes hold a KernelCache; candidate code runs under another user (verifier/pool.py) that
+can neither read the secret nor write the folder, and gets its builds from the Verifier. A
+planted entry, with or without a matching hash file, fails the HMAC and is never loaded: it is
+rebuilt over.
+
 >>> cache = KernelCache("/tmp/kc")                              # doctest: +SKIP
 >>> path = cache.get_or_build(cache.key(source="..."), build=lambda: b"...", suffix=".so")
 """
@@ -15,7 +22,9 @@ temporary folder.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import secrets
 import os
 import tempfile
 import time
@@ -27,6 +36,7 @@ from filelock import FileLock
 from ..errors import StoreError
 
 KEY_VERSION = 1
+SECRET_FILE = ".key"
 
 
 class KernelCache:
@@ -35,6 +45,33 @@ class KernelCache:
         self.enabled = enabled
         self.hits = 0
         self.misses = 0
+        self.rejected = 0          # entries whose HMAC did not verify (planted or torn)
+        self._secret: bytes | None = None
+
+    def secret(self) -> bytes:
+        """The folder's HMAC secret, made (0600, exclusively) the first time it is needed."""
+        if self._secret is None:
+            path = self.root / SECRET_FILE
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(secrets.token_bytes(32))
+            except FileExistsError:
+                pass
+            except OSError as e:
+                raise StoreError(f"cannot create the kernel cache folder {self.root}: {e}",
+                                 hint="set STITCH_CACHE_DIR to a writable folder or "
+                                 "STITCH_CACHE=0") from None
+            data = path.read_bytes()
+            if len(data) < 32:   # a torn or truncated secret: start again
+                path.unlink(missing_ok=True)
+                return self.secret()
+            self._secret = data
+        return self._secret
+
+    def _mac(self, key: str, digest: str) -> str:
+        return hmac.new(self.secret(), f"{key}:{digest}".encode(), hashlib.sha256).hexdigest()
 
     @staticmethod
     def key(**parts: object) -> str:
@@ -56,7 +93,11 @@ class KernelCache:
             data = art.read_bytes()
         except (OSError, ValueError):
             return None
-        if hashlib.sha256(data).hexdigest() != info.get("sha256"):
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != info.get("sha256"):
+            return None
+        if not hmac.compare_digest(str(info.get("mac", "")), self._mac(key, digest)):
+            self.rejected += 1
             return None
         return art
 
@@ -87,8 +128,9 @@ class KernelCache:
                 return found
             data = build()
             self.misses += 1
-            info = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
-                    "created": time.time(), **(meta or {})}
+            digest = hashlib.sha256(data).hexdigest()
+            info = {**(meta or {}), "sha256": digest, "size": len(data),
+                    "created": time.time(), "mac": self._mac(key, digest)}
             try:
                 _atomic_write(art, data)
                 _atomic_write(art.with_suffix(".json"), json.dumps(info, sort_keys=True).encode())

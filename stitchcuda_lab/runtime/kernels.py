@@ -17,13 +17,15 @@ import ctypes
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 from ..errors import UsageError
 from . import build
 from .cache import KernelCache
 
-__all__ = ["load", "i32", "f64", "sm_count", "CModule", "CudaModule", "clear_loaded"]
+__all__ = ["load", "i32", "f64", "sm_count", "CModule", "CudaModule", "clear_loaded",
+           "build_cached", "use_builder"]
 
 _LOADED: dict[str, Any] = {}      # cache key -> loaded module (one build per process and key)
 _LOCK = threading.Lock()
@@ -48,31 +50,54 @@ def load(source: str, lang: str = "cuda", name: str = "kernel", *,
     ``lang`` is "cuda" (NVRTC device code, for the current GPU's arch) or "c" (cc -O3 -fopenmp).
     """
     flags = tuple(flags)
+    if lang not in ("c", "cuda"):
+        raise UsageError(f"unknown kernel language {lang!r} for {name!r}",
+                         hint="use 'cuda' or 'c'")
+    device = _cuda_device_index() if lang == "cuda" else None
+    arch = _cuda_arch(device) if device is not None else _host_arch()
+    with _LOCK:
+        loaded_key = (lang, source, flags, arch, device)
+        if loaded_key not in _LOADED:
+            path = _BUILDER[0](lang, source, name, flags, arch)
+            _LOADED[loaded_key] = (CModule(name, ctypes.CDLL(str(path)), str(path)) if lang == "c"
+                                   else CudaModule(name, Path(path).read_bytes(), device))
+        return _LOADED[loaded_key]
+
+
+def build_cached(lang: str, source: str, name: str, flags: tuple[str, ...], arch: str, *,
+                 cache: KernelCache | None = None, user: int | None = None) -> Path:
+    """The trusted build: compile through the cache and return the artifact's path.
+
+    Runs where no candidate code does (the Verifier's process, or a person's own process when
+    they load a finished model); a candidate's process asks the Verifier for its builds instead
+    (``use_builder``), so it never writes the cache.
+    """
+    cache = cache or _cache()
     if lang == "c":
         cc = build.c_compiler()
         key = KernelCache.key(lang="c", source=source, flags=flags, cc=cc,
-                              cc_version=build.c_compiler_version(cc),
-                              arch=_host_arch(), torch=_torch_version())
-        with _LOCK:
-            if key not in _LOADED:
-                path = _cache().get_or_build(
-                    key, lambda: build.compile_c(source, name=name, flags=flags), ".so",
-                    meta={"name": name, "lang": "c"})
-                _LOADED[key] = CModule(name, ctypes.CDLL(str(path)), str(path))
-            return _LOADED[key]
-    if lang == "cuda":
-        device = _cuda_device_index()
-        arch = _cuda_arch(device)
-        key = KernelCache.key(lang="cuda", source=source, flags=flags, arch=arch,
-                              nvrtc=build.nvrtc_version(), torch=_torch_version())
-        with _LOCK:
-            if (key, device) not in _LOADED:
-                path = _cache().get_or_build(
-                    key, lambda: build.compile_cuda(source, name=name, arch=arch, flags=flags),
-                    ".cubin", meta={"name": name, "lang": "cuda", "arch": arch})
-                _LOADED[(key, device)] = CudaModule(name, path.read_bytes(), device)
-            return _LOADED[(key, device)]
-    raise UsageError(f"unknown kernel language {lang!r} for {name!r}", hint="use 'cuda' or 'c'")
+                              cc_version=build.c_compiler_version(cc), arch=arch,
+                              torch=_torch_version())
+        return cache.get_or_build(
+            key, lambda: build.compile_c(source, name=name, flags=flags, user=user), ".so",
+            meta={"name": name, "lang": "c"})
+    key = KernelCache.key(lang="cuda", source=source, flags=flags, arch=arch,
+                          nvrtc=build.nvrtc_version(), torch=_torch_version())
+    return cache.get_or_build(
+        key, lambda: build.compile_cuda(source, name=name, arch=arch, flags=flags), ".cubin",
+        meta={"name": name, "lang": "cuda", "arch": arch})
+
+
+Builder = Callable[[str, str, str, tuple, str], "Path | str"]
+_BUILDER: list[Builder] = [build_cached]
+
+
+def use_builder(builder: Builder) -> None:
+    """Route this process's builds through ``builder(lang, source, name, flags, arch) -> path``
+    (the Verifier's candidate processes build through the Verifier)."""
+    with _LOCK:
+        _BUILDER[0] = builder
+        _LOADED.clear()
 
 
 def sm_count() -> int:
