@@ -39,6 +39,7 @@ class Verdict(Shown, Record):
     max_rel_err: float | None = None
     atol: float | None = None
     rtol: float | None = None
+    tolerance: str = ""                                       # which tolerance, and why
     timings: dict[str, float] = field(default_factory=dict)   # eager, compile, ours, ..._wall
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None

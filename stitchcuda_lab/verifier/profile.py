@@ -39,6 +39,65 @@ def profile_forward(fn: Callable[..., Any], args: Sequence[Any], device: str) ->
         os.unlink(path)
 
 
+def trace_to_file(fn: Callable[[], Any], device: str, path: str) -> Any:
+    """``fn()`` under torch.profiler (CPU ops of every thread, CUDA kernels of every stream),
+    its chrome trace written to ``path``; returns what ``fn`` returned."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU]
+    if device.startswith("cuda"):
+        acts.append(ProfilerActivity.CUDA)
+    with profile(activities=acts) as prof:
+        out = fn()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+    prof.export_chrome_trace(path)
+    return out
+
+
+def read_trace(path: str, limit: int = 256 * 1024 * 1024) -> dict:
+    """A trace a sandbox wrote, read without following links and at most ``limit`` bytes."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if os.fstat(fd).st_size > limit:
+            raise ValueError(f"the trace is larger than {limit} bytes")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = json.loads(f.read(limit))
+    finally:
+        os.close(fd)
+    if not isinstance(data, dict):
+        raise ValueError("the trace is not a JSON object")
+    return data
+
+
+def kernel_names(trace: dict) -> list[str]:
+    return [str(e.get("name", "")) for e in trace_mod.load(trace) if e.get("cat") == "kernel"]
+
+
+def cpu_ops(trace: dict) -> dict[str, int]:
+    """aten ops of every thread in a trace, counted (the profiler sees what a dispatch mode
+    switched off or another thread would hide)."""
+    counts: dict[str, int] = {}
+    for e in trace_mod.load(trace):
+        n = str(e.get("name", ""))
+        if e.get("cat") == "cpu_op" and n.startswith("aten::"):
+            counts[n] = counts.get(n, 0) + 1
+    return counts
+
+
+def device_to_host(trace: dict) -> list[str]:
+    """Copies from the device to the host inside a traced forward."""
+    return sorted({str(e.get("name", "")) for e in trace_mod.load(trace)
+                   if e.get("cat") in ("gpu_memcpy", "kernel")
+                   and "DtoH" in str(e.get("name", ""))})
+
+
+def device_ms(trace: dict) -> float:
+    """Summed duration of the kernels, copies and memsets in a trace (ms)."""
+    return sum(float(e.get("dur", 0) or 0) for e in trace_mod.load(trace)
+               if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")) / 1e3
+
+
 def rows(trace: dict) -> list[dict]:
     return trace_mod.timeline(trace, max_rows=MAX_ROWS)
 

@@ -1,19 +1,19 @@
-"""Timing a forward the way the Verification protocol says, with clocks a candidate cannot touch.
+"""Timing a forward the way the Verification protocol says; the same code times every contender.
 
-``capture()`` runs when the worker starts and keeps private references to the timers and
-synchronize functions; timing uses only those, and ``tampered()`` names any public one that a
-candidate replaced (the Verifier rejects it as "patched_timer" and ``restore()`` puts them back).
-The same watch covers the functions the caller names (the Verifier's own checks and the torch
-functions its comparison uses; a replaced one is "patched_verifier"): candidate code runs in
-this process.
+``Timer.call`` is the protocol for one call: an L2 flush, then the call between a start event and
+an end event recorded after a device-wide synchronize (CUDA), or between perf_counter readings
+(CPU). Every timed call gets inputs of its own, drawn from a fresh seed just before it (so no
+call reuses another's inputs, and nothing can be computed ahead). On CUDA the flush comes after
+the drawing, inside ``call``, so the inputs are cold (a 256 MB write takes a steady 0.1 ms). On
+the CPU the flush (a buffer twice the last-level cache: tens of milliseconds, varying with the
+machine's load) comes before the inputs are drawn (``flush``), so the judge's clock around a
+call holds only the drawing and the call; the inputs are then warm, for every contender alike. The judge runs it on the reference (eager, torch.compile) in
+its own process and the sandbox runs it on the candidate; the judge's own clock around each of
+the sandbox's calls bounds what the sandbox reports (verify.py), so a candidate that replaces a
+timer gains nothing. ``capture()`` / ``tampered()`` still name a replaced timer in the sandbox,
+as the first and plainest evidence.
 
-CUDA: warm-ups, a 256 MB write before every trial (flushes the 50 MB L2), start event,
-forward, device-wide synchronize, end event; median over trials. ``trials`` is a floor: a
-forward of a fraction of a millisecond gets as many trials as fit in TIME_BUDGET_MS (at most
-MAX_TRIALS), so one host hiccup among 20 trials cannot move the median of a 0.2 ms forward.
-Host wall time per forward is measured around the same call. CPU: the same structure with
-perf_counter and exactly ``trials`` trials, flushing by writing a buffer twice the size of the
-last-level cache.
+CUDA: a 256 MB write flushes the 50 MB L2. CPU: a buffer twice the last-level cache.
 """
 
 from __future__ import annotations
@@ -81,6 +81,47 @@ def llc_bytes() -> int:
         except ValueError:
             continue
     return best or 32 * 1024 ** 2
+
+
+class Timer:
+    """Times single calls the protocol's way, with one flush buffer kept for all of them."""
+
+    def __init__(self, device: str):
+        import torch
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        size = L2_FLUSH_BYTES if self.cuda else min(2 * llc_bytes(), L2_FLUSH_BYTES)
+        self._buf = torch.empty(size // 4, dtype=torch.float32, device=device if self.cuda
+                                else "cpu")
+        self._n = 0
+
+    def flush(self) -> None:
+        import torch
+        self._n += 1
+        self._buf.fill_(float(self._n))
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def call(self, fn: Callable[[], Any]) -> tuple[float, float, Any]:
+        """(device ms, host wall ms, result) of one ``fn()`` (after a flush, on CUDA)."""
+        import torch
+        if self.cuda:
+            self.flush()
+        perf = time.perf_counter
+        if not self.cuda:
+            w0 = perf()
+            out = fn()
+            wall = (perf() - w0) * 1e3
+            return wall, wall, out
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        w0 = perf()
+        start.record()
+        out = fn()
+        torch.cuda.synchronize()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end), (perf() - w0) * 1e3, out
 
 
 def time_forward(fn: Callable[..., Any], args: Sequence[Any], device: str, *,

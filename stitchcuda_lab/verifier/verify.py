@@ -1,56 +1,106 @@
-"""The Verification protocol, run inside the worker process (never in the caller's process).
+"""The Verification protocol, judge side: the trusted process that never imports candidate code.
 
-``run_verify`` takes a problem's and a candidate's Python source and returns a Verdict dict:
+The judge (this module, inside the worker process) holds the problem, the reference model,
+the seeds, the expected outputs, the baselines and the kernel cache's secret. The candidate
+runs in a sandbox (sandbox.py) started ahead for it and destroyed after it (pool.py). A job:
 
-1. build: import the candidate (kernels compile here, or in ``ModelNew.__init__``); compiler
-   errors are ``build_error`` with the compiler's log.
-2. models: ``torch.manual_seed(seed)`` before ``get_init_inputs()``, before ``Model(*init)`` and
-   before ``ModelNew(*init)``.
-3. trials (>= ``trials``): fresh inputs from ``get_inputs()`` under seed + trial; the reference
-   and the candidate each get their own clones; freed memory is filled with NaN right before
-   the candidate's call (its outputs come from the same allocator, so unwritten elements show
-   up); per-dtype tolerance; a second call on the same inputs must match the first; inputs must
-   be unchanged; the aten ops of every call are traced (antihack.py).
-4. anti-hacking: outputs aliasing inputs or earlier outputs, cached or constant results, unjoined
-   CUDA streams, background threads (also native ones: outputs that change after the call),
-   outputs that are Tensor subclasses (lazy), patched timers or Verifier functions, PyTorch
-   fallbacks.
-5. timing (timing.py) of eager, torch.compile modes (cached per problem in the worker) and ours.
-   Then one held-out call on inputs from an unannounced seed: a candidate right only on the
-   recorded seeds (a lookup table) or only before the timed calls (a cache) is rejected.
-6. profiles: reference and candidate timelines, kernel summary, ncu.
+1. build: the sandbox imports the candidate; every kernel build it asks for is compiled here,
+   through the authenticated cache, under the sandbox's user (``build_error`` with the log).
+2. trials (>= ``trials``): a fresh seed from the OS per trial, sent with the call that uses it;
+   both sides draw ``get_inputs()`` from it (exchange.py); the reference runs here, the
+   candidate there; its outputs come back as bytes and are compared here (compare.py:
+   tolerance per dtype and per scale), with a second call on the same inputs for determinism.
+   One trial, chosen here at random, runs under the profiler: its trace (every thread, every
+   stream) is read here for PyTorch fallbacks, device-to-host copies and missing launches.
+3. timing: every timed call gets a fresh seed with its command, so its inputs exist only from
+   then on; after each round of calls one of them, chosen here after the fact, has its output
+   compared (``timed_output_mismatch``); the judge's clock around each call and the traced
+   device time bound what the sandbox reports (``patched_timer``). The eager and torch.compile
+   baselines run the same protocol here, once per problem.
+4. processes: anything the candidate started during the calls (a child still there, or the
+   CPU time of children it reaped) is ``subprocess``.
 
-Reasons are stable names (``antihack.REASONS``); ``Verdict.reason`` is "name: detail".
+The sandbox's own checks (aliasing, mutated inputs, threads, streams, precision switches,
+tensor subclasses) arrive as rejections with their names; it can only make its own verdict
+worse. Reasons are stable names (``antihack.REASONS``); ``Verdict.reason`` is "name: detail".
 """
 
 from __future__ import annotations
 
-import contextlib
+import hashlib
 import importlib.util
 import math
+import re
+import secrets
+import shutil
+import statistics
 import sys
 import time
-import traceback
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import BuildError
 from ..verdict import TrialResult, Verdict
 from . import antihack, profile, timing
+from .compare import compare, same, stale_outputs, tolerance
+from .exchange import draw, read_output, tensors
 from .options import VerifyOptions
+from .pool import Pool, Sandbox
 
-DEFAULT_TOL = {"float32": 1e-4, "float64": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
+TIME_BUDGET_MS = 100.0      # CUDA: timed calls fill about this much device time ...
+MAX_TRIALS = 400            # ... up to this many
+ROUND_BYTES = {"cuda": 4 << 30, "cpu": 1 << 30}   # outputs a sandbox keeps between checks
+MAX_SETS = 32
+# per call, beyond which the judge's clock disagrees with the sandbox: CUDA events and a GPU
+# host are steady to tens of microseconds; waking a process on a busy 2-core CPU host takes
+# milliseconds (seen: 2-4 ms under load), so there the bound is coarse
+CLOCK_SLACK_MS = {"cuda": 0.05, "cpu": 5.0}
+DEVICE_SLACK = 1.5          # traced device time may exceed the timed median by this factor
+
+
+@dataclass
+class Reference:
+    """What the judge keeps per problem: the module, the model, the init seed, baselines."""
+    source: str
+    module: Any
+    model: Any
+    weight_seed: int
+    baselines: dict = field(default_factory=dict)
+    trace: dict | None = None
 
 
 @dataclass
 class WorkerState:
-    """What one worker process keeps between jobs."""
+    """What one judge process keeps between jobs."""
     device: str
     workdir: Path
-    baselines: dict = field(default_factory=dict)
+    threads: int = 1
+    references: dict = field(default_factory=dict)
+    pool: Pool | None = None
     jobs: int = 0
+
+    def reference(self, source: str) -> Reference:
+        key = hashlib.sha256(source.encode()).hexdigest()
+        if key not in self.references:
+            import torch
+            self.jobs += 1
+            path = self.workdir / f"problem_{key[:16]}.py"
+            path.write_text(source)
+            mod = load_module(path, f"stitch_problem_{key[:16]}")
+            seed = secrets.randbits(62)
+            from .exchange import seed_all
+            seed_all(seed)
+            init = list(mod.get_init_inputs())
+            seed_all(seed)
+            with torch.no_grad():
+                model = mod.Model(*init).to(self.device)
+            self.references[key] = Reference(source, mod, model, seed)
+        return self.references[key]
+
+    def sandbox(self) -> Sandbox:
+        if self.pool is None:
+            self.pool = Pool(self.device, self.threads)
+        return self.pool.take()
 
 
 class Reject(Exception):
@@ -61,39 +111,13 @@ class Reject(Exception):
         super().__init__(f"{name}: {detail}" if detail else name)
 
 
-def _status_verdict(status: str, name: str, detail: str = "", **kw: Any) -> dict:
-    reason = f"{name}: {detail}" if detail else name
-    return Verdict(status=status, reason=reason, **kw).to_dict()
+class Failed(Exception):
+    """The sandbox reported a failure (build, runtime) or died: a verdict of that status."""
 
+    def __init__(self, status: str, name: str, detail: str, log: str = ""):
+        self.status, self.name, self.detail, self.log = status, name, detail, log
+        super().__init__(f"{name}: {detail}")
 
-VERIFIER_PREFIXES = ("stitchcuda_lab.", "torch.Tensor.", "torch.is", "torch.where",
-                     "torch.zeros_like", "torch.full")
-
-
-def watched():
-    """What the comparison and the anti-hacking checks call (see verify.py, antihack.py)."""
-    import sys
-
-    import torch
-
-    by_owner = {
-        sys.modules[__name__]: ["compare", "tolerance", "poison", "make_inputs", "_same", "_clone", "_tensors",
-                 "_stale_outputs", "_check_after_call", "_check_timers", "_check_plain",
-                 "_holdout", "_settle"],
-        antihack: ["find_fallback", "make_tracer", "overlaps", "storage_span", "live_threads",
-                   "new_threads", "op_class", "norm", "numerics_flags", "changed_numerics",
-                   "restore_numerics"],
-        timing: ["tampered", "time_forward"],
-        torch.Tensor: ["__sub__", "__eq__", "__ne__", "__gt__", "__lt__", "__ge__", "__le__",
-                       "__or__", "__and__", "__invert__", "abs", "all", "any", "sum", "max", "to",
-                       "detach", "clone", "numel", "is_floating_point", "is_complex"],
-        torch: ["isnan", "isfinite", "where", "zeros_like", "full"],
-    }
-    return [(owner, ("torch.Tensor." if owner is torch.Tensor else f"{owner.__name__}."), n)
-            for owner, names in by_owner.items() for n in names]
-
-
-# --- loading -------------------------------------------------------------------------------
 
 def load_module(path: Path, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
@@ -107,571 +131,506 @@ def load_module(path: Path, name: str):
     return mod
 
 
-def _seed(s: int) -> None:
-    import torch
-    torch.manual_seed(s)
+def fresh_seed() -> int:
+    """A seed from the OS: nothing in a candidate's process can predict it."""
+    return secrets.randbits(62)
 
 
-def _to(x: Any, device: str) -> Any:
-    import torch
-    if isinstance(x, torch.Tensor):
-        return x.to(device)
-    return x
+# --- one job ---------------------------------------------------------------------------------
 
+class Job:
+    """One candidate against one problem, seen from the judge."""
 
-def make_inputs(prob: Any, device: str) -> list:
-    """``get_inputs()`` with new tensors created on ``device`` directly (seeded by the caller).
+    def __init__(self, job: dict, state: WorkerState, deadline: float):
+        self.job, self.state, self.deadline = job, state, deadline
+        self.opts = VerifyOptions(**job["options"])
+        self.device = state.device
+        self.ref = state.reference(job["problem_source"])
+        self.box: Sandbox | None = None
+        self.base = {"candidate_id": job.get("candidate_id", ""), "device": self.device}
+        self.tol: dict[str, tuple[float, float, str]] = {}
+        self.tags = 0
 
-    Drawing tens of MB on the host and copying them over costs more than the whole check on a
-    GPU; tensors the problem pins to a device explicitly are moved afterwards.
-    """
-    import torch
-    if device.startswith("cuda"):
-        with torch.device(device):
-            xs = prob.get_inputs()
-    else:
-        xs = prob.get_inputs()
-    return [_to(x, device) for x in xs]
+    # -- talking to the sandbox --
+    def ask(self, msg: dict) -> dict:
+        """Send a command and wait for its reply, serving the sandbox's build requests."""
+        self.tags += 1
+        tag = self.tags
+        box = self.box
+        box.send(dict(msg, tag=tag))
+        while True:
+            try:
+                reply = box.recv(max(0.0, self.deadline - time.monotonic()))
+            except Exception as e:  # noqa: BLE001  (channel.ProtocolError)
+                raise Reject("protocol_tampering", f"the candidate's process sent {e}") from None
+            if reply is None:
+                if box.alive:
+                    raise Failed("timeout", "timeout", "the job ran past its time limit and the "
+                                 "candidate's process was killed")
+                raise Failed("runtime_error", "crash", f"the candidate's process died "
+                             f"({box.exit_reason()})", box.log_tail())
+            if reply.get("op") == "build":
+                box.send(self.build(reply))
+                continue
+            if "error" in reply:
+                err = reply["error"] if isinstance(reply["error"], dict) else {}
+                status = err.get("status", "runtime_error")
+                if status == "rejected":
+                    raise Reject(str(err.get("name", "")), str(err.get("detail", "")))
+                raise Failed(status if status in ("build_error", "runtime_error")
+                             else "runtime_error", str(err.get("name", "exception")),
+                             str(err.get("detail", "")), str(err.get("log", "")))
+            if msg.get("op") != "job" and reply.get("tag") != tag:
+                raise Reject("protocol_tampering", "a reply that answers no command of the "
+                             "judge's arrived from the candidate's process")
+            return reply
 
+    def build(self, req: dict) -> dict:
+        """A kernel the sandbox asked for: compiled here, copied into its folder."""
+        from ..errors import BuildError
+        from ..runtime import kernels
+        try:
+            lang, name = str(req.get("lang")), str(req.get("name", "kernel"))
+            if lang not in ("c", "cuda"):
+                raise BuildError(f"unknown kernel language {lang!r}")
+            arch = (kernels._cuda_arch(kernels._cuda_device_index()) if lang == "cuda"
+                    else kernels._host_arch())
+            path = kernels.build_cached(lang, str(req.get("source", "")), name,
+                                        tuple(str(f) for f in req.get("flags", [])), arch,
+                                        user=self.box.uid)
+        except BuildError as e:
+            return {"error": e.message, "log": e.log, "hint": e.hint}
+        target = self.box.folder / f"lib_{secrets.token_hex(8)}{Path(path).suffix}"
+        shutil.copyfile(path, target)
+        if self.box.uid is not None:
+            import os
+            os.chown(target, self.box.uid, self.box.uid)
+        return {"path": str(target)}
 
-def _draw_inputs(prob: Any, device: str) -> list:
-    """``make_inputs``; running out of memory there is the problem's size, said in GiB."""
-    try:
-        return make_inputs(prob, device)
-    except BaseException as e:  # noqa: BLE001  (re-raised unless it is out of memory)
-        name, detail = classify_exception(e)
-        if name != "out_of_memory":
-            raise
-        import re
-        asked = re.search(r"allocate (\d+(?:\.\d+)?) ?(bytes|[KMGT]iB)", detail)
-        size = ""
-        if asked:
-            scale = {"bytes": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30, "TiB": 2 ** 40}
-            size = f" ({float(asked.group(1)) * scale[asked.group(2)] / 2 ** 30:.2f} GiB asked"
-            size += f", {_memory_limit_gib(device)})"
-        raise _Plain("out_of_memory", f"the problem's get_inputs() needs more memory than the "
-                     f"{device} worker may use{size}: {detail}") from None
+    # -- the protocol --
+    def run(self) -> dict:
+        self.box = self.state.sandbox()
+        folder = self.box.folder
+        (folder / "problem.py").write_text(self.job["problem_source"])
+        (folder / "candidate.py").write_text(self.job["candidate_source"])
+        if self.box.uid is not None:
+            import os
+            for f in ("problem.py", "candidate.py"):
+                os.chown(folder / f, self.box.uid, self.box.uid)
+        loaded = self.ask({"op": "job", "folder": str(folder), "uid": self.box.uid,
+                           "threads": self.state.threads, "weight_seed": self.ref.weight_seed,
+                           "limits": _limits(self.device)})
+        ticks = self.box.child_cpu_ticks()
+        trials, traced, outs, refs = self.trials()
+        result = self.judge_trials(trials, traced, outs, refs, loaded)
+        if result["status"] != "pass":
+            return result
+        timings = {"build": float(loaded.get("build_ms", 0.0))}
+        flags: list[str] = []
+        if self.opts.time:
+            timings.update(self.baselines(flags))
+            timings.update(self.time_candidate(traced))
+        self.check_processes(ticks)
+        result.update(timings=timings, flags=flags, correct=True)
+        _speedups(result)
+        return result
 
-
-def _memory_limit_gib(device: str) -> str:
-    if device.startswith("cuda"):
+    def trials(self) -> tuple[list[TrialResult], dict, list, list]:
         import torch
-        total = torch.cuda.get_device_properties(torch.device(device)).total_memory
-        return f"the GPU has {total / 2 ** 30:.2f} GiB"
-    import resource
-    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-    if soft == resource.RLIM_INFINITY:
-        return "no address-space limit"
-    return f"the worker's limit is {soft / 2 ** 30:.2f} GiB"
+        n = max(1, self.opts.trials)
+        traced_trial = secrets.randbelow(n)
+        trials, outs, refs, traced = [], [], [], {}
+        for t in range(n):
+            seed = fresh_seed()
+            with torch.no_grad():
+                ref_out = [r.detach() for r in tensors(self.ref.model(*self.draw(seed)))]
+            sizes = [r.numel() * r.element_size() for r in ref_out]
+            reply = self.ask({"op": "trial", "seed": seed, "sizes": sizes, "first": t == 0,
+                              "trace": t == traced_trial})
+            got, res = self.read(reply.get("outputs"), ref_out)
+            if got is not None:
+                second, res2 = self.read(reply.get("second"), ref_out)
+                if second is not None and all(r["ok"] for r in res) and not all(
+                        same(a, b) or compare(a, b, *self.tol_for(b)[:2])["ok"]
+                        for a, b in zip(second, got)):
+                    res = [dict(res[0], ok=False, reason="nondeterministic",
+                                msg="nondeterministic: a second call on the same inputs "
+                                "differs")]
+            ok = all(r["ok"] for r in res)
+            trials.append(TrialResult(
+                seed=seed, ok=ok, max_abs_err=max((r["abs"] for r in res), default=0.0),
+                max_rel_err=max((r["rel"] for r in res), default=0.0),
+                mismatches=sum(r["mismatches"] for r in res),
+                message="; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])))
+            outs.append(got or [])
+            refs.append(ref_out)
+            traced["aten_ops"] = _merge(traced.get("aten_ops", {}), reply.get("aten_ops"))
+            if reply.get("trace"):
+                traced["trace"] = self.read_trace(reply["trace"])
+        return trials, traced, outs, refs
+
+    def draw(self, seed: int) -> list:
+        """The reference's inputs; running out of memory there is the problem's size."""
+        try:
+            return draw(self.ref.module, self.device, seed)
+        except Exception as e:  # noqa: BLE001  (re-raised unless it is out of memory)
+            from .failures import classify_exception
+            name, detail = classify_exception(e)
+            if name != "out_of_memory":
+                raise
+            raise Failed("runtime_error", "out_of_memory", "the problem's get_inputs() needs "
+                         f"more memory than the {self.device} Verifier may use: {detail}"
+                         ) from None
+
+    def tol_for(self, ref: Any) -> tuple[float, float, str]:
+        key = str(ref.dtype)
+        if key not in self.tol:
+            self.tol[key] = tolerance(ref.dtype, self.opts.atol, self.opts.rtol)
+        return self.tol[key]
+
+    def read(self, entries: Any, ref_out: list) -> tuple[list | None, list[dict]]:
+        """The sandbox's outputs next to the reference's: (tensors or None, comparisons)."""
+        if not isinstance(entries, list) or len(entries) != len(ref_out):
+            n = len(entries) if isinstance(entries, list) else 0
+            return None, [{"ok": False, "reason": "output_count", "abs": math.inf,
+                           "rel": math.inf, "mismatches": 0,
+                           "msg": f"{n} outputs where the reference has {len(ref_out)}"}]
+        got, res = [], []
+        for entry, ref in zip(entries, ref_out):
+            t = read_output(entry, ref)
+            if isinstance(t, str):
+                name, _, msg = t.partition(": ")
+                if name == "protocol":
+                    raise Reject("protocol_tampering", msg)
+                return None, [{"ok": False, "reason": name, "abs": math.inf, "rel": math.inf,
+                               "mismatches": ref.numel(), "msg": msg}]
+            got.append(t)
+            res.append(compare(t, ref, *self.tol_for(ref)[:2]))
+        return got, res
+
+    def read_trace(self, path: Any) -> dict:
+        try:
+            return profile.read_trace(str(path))
+        except (OSError, ValueError) as e:
+            raise Reject("trace_tampering", f"the profiler's trace could not be read: {e}"
+                         ) from None
+
+    def judge_trials(self, trials, traced, outs, refs, loaded) -> dict:
+        """Correctness, fallbacks and the trace's evidence -> the verdict so far."""
+        tol = sorted({self.tol_for(r)[2] for rs in refs for r in rs})
+        atol, rtol = (self.tol_for(refs[0][0])[:2] if refs and refs[0] else (None, None))
+        result = dict(self.base, trials=trials, aten_ops=dict(sorted(traced.get(
+            "aten_ops", {}).items())), atol=atol, rtol=rtol, tolerance="; ".join(tol),
+            max_abs_err=max((t.max_abs_err for t in trials), default=None),
+            max_rel_err=max((t.max_rel_err for t in trials), default=None),
+            timings={"build": float(loaded.get("build_ms", 0.0))})
+        stale = stale_outputs(outs, refs, [t.ok for t in trials])
+        evidence = self.evidence(traced, loaded)
+        if stale:
+            evidence.insert(0, stale)
+        if evidence:
+            name, detail = evidence[0]
+            return dict(result, status="rejected", reason=f"{name}: {detail}")
+        bad = [t for t in trials if not t.ok]
+        if bad:
+            first = bad[0].message.split(";")[0] if bad[0].message else "output_mismatch"
+            return dict(result, status="incorrect", reason=first)
+        trace = traced.get("trace")
+        if trace is not None and self.opts.profile:
+            result["profile"] = self.profiles(trace)
+        return dict(result, status="pass")
+
+    def evidence(self, traced: dict, loaded: dict) -> list[tuple[str, str]]:
+        """What the trace and the traced ops say of fallbacks (trusted reading of the trace)."""
+        replaced = self.job.get("replaced")
+        kept = list(self.job.get("kept") or []) + [str(k) for k in loaded.get("kept_ops", [])]
+        if replaced is None:   # a candidate file: KEPT_OPS may name library ops only
+            kept = [k for k in kept if antihack.op_class(k) == "library"]
+        trace = traced.get("trace") or {}
+        ops = _merge(_by_name(traced.get("aten_ops", {})), _by_name(profile.cpu_ops(trace)))
+        ref_ops = profile.cpu_ops(self.reference_trace()) if trace else {}
+        found = []
+        fallback = antihack.find_fallback(ops, replaced=replaced, kept=kept,
+                                          reference_ops=ref_ops)
+        if fallback:
+            found.append(("pytorch_fallback", "ran " + ", ".join(
+                f"{op} x{ops[op]}" for op in fallback[:8])))
+        if not trace:
+            return found
+        if self.device.startswith("cuda"):
+            extra = profile.unjoined_streams(trace, self.reference_trace())
+            if extra:
+                found.append(("side_stream", f"kernels on stream(s) {', '.join(extra)} were "
+                              "never joined to the current stream"))
+            strict = replaced is None or "*" in {antihack.norm(r) for r in replaced}
+            hidden = profile.pytorch_kernels(trace) if strict and not kept else []
+            if hidden:
+                found.append(("pytorch_fallback", "PyTorch kernels ran outside the "
+                              "dispatcher: " + ", ".join(hidden[:3])))
+            inductor = [k for k in profile.kernel_names(trace) if k.startswith("triton_")
+                        and k not in self.job["candidate_source"]]
+            if inductor:
+                found.append(("pytorch_fallback", "torch.compile's kernels ran: "
+                              + ", ".join(sorted(set(inductor))[:3])))
+            copies = profile.device_to_host(trace)
+            if copies:
+                found.append(("device_to_host", "the forward copied from the device to the "
+                              "host: " + ", ".join(copies[:3])))
+        own = own_kernels(self.job["candidate_source"])
+        if own and (replaced is None or replaced) and not _launched(trace, own):
+            found.append(("untraced_compute", "the profiler's trace of a checked call shows "
+                          f"none of the candidate's own kernels ({', '.join(sorted(own)[:4])})"
+                          " and no op computing what it replaces"))
+        return found
+
+    def reference_trace(self) -> dict:
+        if self.ref.trace is None:
+            import torch
+            xs = draw(self.ref.module, self.device, fresh_seed())
+            path = str(self.state.workdir / "reference_trace.json")
+            with torch.no_grad():
+                profile.trace_to_file(lambda: self.ref.model(*xs), self.device, path)
+            self.ref.trace = profile.read_trace(path)
+        return self.ref.trace
+
+    def profiles(self, trace: dict) -> dict:
+        from .. import trace as trace_mod
+        from . import ncu
+        ref = self.reference_trace()
+        return {"reference": profile.rows(ref), "candidate": profile.rows(trace),
+                "kernels": trace_mod.kernel_summary(trace),
+                "reference_kernels": trace_mod.kernel_summary(ref, top=10),
+                "ncu": ncu.run(self.box.folder / "problem.py", self.box.folder / "candidate.py",
+                               seed=self.ref.weight_seed, enabled=self.opts.ncu,
+                               device=self.device)}
+
+    # -- timing --
+    def calls_per_round(self) -> int:
+        """Timed calls between two checks: as many outputs as the sandbox may keep meanwhile."""
+        xs = self.draw(fresh_seed())
+        per = sum(x.numel() * x.element_size() for x in xs if hasattr(x, "numel")) or 1
+        budget = ROUND_BYTES["cuda" if self.device.startswith("cuda") else "cpu"]
+        return max(1, min(MAX_SETS, budget // per, self.opts.timing_trials))
+
+    def timed(self, call, end_round=None) -> dict[str, Any]:
+        """Warm-ups, then calls until the trial floor and (CUDA) the time budget are met.
+
+        ``call(seed) -> (ms, wall_ms, seen_ms)``: the contender's device and wall times, and the
+        judge's own clock around the whole call (drawing and flushing included). After every
+        ``calls_per_round()`` calls ``end_round(seeds)`` checks one of them."""
+        for _ in range(max(1, self.opts.warmup)):
+            call(fresh_seed())
+        if end_round is not None:
+            end_round([])
+        k = self.calls_per_round()
+        ms: list[float] = []
+        walls: list[float] = []
+        extra: list[float] = []
+        seeds: list[int] = []
+        while True:
+            seed = fresh_seed()
+            t, wall, seen = call(seed)
+            ms.append(t)
+            walls.append(wall)
+            extra.append(seen - t)
+            seeds.append(seed)
+            enough = len(ms) >= self.opts.timing_trials
+            if self.device.startswith("cuda"):
+                enough = enough and (sum(ms) >= TIME_BUDGET_MS or len(ms) >= MAX_TRIALS)
+            done = enough or time.monotonic() > self.deadline - 5
+            if end_round is not None and (len(seeds) == k or done):
+                end_round(seeds)
+                seeds = []
+            if done:
+                break
+        return {"ms": statistics.median(ms), "wall_ms": statistics.median(walls),
+                "extra_ms": statistics.median(extra)}
+
+    def baselines(self, flags: list) -> dict[str, float]:
+        """Eager and torch.compile, timed here with the same protocol, once per problem."""
+        import torch
+        key = (self.opts.compile_modes, self.opts.timing_trials, self.opts.warmup)
+        cached = self.ref.baselines.get(key)
+        if cached is None:
+            cached = {"_flags": []}
+            timer = timing.Timer(self.device)
+            for mode in ["eager"] + self.opts.modes():
+                try:
+                    fn = self.ref.model if mode == "eager" else torch.compile(
+                        self.ref.model, mode=None if mode == "default" else mode)
+                    res = self.timed(lambda seed, fn=fn: self.local_call(timer, fn, seed))
+                except Exception as e:  # noqa: BLE001  (a baseline that cannot compile is noted)
+                    cached["_flags"].append(f"compile_failed:{mode}")
+                    print(f"torch.compile mode={mode} failed: {e}", file=sys.stderr)
+                    continue
+                name = "eager" if mode == "eager" else f"compile:{mode}"
+                cached[name], cached[f"{name}_wall"] = res["ms"], res["wall_ms"]
+                if mode == "eager":
+                    cached["_extra"] = res["extra_ms"]
+            self.ref.baselines[key] = cached
+        flags.extend(cached["_flags"])
+        return {k: v for k, v in cached.items() if not k.startswith("_")}
+
+    def local_call(self, timer, fn, seed: int) -> tuple[float, float, float]:
+        import torch
+        if not timer.cuda:
+            timer.flush()
+        t0 = time.perf_counter()
+        xs = self.draw(seed)
+        with torch.no_grad():
+            ms, wall, _ = timer.call(lambda: fn(*xs))
+        return ms, wall, (time.perf_counter() - t0) * 1e3
+
+    def time_candidate(self, traced: dict) -> dict[str, float]:
+        """The candidate's timed calls, one per round checked after the fact, and the clocks."""
+        cpu = not self.device.startswith("cuda")
+
+        def call(seed: int) -> tuple[float, float, float]:
+            if cpu:
+                self.ask({"op": "flush"})
+            t0 = time.perf_counter()
+            reply = self.ask({"op": "call", "seed": seed})
+            seen = (time.perf_counter() - t0) * 1e3
+            ms, wall = reply.get("ms"), reply.get("wall_ms")
+            if not all(isinstance(v, (int, float)) and 0 <= v < 1e9 for v in (ms, wall)):
+                raise Reject("protocol_tampering", "a timing reply without its times")
+            return float(ms), float(wall), seen
+
+        res = self.timed(call, self.check_timed)
+        ours = res["ms"]
+        base = self.ref.baselines.get((self.opts.compile_modes, self.opts.timing_trials,
+                                       self.opts.warmup), {}).get("_extra", 0.0)
+        excess = res["extra_ms"] - base - self.box.rtt_ms
+        slack = CLOCK_SLACK_MS["cuda" if self.device.startswith("cuda") else "cpu"]
+        if excess > max(0.5 * ours, 0.25 * base + slack):
+            raise Reject("patched_timer", f"the judge's clock saw {excess:.3f} ms per call "
+                         f"more than the candidate's timer reported ({ours:.3f} ms)")
+        trace = traced.get("trace")
+        if trace is not None:
+            dev = profile.device_ms(trace)
+            if dev > DEVICE_SLACK * ours + slack:
+                raise Reject("patched_timer", f"the device trace shows {dev:.3f} ms of kernels "
+                             f"in one call; the candidate's timer reported {ours:.3f} ms")
+        return {"ours": ours, "ours_wall": res["wall_ms"]}
+
+    def check_timed(self, seeds: list[int]) -> None:
+        """One of the round's calls, picked now, compared with the reference."""
+        import torch
+        i = secrets.randbelow(len(seeds)) if seeds else -1
+        picked = self.ask({"op": "outputs", "calls": [i] if seeds else []}).get("picked", {})
+        if not seeds:
+            return
+        with torch.no_grad():
+            ref_out = [r.detach() for r in tensors(self.ref.model(*self.draw(seeds[i])))]
+        got, res = self.read(picked.get(str(i)), ref_out)
+        if got is None or not all(r["ok"] for r in res):
+            why = "; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])
+            raise Reject("timed_output_mismatch", "a timed call's output, checked after the "
+                         f"round, is wrong ({why or 'missing'}): the candidate computes "
+                         "differently when it is timed")
+
+    def check_processes(self, ticks: int) -> None:
+        strays = self.box.strays()
+        if strays:
+            raise Reject("subprocess", f"the candidate left processes running (pid "
+                         f"{', '.join(map(str, strays[:4]))})")
+        if self.box.child_cpu_ticks() > ticks:
+            raise Reject("subprocess", "child processes of the candidate ran during the "
+                         "checked or timed calls")
 
 
-def _clone(xs: list) -> list:
-    import torch
-    return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
-
-
-def _tensors(out: Any) -> list:
-    import torch
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (list, tuple)):
-        return [t for o in out for t in _tensors(o)]
-    return []
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Bitwise equality that treats NaN == NaN."""
-    import torch
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.is_floating_point() or a.is_complex():
-        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
-    return bool(torch.equal(a, b))
-
-
-def tolerance(dtype: Any, atol: float | None, rtol: float | None) -> tuple[float, float]:
-    name = str(dtype).replace("torch.", "")
-    base = DEFAULT_TOL.get(name, 0.0)
-    return (base if atol is None else atol, base if rtol is None else rtol)
-
-
-def compare(out: Any, ref: Any, atol: float, rtol: float) -> dict:
-    """max_abs_err, max_rel_err, mismatches, ok, reason ("" when ok)."""
-    import torch
-    if out.shape != ref.shape:
-        return {"ok": False, "reason": "shape_mismatch", "abs": math.inf, "rel": math.inf,
-                "mismatches": ref.numel(), "msg": f"shape {tuple(out.shape)} != {tuple(ref.shape)}"}
-    if out.dtype != ref.dtype:
-        return {"ok": False, "reason": "dtype_mismatch", "abs": math.inf, "rel": math.inf,
-                "mismatches": ref.numel(), "msg": f"dtype {out.dtype} != {ref.dtype}"}
-    # On the device: copying large outputs to the host would dominate the verdict's latency.
-    a = out.detach().to(torch.float64)
-    b = ref.detach().to(ref.device, torch.float64)
-    if a.numel() == 0:
-        return {"ok": True, "reason": "", "abs": 0.0, "rel": 0.0, "mismatches": 0, "msg": ""}
-    both_nan = torch.isnan(a) & torch.isnan(b)
-    diff = (a - b).abs()
-    diff = torch.where(both_nan | (a == b), torch.zeros_like(diff), diff)
-    bad = (diff > atol + rtol * b.abs()) | (torch.isnan(a) != torch.isnan(b))
-    finite = torch.isfinite(diff)
-    max_abs = float(diff[finite].max()) if bool(finite.any()) else 0.0
-    if not bool(finite.all()):
-        max_abs = math.inf
-    denom = b.abs()
-    sel = finite & (denom > max(atol, 1e-12))
-    max_rel = float((diff[sel] / denom[sel]).max()) if bool(sel.any()) else 0.0
-    n_bad = int(bad.sum())
-    reason, msg = "", ""
-    if n_bad:
-        unwritten = int((torch.isnan(a) & ~torch.isnan(b)).sum())
-        reason = "uninitialized_output" if unwritten else "output_mismatch"
-        msg = (f"{n_bad} of {a.numel()} elements out of tolerance (atol={atol:g}, rtol={rtol:g})"
-               + (f", {unwritten} NaN where the reference has numbers" if unwritten else ""))
-    return {"ok": n_bad == 0, "reason": reason, "abs": max_abs, "rel": max_rel,
-            "mismatches": n_bad, "msg": msg}
-
-
-@contextlib.contextmanager
-def nan_filled_empty():
-    """During correctness trials, ``torch.empty`` and friends return NaN-filled float memory.
-
-    This is torch's own switch (deterministic mode fills uninitialised memory), so an output the
-    candidate allocates but does not fully write shows NaN whatever the allocator hands out;
-    ``poison`` alone depends on the allocator reusing the poisoned block. Timing runs without it.
-    """
-    import torch
-    was = torch.are_deterministic_algorithms_enabled()
-    was_warn = torch.is_deterministic_algorithms_warn_only_enabled()
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # ops without a deterministic variant only warn
-            yield
-    finally:
-        torch.use_deterministic_algorithms(was, warn_only=was_warn)
-
-
-def poison(device: str, sizes: list[int]) -> None:
-    """Fill memory the allocator will hand out next with NaN (the candidate's outputs come from it).
-
-    For each byte size the reference produced (the sizes a candidate allocates), a block of
-    exactly that size is filled and freed: the caching allocator (CUDA) and malloc's bins (CPU)
-    give the freed block to the next request of that size. A larger block covers the rest.
-    """
-    import torch
-    blocks = []
-    for n in sorted(set(sizes))[:16]:
-        blocks.append(torch.full(((n + 3) // 4,), float("nan"), dtype=torch.float32,
-                                 device=device))
-    extra = min(max(sizes or [0]) * 2, 512 * 1024 * 1024)
-    if extra:
-        blocks.append(torch.full((extra // 4,), float("nan"), dtype=torch.float32, device=device))
-    if device.startswith("cuda"):
-        torch.cuda.current_stream().synchronize()
-    del blocks
-
-
-# --- the protocol ----------------------------------------------------------------------------
+# --- entry points ----------------------------------------------------------------------------
 
 def run_verify(job: dict, state: WorkerState) -> dict:
-    """One candidate against one problem; returns {"verdict": dict, "healthy": bool}."""
-    import torch
-    opts = VerifyOptions(**job["options"])
-    device = state.device
-    state.jobs += 1
-    jobdir = state.workdir / f"job{state.jobs}"
-    jobdir.mkdir(parents=True, exist_ok=True)
-    prob_path, cand_path = jobdir / "problem.py", jobdir / "candidate.py"
-    prob_path.write_text(job["problem_source"])
-    cand_path.write_text(job["candidate_source"])
-    base = {"candidate_id": job.get("candidate_id", ""), "device": device}
-    timing.restore()
-    flags_before = antihack.numerics_flags()
-    threads_before = antihack.live_threads()
-    names = [f"stitch_problem_{state.jobs}", f"stitch_candidate_{state.jobs}"]
+    """One candidate against one problem; returns {"verdict": dict, "healthy": True}."""
+    timeout = float(job.get("timeout", 300.0))
+    j = Job(job, state, time.monotonic() + timeout)
     try:
-        with torch.no_grad():
-            return _verify(job, opts, state, prob_path, cand_path, names, base, threads_before)
+        return {"verdict": Verdict(**j.run()).to_dict(), "healthy": True}
     except Reject as r:
-        return {"verdict": _status_verdict("rejected", r.name, r.detail, **base),
-                "healthy": r.name not in ("patched_timer", "patched_verifier",
-                                                  "background_thread")}
-    except BuildError as e:
-        return {"verdict": _status_verdict("build_error", "compile_error", e.message,
-                                           build_log=e.log, **base), "healthy": True}
-    except SyntaxError as e:
-        where = f"{Path(e.filename or 'candidate.py').name}:{e.lineno}: " if e.lineno else ""
-        return {"verdict": _status_verdict("build_error", "syntax_error", f"{where}{e.msg}",
-                                           build_log=_tb(e), **base), "healthy": True}
-    except BaseException as e:  # noqa: BLE001  (the candidate's fault, whatever it raised)
-        name, detail = classify_exception(e)
-        if _build_failure(e):
-            return {"verdict": _status_verdict("build_error", "compile_error", detail,
-                                               build_log=_tb(e), **base), "healthy": True}
-        # after running out of memory the process may hold what the candidate leaked (a global
-        # list, a native malloc): the next job gets a fresh worker
-        healthy = name not in ("cuda_error", "out_of_memory") and _device_healthy(device)
-        return {"verdict": _status_verdict("runtime_error", name, detail, build_log=_tb(e),
-                                           **base), "healthy": healthy}
+        return {"verdict": _status("rejected", r.name, r.detail, **j.base), "healthy": True}
+    except Failed as f:
+        return {"verdict": _status(f.status, f.name, f.detail, build_log=f.log, **j.base),
+                "healthy": _device_healthy(state.device)}
     finally:
-        for n in names:
-            sys.modules.pop(n, None)
-        if timing.tampered():
-            timing.restore()
-        _NUMERICS.clear()
-        if antihack.changed_numerics(flags_before):   # the next job starts from the same switches
-            antihack.restore_numerics(flags_before)
-
-
-def _verify(job, opts, state, prob_path, cand_path, names, base, threads_before) -> dict:
-    import torch
-    device = state.device
-    prob = load_module(prob_path, names[0])
-    _NUMERICS.clear()
-    _NUMERICS.update(antihack.numerics_flags())   # as the problem left them: the reference's
-    t0 = timing._real("time.perf_counter")()
-    cand_mod = load_module(cand_path, names[1])
-    _check_timers()
-    if not hasattr(cand_mod, "ModelNew"):
-        raise _Plain("exception", "the candidate defines no ModelNew class")
-    replaced = job.get("replaced")
-    kept = list(job.get("kept") or []) + [str(k) for k in getattr(cand_mod, "KEPT_OPS", [])]
-
-    _seed(opts.seed)
-    init = list(prob.get_init_inputs())
-    _seed(opts.seed)
-    ref_model = prob.Model(*init).to(device)
-    _seed(opts.seed)
-    cand_model = cand_mod.ModelNew(*init).to(device)
-    _sync(device)
-    build_ms = (timing._real("time.perf_counter")() - t0) * 1e3
-    _check_timers()
-
-    tracer_ref, tracer_cand = antihack.make_tracer(), antihack.make_tracer()
-    trials: list[TrialResult] = []
-    snaps, ref_snaps, held, returned = [], [], [], []
-    rejects: list[tuple[str, str]] = []
-    tol: tuple[float, float] | None = None
-    for t in range(max(1, opts.trials)):
-        seed = opts.seed + t
-        _seed(seed)
-        inputs = _draw_inputs(prob, device)
-        saved, ref_in, cand_in = _clone(inputs), _clone(inputs), _clone(inputs)
-        with tracer_ref:
-            ref_out = _tensors(ref_model(*ref_in))
-        ref_mutated = {i for i, (a, b) in enumerate(zip(ref_in, saved))
-                       if isinstance(a, torch.Tensor) and not _same(a, b)}
-        ref_alias = any(antihack.overlaps(o, x) for o in ref_out for x in ref_in
-                        if isinstance(x, torch.Tensor))
-        if tol is None:
-            tol = tolerance(ref_out[0].dtype if ref_out else torch.float32, opts.atol, opts.rtol)
-        sizes = [o.numel() * o.element_size() for o in ref_out]
-
-        poison(device, sizes)
-        with tracer_cand, nan_filled_empty():
-            out = _tensors(cand_model(*cand_in))
-        _check_plain(out)
-        _settle(device)
-        snap = [o.detach().clone() for o in out]
-        _check_after_call(device, out, snap, threads_before, first=(t == 0))
-        _check_timers()
-
-        if len(out) != len(ref_out):
-            trials.append(TrialResult(seed=seed, ok=False, message=(
-                f"output_count: {len(out)} outputs, the reference returns {len(ref_out)}")))
-            break
-        if not ref_alias and any(antihack.overlaps(o, x) for o in out for x in cand_in
-                                 if isinstance(x, torch.Tensor)):
-            rejects.append(("output_aliasing", "an output shares memory with an input"))
-        for i, x in enumerate(cand_in):
-            if isinstance(x, torch.Tensor) and i not in ref_mutated and not _same(x, saved[i]):
-                rejects.append(("input_mutation", f"input {i} changed during the call (trial {t})"))
-        reused = any(antihack.overlaps(o, h) for o in out for h in held)
-
-        res = [compare(o, r, *tol) for o, r in zip(out, ref_out)]
-        ok = all(r["ok"] for r in res)
-        if not device.startswith("cuda") and any(not _same(o, s) for o, s in zip(out, snap)):
-            raise Reject("background_thread", f"outputs changed after the call returned (trial "
-                         f"{t}): work still running outside Python's threads")
-        if reused:
-            rejects.append(("output_aliasing" if ok else "cached_output",
-                            "an output reuses the memory of an earlier call's output"))
-        msg = "; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])
-
-        # determinism: a second call on the same inputs
-        again_in = _clone(saved)
-        poison(device, sizes)
-        with tracer_cand, nan_filled_empty():
-            out2 = _tensors(cand_model(*again_in))
-        _check_plain(out2)
-        _settle(device)
-        if any(antihack.overlaps(a, b) for a in out2 for b in out):
-            rejects.append(("cached_output" if not ok else "output_aliasing",
-                            "a second call returned the first call's output memory"))
-        elif ok and len(out2) == len(out):
-            for a, b in zip(out2, snap):
-                if not _same(a, b) and not compare(a, b, *tol)["ok"]:
-                    ok, msg = False, "nondeterministic: a second call on the same inputs differs"
-        held.extend(out + out2)
-        returned.append(out)
-        snaps.append(snap)
-        ref_snaps.append([r.detach().clone() for r in ref_out])
-        trials.append(TrialResult(
-            seed=seed, ok=ok, max_abs_err=max((r["abs"] for r in res), default=0.0),
-            max_rel_err=max((r["rel"] for r in res), default=0.0),
-            mismatches=sum(r["mismatches"] for r in res), message=msg))
-        if rejects:
-            break
-
-    _check_after_call(device, [], [], threads_before, first=False)
-    if not device.startswith("cuda"):   # native threads finish late: look once more, later
-        time.sleep(0.02)
-        for t, (out, snap) in enumerate(zip(returned, snaps)):
-            if any(not _same(o, s) for o, s in zip(out, snap)):
-                raise Reject("background_thread", f"outputs of trial {t} changed after the "
-                             "call returned: work still running outside Python's threads")
-    aten_ops = dict(sorted(tracer_cand.counts.items()))
-    fallback = antihack.find_fallback(aten_ops, replaced=replaced, kept=kept,
-                                      reference_ops=tracer_ref.counts)
-    if fallback:
-        rejects.append(("pytorch_fallback", "ran " + ", ".join(
-            f"{op} x{aten_ops[op]}" for op in fallback[:8])))
-    rejects += _stale_outputs(trials, snaps, ref_snaps)
-
-    result = dict(base, trials=trials, aten_ops=aten_ops, atol=tol[0] if tol else None,
-                  rtol=tol[1] if tol else None)
-    finite = [t.max_abs_err for t in trials]
-    result["max_abs_err"] = max(finite) if finite else None
-    result["max_rel_err"] = max((t.max_rel_err for t in trials), default=None)
-    result["timings"] = {"build": build_ms}
-    if rejects:
-        name, detail = rejects[0]
-        return {"verdict": Verdict(status="rejected", reason=f"{name}: {detail}", **result)
-                .to_dict(), "healthy": True}
-    bad = [t for t in trials if not t.ok]
-    if bad:
-        return {"verdict": Verdict(status="incorrect", reason=_first_reason(bad[0].message)
-                                   + f" (seed {bad[0].seed})", **result).to_dict(),
-                "healthy": True}
-
-    # --- correct: profile-based checks, timing, profiles ---
-    _seed(opts.seed)
-    inputs = make_inputs(prob, device)
-    prof: dict[str, Any] = {}
-    if device.startswith("cuda") or opts.profile:
-        ref_key = ("trace", _digest(job["problem_source"]), device, opts.seed)
-        if ref_key not in state.baselines:  # the reference's profile is the same every time
-            state.baselines[ref_key] = profile.profile_forward(ref_model, _clone(inputs), device)
-        ref_trace = state.baselines[ref_key]
-        cand_trace = profile.profile_forward(cand_model, _clone(inputs), device)
-        if device.startswith("cuda"):
-            extra = profile.unjoined_streams(cand_trace, ref_trace)
-            if extra:
-                raise Reject("side_stream", f"kernels on stream(s) {', '.join(extra)} "
-                             "were never joined to the current stream")
-            strict = replaced is None or "*" in {antihack.norm(r) for r in replaced}
-            hidden = profile.pytorch_kernels(cand_trace) if strict and not kept else []
-            if hidden:
-                raise Reject("pytorch_fallback", "PyTorch kernels ran outside the dispatcher: "
-                             + ", ".join(hidden[:3]))
-        if opts.profile:
-            from .. import trace as trace_mod
-            from . import ncu
-            prof = {"reference": profile.rows(ref_trace), "candidate": profile.rows(cand_trace),
-                    "kernels": trace_mod.kernel_summary(cand_trace),
-                    "reference_kernels": trace_mod.kernel_summary(ref_trace, top=10),
-                    "ncu": ncu.run(prob_path, cand_path, seed=opts.seed, enabled=opts.ncu,
-                                   device=device)}
-    timings, flags = {"build": build_ms}, []
-    if opts.time:
-        timings.update(baselines(prob, ref_model, inputs, job["problem_source"], opts, state,
-                                 flags))
-        before_ours = antihack.live_threads()  # compile baselines may leave worker threads
-        ours = timing.time_forward(cand_model, _clone(inputs), device,
-                                   trials=opts.timing_trials, warmup=opts.warmup)
-        timings["ours"], timings["ours_wall"] = ours["ms"], ours["wall_ms"]
-        _check_timers()
-        _check_after_call(device, [], [], before_ours, first=False)
-    _holdout(prob, ref_model, cand_model, inputs, device, opts, tol)
-    result.update(timings=timings, profile=prof, correct=True, flags=flags)
-    if "ours" in timings and timings["ours"] > 0:
-        if "eager" in timings:
-            result["speedup_vs_eager"] = timings["eager"] / timings["ours"]
-        comp = timings.get("compile:default") or min(
-            (v for k, v in timings.items() if k.startswith("compile:") and not k.endswith("_wall")),
-            default=None)
-        if comp:
-            result["speedup_vs_compile"] = comp / timings["ours"]
-        if max(result.get("speedup_vs_eager") or 0, result.get("speedup_vs_compile") or 0) > 10:
-            flags.append("speedup_over_10x")
-    return {"verdict": Verdict(status="pass", **result).to_dict(), "healthy": True}
-
-
-def baselines(prob, ref_model, inputs, problem_source: str, opts: VerifyOptions,
-              state: WorkerState, flags: list | None = None) -> dict[str, float]:
-    """Eager and torch.compile timings, cached per (problem, device, options) in this worker."""
-    import torch
-    key = (_digest(problem_source), state.device, opts.compile_modes,
-           opts.timing_trials, opts.warmup, opts.seed)
-    if key in state.baselines:
-        cached = state.baselines[key]
-        if flags is not None:
-            flags.extend(cached.get("_flags", []))
-        return {k: v for k, v in cached.items() if k != "_flags"}
-    out: dict[str, Any] = {}
-    eager = timing.time_forward(ref_model, _clone(inputs), state.device,
-                                trials=opts.timing_trials, warmup=opts.warmup)
-    out["eager"], out["eager_wall"] = eager["ms"], eager["wall_ms"]
-    notes = []
-    for mode in opts.modes():
-        try:
-            compiled = torch.compile(ref_model, mode=None if mode == "default" else mode)
-            r = timing.time_forward(compiled, _clone(inputs), state.device,
-                                    trials=opts.timing_trials, warmup=max(2, opts.warmup))
-            out[f"compile:{mode}"], out[f"compile:{mode}_wall"] = r["ms"], r["wall_ms"]
-        except Exception as e:  # noqa: BLE001  (a baseline that cannot compile is noted, not fatal)
-            notes.append(f"compile_failed:{mode}")
-            print(f"torch.compile mode={mode} failed: {e}", file=sys.stderr)
-    out["_flags"] = notes
-    state.baselines[key] = out
-    if flags is not None:
-        flags.extend(notes)
-    return {k: v for k, v in out.items() if k != "_flags"}
+        if j.box is not None:
+            j.box.destroy()
+        if state.pool is not None:
+            state.pool.fill()   # the next candidate's process starts now, between jobs
 
 
 def run_baseline(job: dict, state: WorkerState) -> dict:
-    import torch
-    opts = VerifyOptions(**job["options"])
-    state.jobs += 1
-    path = state.workdir / f"job{state.jobs}" / "problem.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(job["problem_source"])
-    name = f"stitch_problem_{state.jobs}"
-    try:
-        prob = load_module(path, name)
-        with torch.no_grad():
-            _seed(opts.seed)
-            init = list(prob.get_init_inputs())
-            _seed(opts.seed)
-            model = prob.Model(*init).to(state.device)
-            _seed(opts.seed)
-            inputs = make_inputs(prob, state.device)
-            return {"timings": baselines(prob, model, inputs, job["problem_source"], opts, state),
-                    "healthy": True}
-    finally:
-        sys.modules.pop(name, None)
+    j = Job(dict(job, candidate_source=""), state, time.monotonic() + 600)
+    return {"timings": j.baselines([]), "healthy": True}
 
 
-# --- checks ----------------------------------------------------------------------------------
-
-class _Plain(Exception):
-    def __init__(self, name: str, detail: str):
-        self.name, self.detail = name, detail
-        super().__init__(detail)
-
-
-_NUMERICS: dict[str, Any] = {}   # precision switches as the problem module left them
+def own_kernels(source: str) -> set[str]:
+    """Names of the kernels a candidate's source defines (CUDA ``__global__`` functions, C
+    functions it exports, Triton ``@triton.jit`` functions)."""
+    names = set(re.findall(r"__global__\s+(?:__launch_bounds__\([^)]*\)\s*)?void\s+(\w+)",
+                           source))
+    names |= set(re.findall(r"@triton\.jit[^\n]*\n\s*def\s+(\w+)", source))
+    return names
 
 
-def _check_timers() -> None:
-    """Timers, the Verifier's own functions and the global precision switches are untouched."""
-    changed = antihack.changed_numerics(_NUMERICS) if _NUMERICS else []
-    if changed:
-        raise Reject("numerics_flags", "; ".join(changed[:3]))
-    bad = timing.tampered()
-    ours = [b for b in bad if b.startswith(VERIFIER_PREFIXES)]
-    if ours:
-        raise Reject("patched_verifier", "replaced " + ", ".join(ours[:6]))
-    if bad:
-        raise Reject("patched_timer", "replaced " + ", ".join(bad))
+def _launched(trace: dict, own: set[str]) -> bool:
+    names = profile.kernel_names(trace) + [str(e.get("name", "")) for e in
+                                           profile.trace_mod.load(trace)]
+    return any(any(o in n for o in own) for n in names)
 
 
-def _check_plain(out: list) -> None:
-    """Outputs must be plain tensors: a subclass can defer its work until it is read."""
-    import torch
-    odd = sorted({type(o).__name__ for o in out if type(o) is not torch.Tensor})
-    if odd:
-        raise Reject("tensor_subclass", f"forward returned {', '.join(odd)} instead of "
-                     "torch.Tensor (its values could be computed later, outside the timer)")
+def _by_name(ops: dict) -> dict:
+    """Op counts keyed by short name: the dispatcher's "aten.add.Tensor" and the profiler's
+    "aten::add" are one op."""
+    out: dict[str, int] = {}
+    for k, v in ops.items():
+        out[antihack.norm(k)] = out.get(antihack.norm(k), 0) + int(v)
+    return out
 
 
-def _holdout(prob, ref_model, cand_model, inputs, device: str, opts: VerifyOptions,
-             tol: tuple[float, float]) -> None:
-    """One more call, after timing, on inputs from a seed nobody could know in advance."""
-    import secrets
-    seed = opts.seed + 1000 + secrets.randbelow(1 << 30)
-    _seed(seed)
-    fresh = make_inputs(prob, device)
-    ref = _tensors(ref_model(*_clone(fresh)))
-    poison(device, [r.numel() * r.element_size() for r in ref])
-    out = _tensors(cand_model(*_clone(fresh)))
-    _check_plain(out)
-    _settle(device)
-    _check_timers()
-    if len(out) == len(ref) and all(compare(o, r, *tol)["ok"] for o, r in zip(out, ref)):
+def _merge(a: dict, b: Any) -> dict:
+    out = dict(a)
+    if isinstance(b, dict):
+        for k, v in b.items():
+            if isinstance(v, int):
+                out[str(k)] = out.get(str(k), 0) + v
+    return out
+
+
+def _speedups(result: dict) -> None:
+    timings, flags = result["timings"], result["flags"]
+    ours = timings.get("ours")
+    if not ours or ours <= 0:
         return
-    earlier = _tensors(ref_model(*_clone(inputs)))   # the inputs the timed calls used
-    if len(out) == len(earlier) and all(compare(o, r, *tol)["ok"]
-                                        for o, r in zip(out, earlier)):
-        raise Reject("cached_output", f"after the timed calls it returned their result for new "
-                     f"inputs (held-out seed {seed})")
-    raise Reject("hardcoded_output", f"correct on the recorded seeds, wrong on inputs from the "
-                 f"held-out seed {seed}")
+    if "eager" in timings:
+        result["speedup_vs_eager"] = timings["eager"] / ours
+    comp = timings.get("compile:default") or min(
+        (v for k, v in timings.items() if k.startswith("compile:") and not k.endswith("_wall")),
+        default=None)
+    if comp:
+        result["speedup_vs_compile"] = comp / ours
+    if max(result.get("speedup_vs_eager") or 0, result.get("speedup_vs_compile") or 0) > 10:
+        flags.append("speedup_over_10x")
 
 
-def _check_after_call(device: str, out: list, snap: list, before: set, first: bool) -> None:
-    started = antihack.new_threads(before)
-    if started:
-        raise Reject("background_thread", "threads still running after the call: "
-                     + ", ".join(started[:4]))
-    if device.startswith("cuda") and out:
-        timing._real("torch.cuda.synchronize")()  # now every stream has finished
-        if any(not _same(o, s) for o, s in zip(out, snap)):
-            raise Reject("side_stream", "outputs changed after the current stream was synchronised"
-                         " (work left on another stream)")
-    elif first and out:
-        time.sleep(0.05)
-        if any(not _same(o, s) for o, s in zip(out, snap)):
-            raise Reject("background_thread", "outputs changed after the call returned")
+def _limits(device: str) -> dict[str, int]:
+    """Resource caps for a candidate's process: no core dumps, files of at most 16 GiB, and on
+    the CPU an address space of 60% of the memory (at least 4 GiB), so that a runaway
+    allocation fails fast (MemoryError) instead of swapping the machine."""
+    import os
+    limits = {"RLIMIT_CORE": 0, "RLIMIT_FSIZE": 16 << 30}
+    if not device.startswith("cuda"):
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            limits["RLIMIT_AS"] = max(int(total * 0.6), 4 << 30)
+        except (ValueError, OSError):
+            pass
+    return limits
 
 
-def _stale_outputs(trials: list, snaps: list, ref_snaps: list) -> list[tuple[str, str]]:
-    """Identical outputs for different inputs where the reference's differ."""
-    for t in range(1, len(snaps)):
-        if trials[t].ok:
-            continue
-        for u in range(t):
-            same_out = len(snaps[t]) == len(snaps[u]) and all(
-                _same(a, b) for a, b in zip(snaps[t], snaps[u]))
-            ref_differs = any(not _same(a, b) for a, b in zip(ref_snaps[t], ref_snaps[u]))
-            if same_out and ref_differs:
-                if any(tr.ok for tr in trials[:t]):
-                    return [("cached_output", f"trial {t} returned trial {u}'s result for new "
-                             "inputs")]
-                return [("constant_output", f"trials {u} and {t} returned the same output for "
-                         "different inputs")]
-    return []
-
-
-def _digest(source: str) -> str:
-    import hashlib
-    return hashlib.sha256(source.encode()).hexdigest()
-
-
-def _first_reason(message: str) -> str:
-    return message.split(";")[0] if message else "output_mismatch"
-
-
-def _settle(device: str) -> None:
-    """Synchronise only torch's current stream (what a caller of the model may rely on)."""
-    if device.startswith("cuda"):
-        import torch
-        torch.cuda.current_stream().synchronize()
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        timing._real("torch.cuda.synchronize")()
+def _status(status: str, name: str, detail: str = "", **kw: Any) -> dict:
+    reason = f"{name}: {detail}" if detail else name
+    return Verdict(status=status, reason=reason, **kw).to_dict()
 
 
 def _device_healthy(device: str) -> bool:
@@ -684,40 +643,3 @@ def _device_healthy(device: str) -> bool:
         return True
     except Exception:  # noqa: BLE001
         return False
-
-
-def classify_exception(e: BaseException) -> tuple[str, str]:
-    if isinstance(e, _Plain):
-        return e.name, e.detail
-    text = f"{type(e).__name__}: {e}"
-    low = text.lower()
-    if "out of memory" in low or "can't allocate memory" in low or isinstance(e, MemoryError) \
-            or type(e).__name__ == "OutOfMemoryError":
-        return "out_of_memory", _one_line(text)
-    if "cuda error" in low or "cuda_error" in low or "illegal memory access" in low \
-            or "cudaerror" in low:
-        return "cuda_error", _one_line(text)
-    where = _candidate_line(e)
-    return "exception", (where + _one_line(text))
-
-
-def _build_failure(e: BaseException) -> bool:
-    return "Error building extension" in str(e)
-
-
-def _candidate_line(e: BaseException) -> str:
-    tb = traceback.extract_tb(e.__traceback__)
-    for fr in reversed(tb):
-        if fr.filename.endswith("candidate.py"):
-            return f"candidate.py:{fr.lineno}: "
-    return ""
-
-
-def _one_line(s: str, n: int = 400) -> str:
-    s = " ".join(s.split())
-    return s if len(s) <= n else s[: n - 3] + "..."
-
-
-def _tb(e: BaseException, limit: int = 4000) -> str:
-    text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-    return text[-limit:]

@@ -19,13 +19,10 @@ it was written by candidate code into the pipe ("protocol_tampering"; the worker
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import re
 import secrets
-import select
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -35,12 +32,14 @@ from typing import Any, Iterable
 
 from ..errors import ConfigError, WorkerError
 from ..verdict import Verdict
+from . import channel
 from .options import VerifyOptions
 
 __all__ = ["Worker", "get_worker", "resolve_device", "clean_env", "VerifyOptions"]
 
 _SECRET = re.compile(r"(_API_KEY$|_TOKEN$|SECRET|^ANTHROPIC_|^OPENAI_API|PASSWORD)", re.I)
 START_TIMEOUT = 120.0
+JUDGE_GRACE = 60.0   # the judge stops a candidate at its timeout; the caller waits this longer
 
 
 def clean_env(base: dict[str, str] | None = None, **extra: str) -> dict[str, str]:
@@ -186,11 +185,11 @@ class Worker:
                candidate_id: str = "") -> Verdict:
         """Run the Verification protocol on a candidate. ``replaced=None``: infer (files)."""
         options = options or VerifyOptions()
-        job = {"op": "verify", "problem_source": problem_source,
+        job = {"op": "verify", "problem_source": problem_source, "timeout": timeout,
                "candidate_source": candidate_source,
                "replaced": None if replaced is None else list(replaced), "kept": list(kept),
                "options": options.to_dict(), "candidate_id": candidate_id}
-        reply = self._job(job, timeout)
+        reply = self._job(job, timeout + JUDGE_GRACE)
         if "verdict" in reply:
             return Verdict.from_dict(reply["verdict"])
         status = reply["status"]
@@ -245,22 +244,11 @@ class Worker:
         return msg
 
     def _send(self, obj: dict) -> None:
-        data = json.dumps(obj).encode()
-        os.write(self._wfd, struct.pack("<Q", len(data)))
-        view = memoryview(data)
-        while view:
-            n = os.write(self._wfd, view)
-            view = view[n:]
+        channel.send(self._wfd, obj)
 
     def _recv(self, timeout: float) -> dict | None:
         """One message, or None on EOF (the child died) or when ``timeout`` passes."""
-        deadline = time.monotonic() + timeout
-        head = _read_exact(self._rfd, 8, deadline)
-        if head is None:
-            return None
-        (n,) = struct.unpack("<Q", head)
-        body = _read_exact(self._rfd, n, deadline + 60)
-        return None if body is None else json.loads(body)
+        return channel.recv(self._rfd, timeout)
 
     def __enter__(self) -> "Worker":
         return self
@@ -270,22 +258,6 @@ class Worker:
 
     def __repr__(self) -> str:
         return f"Worker({self.device!r}, pid={self.pid}, restarts={self.restarts})"
-
-
-def _read_exact(fd: int, n: int, deadline: float) -> bytes | None:
-    buf = bytearray()
-    while len(buf) < n:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        ready, _, _ = select.select([fd], [], [], min(left, 1.0))
-        if not ready:
-            continue
-        chunk = os.read(fd, n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return bytes(buf)
 
 
 def _signal_name(code: int | None) -> str:
@@ -346,8 +318,13 @@ def verify_files(problem_path: str | os.PathLike, candidate_path: str | os.PathL
 # --- the child side ------------------------------------------------------------------------
 
 def _child_main(device: str, rfd: int, wfd: int) -> None:
+    """The judge: the trusted process. It never imports candidate code (verify.py)."""
     import faulthandler
     faulthandler.enable()
+    _not_traceable()
+    # OpenMP threads that spin after a parallel region take the CPU from whatever runs next
+    # (the judge's clock would charge it to the next contender): every process here sleeps
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     limit = os.environ.get("STITCH_WORKER_MEMORY")
     if not device.startswith("cuda"):
         _limit_memory(int(limit) if limit else None)
@@ -355,30 +332,29 @@ def _child_main(device: str, rfd: int, wfd: int) -> None:
 
     import torch
 
-    from . import timing
-    from .verify import WorkerState, run_baseline, run_verify, watched
-    timing.capture(watched())
+    from .verify import WorkerState, run_baseline, run_verify
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device).index or 0)  # "cuda" has no index
         torch.zeros(1, device=device)
-    state = WorkerState(device=device, workdir=Path(tempfile.mkdtemp(prefix="stitch_jobs_")))
-
-    def send(obj: dict) -> None:
-        data = json.dumps(obj, default=_json_default).encode()
-        os.write(wfd, struct.pack("<Q", len(data)))
-        view = memoryview(data)
-        while view:
-            view = view[os.write(wfd, view):]
-
-    send({"ready": True, "pid": os.getpid(), "torch": torch.__version__, "device": device})
+    # the trusted side fixes the threads every contender gets (a candidate cannot lower the
+    # baselines': they run here)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    state = WorkerState(device=device, workdir=Path(tempfile.mkdtemp(prefix="stitch_judge_")),
+                        threads=threads)
+    from .pool import Pool
+    state.pool = Pool(device, threads)
+    state.pool.fill()   # the first spare starts now, while the caller gets ready
+    channel.send(wfd, {"ready": True, "pid": os.getpid(), "torch": torch.__version__,
+                       "device": device})
     while True:
-        head = _read_exact(rfd, 8, float("inf"))
-        if head is None:
+        job = channel.recv(rfd)
+        if job is None:
+            state.pool.close()
             return
-        (n,) = struct.unpack("<Q", head)
-        job = json.loads(_read_exact(rfd, n, float("inf")))
         op = job.get("op")
         if op == "exit":
+            state.pool.close()
             return
         try:
             if op == "verify":
@@ -393,7 +369,16 @@ def _child_main(device: str, rfd: int, wfd: int) -> None:
             reply = {"internal_error": traceback.format_exc()[-4000:]}
         sys.stdout.flush()
         sys.stderr.flush()
-        send(dict(reply, nonce=job.get("nonce")))
+        channel.send(wfd, dict(reply, nonce=job.get("nonce")))
+
+
+def _not_traceable() -> None:
+    """No process of the same user may trace this one or read its memory (PR_SET_DUMPABLE 0)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _limit_memory(limit: int | None) -> None:
@@ -412,17 +397,6 @@ def _limit_memory(limit: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     except (ValueError, OSError):
         pass
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, float):
-        return None
-    try:
-        import math
-        f = float(o)
-        return None if math.isnan(f) else f
-    except (TypeError, ValueError):
-        return str(o)
 
 
 if __name__ == "__main__":

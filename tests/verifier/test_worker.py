@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -62,7 +62,20 @@ def test_segfault_is_a_runtime_error_and_the_next_verification_passes(cpu_worker
     assert "Segmentation fault" in v.build_log  # faulthandler's report from the child
     again = cpu_worker.verify(POINTWISE, GOOD, replaced=None, options=fast_options, timeout=60)
     assert again.status == "pass", again.reason
-    assert cpu_worker.alive and cpu_worker.pid != pid  # a fresh process took over
+    assert cpu_worker.alive and cpu_worker.pid == pid  # the judge never ran the candidate
+
+
+def _sandboxes_of(judge_pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"verifier.sandbox" in (entry / "cmdline").read_bytes():
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(stat[1]) == judge_pid or int(stat[3]) == int(entry.name):
+                    out.append(int(entry.name))
+        except OSError:
+            continue
+    return out
 
 
 def test_hang_is_killed_as_timeout_and_the_next_verification_passes(cpu_worker, fast_options):
@@ -72,8 +85,8 @@ def test_hang_is_killed_as_timeout_and_the_next_verification_passes(cpu_worker, 
     v = cpu_worker.verify(POINTWISE, HANG, replaced=None, options=fast_options, timeout=5)
     assert time.monotonic() - t0 < 20
     assert v.status == "timeout" and v.reason.startswith("timeout")
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)  # the hung process is gone, not left spinning
+    time.sleep(0.5)
+    assert len(_sandboxes_of(pid)) <= 1   # the hung process is gone; only the next spare is up
     again = cpu_worker.verify(POINTWISE, GOOD, replaced=None, options=fast_options, timeout=60)
     assert again.status == "pass", again.reason
 
@@ -97,15 +110,14 @@ def test_worker_is_reused_while_healthy(cpu_worker, fast_options):
     assert v.status == "pass" and cpu_worker.pid == pid
 
 
-def test_worker_is_replaced_after_a_job_that_patched_its_timers(cpu_worker, fast_options):
-    from pathlib import Path
+def test_a_job_that_patched_its_timers_leaves_the_judge_untouched(cpu_worker, fast_options):
     patched = (Path(__file__).parent.parent / "adversarial/candidates/patched_timer.py").read_text()
     cpu_worker.start()
     pid = cpu_worker.pid
     v = cpu_worker.verify(POINTWISE, patched, replaced=None, options=fast_options, timeout=60)
     assert v.status == "rejected" and v.reason.startswith("patched_timer")
     again = cpu_worker.verify(POINTWISE, GOOD, replaced=None, options=fast_options, timeout=60)
-    assert again.status == "pass" and cpu_worker.pid != pid
+    assert again.status == "pass" and cpu_worker.pid == pid   # its timers were never patched
 
 
 def test_worker_environment_has_no_api_keys(cpu_worker, fast_options, monkeypatch):
@@ -114,14 +126,14 @@ def test_worker_environment_has_no_api_keys(cpu_worker, fast_options, monkeypatc
     monkeypatch.setenv("HF_TOKEN", "hf-secret")
     monkeypatch.setenv("MY_SECRET_THING", "x")
     monkeypatch.setenv("STITCH_HARMLESS", "kept")
+    monkeypatch.setenv("STITCH_BASE_URL", "https://user:pw@llm.example/v1")
     probe = '''
 import os
 import torch
 import torch.nn as nn
-LEAKED = sorted(k for k in os.environ if "KEY" in k or "TOKEN" in k or "SECRET" in k)
-assert not LEAKED, LEAKED
-assert os.environ.get("STITCH_HARMLESS") == "kept"
-assert os.environ.get("STITCH_CACHE_DIR")
+LEAKED = sorted(k for k in os.environ if "KEY" in k or "TOKEN" in k or "SECRET" in k
+                or k.startswith("STITCH_"))
+assert not LEAKED, LEAKED      # nothing of the caller's configuration, the cache's folder neither
 
 class ModelNew(nn.Module):
     def forward(self, x):

@@ -1,5 +1,6 @@
 # problem: pointwise
-# expect: rejected patched_verifier
+# expect: rejected constant_output | incorrect output_mismatch
+# why: The comparison runs in the judge's process, which never imports candidate code: the patch changes only the candidate's own process.
 """Hack: replaces torch.isnan and Tensor.__gt__ so every comparison of its (zero) output with
 the reference finds nothing out of tolerance."""
 import torch

@@ -1,5 +1,6 @@
 # problem: pointwise
-# expect: rejected patched_verifier
+# expect: rejected constant_output | incorrect output_mismatch
+# why: The comparison runs in the judge's process, which never imports candidate code: the patch changes only the candidate's own process.
 """Hack: the candidate runs in the Verifier's process, so it replaces the Verifier's comparison
 with one that always agrees (and returns garbage)."""
 import torch

@@ -1,5 +1,6 @@
 # problem: pointwise
-# expect: rejected hardcoded_output
+# expect: rejected constant_output | incorrect output_mismatch
+# why: Every seed is drawn from the OS by the judge and reaches the sandbox only with its call, so no table can hold it: the lookup misses.
 """Hack: knows the Verifier's seeds; __init__ draws the inputs those seeds give on the GPU,
 computes the answers and forward only looks them up by one element of the input."""
 import torch

@@ -1,7 +1,8 @@
 # problem: norm
-# expect: pass
-"""Legit: a C kernel normalises rows into the candidate's own buffer, then an in-place
-PyTorch multiply on that buffer applies the weight (declared in KEPT_OPS)."""
+# expect: rejected pytorch_fallback
+"""Hack: a C kernel normalises rows, then PyTorch applies the weight, and the file declares
+``mul`` in KEPT_OPS to have it allowed. KEPT_OPS may name library ops (GEMM, convolution,
+attention) only: any other op it names is still a fallback."""
 import torch
 import torch.nn as nn
 

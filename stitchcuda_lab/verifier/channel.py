@@ -1,0 +1,76 @@
+"""Length-prefixed JSON messages on a pair of pipe file descriptors.
+
+Both ends of every Verifier process pair speak it: the caller and the judge, the judge and a
+candidate's sandbox. A message is 8 bytes of little-endian length, then that many bytes of
+JSON. The reading side never trusts the other: a frame over ``MAX_MESSAGE`` bytes or one that
+is not a JSON object is a ``ProtocolError`` (a sandbox that wrote it is "protocol_tampering").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import select
+import struct
+import time
+from typing import Any
+
+MAX_MESSAGE = 64 * 1024 * 1024
+
+
+class ProtocolError(Exception):
+    """The other side sent something that is not a message of this protocol."""
+
+
+def send(fd: int, obj: dict) -> None:
+    data = json.dumps(obj, default=_json_default).encode()
+    os.write(fd, struct.pack("<Q", len(data)))
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def recv(fd: int, timeout: float = math.inf) -> dict | None:
+    """One message, or None on EOF (the other side died) or when ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    head = read_exact(fd, 8, deadline)
+    if head is None:
+        return None
+    (n,) = struct.unpack("<Q", head)
+    if n > MAX_MESSAGE:
+        raise ProtocolError(f"a frame of {n} bytes (at most {MAX_MESSAGE})")
+    body = read_exact(fd, n, deadline + 60)
+    if body is None:
+        return None
+    try:
+        msg = json.loads(body)
+    except ValueError:
+        raise ProtocolError("a frame that is not JSON") from None
+    if not isinstance(msg, dict):
+        raise ProtocolError("a frame that is not a JSON object")
+    return msg
+
+
+def read_exact(fd: int, n: int, deadline: float) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+        if not ready:
+            continue
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def _json_default(o: Any) -> Any:
+    try:
+        f = float(o)
+        return None if math.isnan(f) else f
+    except (TypeError, ValueError):
+        return str(o)

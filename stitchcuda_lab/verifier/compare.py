@@ -1,0 +1,128 @@
+"""Judging outputs against the reference: tolerances per dtype and per scale, and comparison.
+
+Tolerances (``tolerance``), each stated in the verdict with its reason:
+
+- float32: atol = rtol = 1e-4 (KernelBench's and CUDA Agent's fp32 contract);
+- float16 / bfloat16: 1e-2 (KernelBench's half-precision contract; bf16 keeps 8 bits);
+- float64: 1e-7, not float32's 1e-4: a float64 problem asks for float64 accuracy, and a
+  float32 computation (relative error near 6e-8 per operation, about 1e-5 after a reduction)
+  must not pass it;
+- integers and bool: exact.
+
+Elementwise, an output passes where ``|out - ref| <= atol + rtol * |ref|``. On its own that lets
+a low-precision computation hide under ``atol`` when the outputs are small (a bf16 softmax whose
+values are about 1e-4 each passes at 1.8% relative error), so each output is also judged against
+its own magnitude: ``||out - ref|| / ||ref|| <= rtol`` (Frobenius norms; skipped when the
+reference is all zeros, where the elementwise test is already exact enough).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+TOLERANCE = {"float32": (1e-4, "float32: atol = rtol = 1e-4 (KernelBench's fp32 contract)"),
+             "float64": (1e-7, "float64: 1e-7 (a float32 computation must not pass)"),
+             "float16": (1e-2, "float16: 1e-2 (KernelBench's half-precision contract)"),
+             "bfloat16": (1e-2, "bfloat16: 1e-2 (KernelBench's half-precision contract)")}
+
+
+def tolerance(dtype: Any, atol: float | None = None,
+              rtol: float | None = None) -> tuple[float, float, str]:
+    """(atol, rtol, why) for outputs of ``dtype``; explicit values override the defaults."""
+    name = str(dtype).replace("torch.", "")
+    base, why = TOLERANCE.get(name, (0.0, f"{name}: exact"))
+    if atol is not None or rtol is not None:
+        why = f"{name}: set by the caller"
+    return (base if atol is None else atol, base if rtol is None else rtol, why)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Bitwise equality that treats NaN == NaN."""
+    import torch
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return bool(torch.equal(a, b))
+
+
+def compare(out: Any, ref: Any, atol: float, rtol: float) -> dict:
+    """max_abs_err, max_rel_err, norm_rel_err, mismatches, ok, reason ("" when ok), msg."""
+    import torch
+    if out.shape != ref.shape:
+        return _fail("shape_mismatch", ref, f"shape {tuple(out.shape)} != {tuple(ref.shape)}")
+    if out.dtype != ref.dtype:
+        return _fail("dtype_mismatch", ref, f"dtype {out.dtype} != {ref.dtype}")
+    # On the device: copying large outputs to the host would dominate the verdict's latency.
+    a = out.detach().to(ref.device, torch.float64)
+    b = ref.detach().to(torch.float64)
+    if a.numel() == 0:
+        return {"ok": True, "reason": "", "abs": 0.0, "rel": 0.0, "norm_rel": 0.0,
+                "mismatches": 0, "msg": ""}
+    both_nan = torch.isnan(a) & torch.isnan(b)
+    diff = (a - b).abs()
+    diff = torch.where(both_nan | (a == b), torch.zeros_like(diff), diff)
+    bad = (diff > atol + rtol * b.abs()) | (torch.isnan(a) != torch.isnan(b))
+    finite = torch.isfinite(diff)
+    max_abs = float(diff[finite].max()) if bool(finite.any()) else 0.0
+    if not bool(finite.all()):
+        max_abs = math.inf
+    denom = b.abs()
+    sel = finite & (denom > max(atol, 1e-12))
+    max_rel = float((diff[sel] / denom[sel]).max()) if bool(sel.any()) else 0.0
+    fin_b = torch.where(torch.isfinite(b), b, torch.zeros_like(b))
+    ref_norm = float(torch.linalg.vector_norm(fin_b))
+    norm_rel = float(torch.linalg.vector_norm(torch.where(finite, diff, torch.zeros_like(diff)))
+                     ) / ref_norm if ref_norm > 0 else 0.0
+    n_bad = int(bad.sum())
+    reason, msg = "", ""
+    if n_bad:
+        unwritten = int((torch.isnan(a) & ~torch.isnan(b)).sum())
+        reason = "uninitialized_output" if unwritten else "output_mismatch"
+        msg = (f"{n_bad} of {a.numel()} elements out of tolerance (atol={atol:g}, rtol={rtol:g})"
+               + (f", {unwritten} NaN where the reference has numbers" if unwritten else "")
+               + where(bad))
+    elif rtol > 0 and norm_rel > rtol:
+        reason = "output_mismatch"
+        msg = (f"relative error {norm_rel:.2e} over the whole output (||out - ref|| / ||ref||) "
+               f"is above rtol={rtol:g}, though every element is within atol: the outputs are "
+               "small, and the computation is less precise than the reference")
+    return {"ok": not reason, "reason": reason, "abs": max_abs, "rel": max_rel,
+            "norm_rel": norm_rel, "mismatches": n_bad, "msg": msg}
+
+
+def where(bad: Any) -> str:
+    """Where the mismatches lie: the first indices, and along which dims they cluster."""
+    import torch
+    idx = torch.nonzero(bad)[:5].tolist()
+    if not idx:
+        return ""
+    text = "; first at " + ", ".join(str(tuple(i)) for i in idx[:3])
+    if bad.dim() >= 2:
+        rows = torch.nonzero(bad.reshape(bad.shape[0], -1).any(dim=1)).flatten()
+        text += f"; {len(rows)} of {bad.shape[0]} rows (dim 0) affected"
+    return text
+
+
+def _fail(reason: str, ref: Any, msg: str) -> dict:
+    return {"ok": False, "reason": reason, "abs": math.inf, "rel": math.inf, "norm_rel": math.inf,
+            "mismatches": ref.numel(), "msg": msg}
+
+
+def stale_outputs(outs: list[list], refs: list[list], oks: list[bool]) -> tuple[str, str] | None:
+    """Identical outputs for different inputs where the reference's differ: (name, detail)."""
+    for t in range(1, len(outs)):
+        if oks[t] or not outs[t]:
+            continue
+        for u in range(t):
+            same_out = len(outs[t]) == len(outs[u]) and all(
+                same(a, b) for a, b in zip(outs[t], outs[u]))
+            ref_differs = any(not same(a, b) for a, b in zip(refs[t], refs[u]))
+            if same_out and ref_differs:
+                if any(oks[:t]):
+                    return ("cached_output", f"trial {t} returned trial {u}'s result for new "
+                            "inputs")
+                return ("constant_output", f"trials {u} and {t} returned the same output for "
+                        "different inputs")
+    return None

@@ -1,0 +1,109 @@
+"""What crosses between the judge and a candidate's sandbox: seeds in, output bytes out.
+
+Inputs never travel. Both sides draw them from the problem's ``get_inputs()`` under the same
+seed, on the same device, with the same code (``draw``): the judge for the reference, the
+sandbox for the candidate. The seed reaches the sandbox only with the call that uses it, so a
+candidate cannot tabulate answers ahead, and a candidate that tampers with its own drawing only
+gets its own answers wrong. Outputs travel as raw bytes in files the sandbox writes into its
+own folder; the judge reads them with ``O_NOFOLLOW``, exactly as many bytes as the reference's
+output of that shape and dtype holds, and copies them before comparing.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+def seed_all(seed: int) -> None:
+    """Seed every generator ``get_inputs()`` may use: torch (CPU and CUDA), random, numpy."""
+    import torch
+    torch.manual_seed(seed)
+    random.seed(seed)
+    try:
+        import numpy as np
+        np.random.seed(seed % (2 ** 32))
+    except ImportError:
+        pass
+
+
+def draw(prob: Any, device: str, seed: int) -> list:
+    """``get_inputs()`` under ``seed``, new tensors made on ``device`` directly.
+
+    Drawing tens of MB on the host and copying them over costs more than the whole check on a
+    GPU; tensors the problem pins to a device explicitly are moved afterwards.
+    """
+    import torch
+    seed_all(seed)
+    if device.startswith("cuda"):
+        with torch.device(device):
+            xs = prob.get_inputs()
+    else:
+        xs = prob.get_inputs()
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def tensors(out: Any) -> list:
+    import torch
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in tensors(o)]
+    return []
+
+
+def write_outputs(outs: list, folder: Path, tag: str) -> list[dict]:
+    """Sandbox side: each output's bytes (contiguous, on the host) in a file of its own."""
+    import torch
+    entries = []
+    for i, t in enumerate(outs):
+        path = folder / f"{tag}_{i}.bin"
+        raw = t.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy().tobytes()
+        with open(path, "wb") as f:
+            f.write(raw)
+        entries.append({"path": str(path), "shape": list(t.shape),
+                        "dtype": str(t.dtype).replace("torch.", "")})
+    return entries
+
+
+def read_output(entry: Any, like: Any) -> Any:
+    """Judge side: the sandbox's output as a tensor on ``like``'s device, or a string saying
+    why it cannot be one ("shape_mismatch: ..." / "dtype_mismatch: ..." / "protocol: ...")."""
+    import torch
+    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+        return "protocol: an output entry without a path"
+    shape, dtype = entry.get("shape"), entry.get("dtype")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        return "protocol: an output entry without a shape"
+    if list(like.shape) != shape:
+        return f"shape_mismatch: shape {tuple(shape)} != {tuple(like.shape)}"
+    want = str(like.dtype).replace("torch.", "")
+    if dtype != want:
+        return f"dtype_mismatch: dtype {dtype} != {want}"
+    if not re.fullmatch(r"[\w./-]+\.bin", entry["path"]):
+        return "protocol: an output path with odd characters"
+    nbytes = like.numel() * like.element_size()
+    try:
+        fd = os.open(entry["path"], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        return f"protocol: cannot open the output file ({e.strerror})"
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size != nbytes:
+            return f"protocol: the output file is not {nbytes} bytes of a regular file"
+        buf = bytearray(nbytes)
+        view, got = memoryview(buf), 0
+        while got < nbytes:
+            n = os.readv(fd, [view[got:]])
+            if n <= 0:
+                return "protocol: the output file shrank while it was read"
+            got += n
+    finally:
+        os.close(fd)
+    if nbytes == 0:
+        return torch.empty(like.shape, dtype=like.dtype, device=like.device)
+    flat = torch.frombuffer(buf, dtype=torch.uint8)
+    return flat.view(like.dtype).reshape(like.shape).to(like.device)

@@ -1,0 +1,296 @@
+"""Candidate processes: started ahead as spares, used for one candidate, then destroyed.
+
+A spare is ``python -m stitchcuda_lab.verifier.sandbox`` with torch imported and the CUDA
+context up, waiting for a job, so a verdict does not wait for a process to start (seconds on a
+GPU machine). It runs in a session of its own, with an environment that holds nothing of the
+caller's (no API keys, no ``STITCH_*``, no cache folder: only what Python, torch and the
+compilers need), in a folder of its own. When the judge is root the job runs under a user of
+its own (a fresh uid per candidate) with its home and the rest of ``/root`` hidden: it can
+then neither signal nor trace any other process, nor write a file it did not make, nor read
+the kernel cache's secret. ``destroy`` kills every process of that user (or of the sandbox's
+session), and removes every file it left in the temporary folders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import channel
+
+ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
+            "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+            "CC", "CXX", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST")
+TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+START_TIMEOUT = 180.0
+
+
+def sandbox_env(folder: Path, threads: int) -> dict[str, str]:
+    env = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}
+    here = str(Path(__file__).resolve().parents[2])
+    env.update(HOME=str(folder), TMPDIR=str(folder), PYTHONPATH=here, PYTHONUNBUFFERED="1",
+               PYTHONDONTWRITEBYTECODE="1", PYTHONFAULTHANDLER="1",
+               OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE",
+               TORCH_EXTENSIONS_DIR=str(folder / "torch_ext"),
+               TRITON_CACHE_DIR=str(folder / "triton"),
+               TORCHINDUCTOR_CACHE_DIR=str(folder / "inductor"))
+    return env
+
+
+class Sandbox:
+    """One candidate process: a spare until its job, destroyed after it."""
+
+    def __init__(self, device: str, threads: int):
+        self.device, self.threads = device, threads
+        how = mode()
+        self.uid = 200_000 + secrets.randbelow(1 << 30) if how != "same-user" else None
+        self.folder = Path(tempfile.mkdtemp(prefix="stitch_sandbox_"))
+        os.chmod(self.folder, 0o700)
+        if self.uid is not None:
+            os.chown(self.folder, self.uid, self.uid)
+        to_r, self._wfd = os.pipe()
+        self._rfd, from_w = os.pipe()
+        self._log = self.folder.parent / f"{self.folder.name}.log"
+        log = open(self._log, "wb")
+        cmd = [sys.executable, "-m", "stitchcuda_lab.verifier.sandbox", device, str(to_r),
+               str(from_w)]
+        if how == "user+namespace":   # hide what the user may not see; show what Python needs
+            cmd = [shutil.which("unshare") or "unshare", "--mount", "--propagation", "private",
+                   "--", *cmd, json.dumps(_exposed())]
+        try:
+            self.proc = subprocess.Popen(
+                cmd, pass_fds=(to_r, from_w), env=sandbox_env(self.folder, threads),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, cwd=str(self.folder))
+        finally:
+            log.close()
+            os.close(to_r)
+            os.close(from_w)
+        self.ready = False
+        self.rtt_ms = 0.0
+
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+        if self.ready:
+            return
+        msg = channel.recv(self._rfd, timeout)
+        if msg is None or not msg.get("ready"):
+            tail = self.log_tail()
+            self.destroy()
+            raise RuntimeError(f"the candidate process did not start: {tail or 'no output'}")
+        # the message round trip, measured while no candidate code is in the process: the
+        # judge's clock around a timed call allows this much for the messages
+        trips = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            self.send({"op": "ping"})
+            if self.recv(30.0) is None:
+                self.destroy()
+                raise RuntimeError("the candidate process stopped answering")
+            trips.append((time.perf_counter() - t0) * 1e3)
+        self.rtt_ms = min(trips)
+        self.ready = True
+
+    def send(self, msg: dict) -> None:
+        channel.send(self._wfd, msg)
+
+    def recv(self, timeout: float) -> dict | None:
+        return channel.recv(self._rfd, timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def exit_reason(self) -> str:
+        code = self.proc.poll()
+        if code is None:
+            return "still running"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit status {code}"
+
+    def strays(self) -> list[int]:
+        """Processes the candidate started that are still there (its user's, or its session's)."""
+        out = []
+        for pid, uid, sid in _processes():
+            if pid == self.proc.pid:
+                continue
+            if (self.uid is not None and uid == self.uid) or sid == self.proc.pid:
+                out.append(pid)
+        return out
+
+    def child_cpu_ticks(self) -> int:
+        """CPU time of the children this process waited for (they ran and are gone)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return int(fields[13]) + int(fields[14])
+        except (OSError, IndexError, ValueError):
+            return 0
+
+    def log_tail(self, n: int = 2000) -> str:
+        try:
+            return self._log.read_text(errors="replace")[-n:].strip()
+        except OSError:
+            return ""
+
+    def destroy(self) -> None:
+        """Kill everything the candidate started and remove every file it left."""
+        for _ in range(3):
+            victims = [self.proc.pid] + self.strays()
+            for pid in victims:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if not self.strays():
+                break
+            time.sleep(0.05)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for fd in (self._rfd, self._wfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._rfd = self._wfd = -1
+        shutil.rmtree(self.folder, ignore_errors=True)
+        try:
+            self._log.unlink()
+        except OSError:
+            pass
+        if self.uid is not None:
+            _remove_files_of(self.uid)
+
+
+class Pool:
+    """Spare sandboxes for one device; ``take`` hands one out, ``fill`` starts replacements.
+
+    The judge calls ``fill`` after a job, not during it: a spare starting up (importing torch)
+    takes CPU time that the candidate's timed calls would otherwise lose to it.
+    """
+
+    def __init__(self, device: str, threads: int, spares: int = 1):
+        self.device, self.threads, self.spares = device, threads, max(1, spares)
+        self._spares: list[Sandbox] = []
+
+    def fill(self) -> None:
+        self._spares = [s for s in self._spares if s.alive]
+        while len(self._spares) < self.spares:
+            self._spares.append(Sandbox(self.device, self.threads))
+
+    def take(self) -> Sandbox:
+        self.fill()
+        box = self._spares.pop(0)
+        try:
+            box.wait_ready()
+        except RuntimeError:
+            box = Sandbox(self.device, self.threads)
+            box.wait_ready()
+        return box
+
+    def close(self) -> None:
+        for s in self._spares:
+            s.destroy()
+        self._spares = []
+
+
+_MODE: list[str] = []
+
+
+def mode() -> str:
+    """How candidates are kept apart here: "user" (a fresh uid per candidate), "user+namespace"
+    (the same, in a mount namespace that hides the folders Python lives in from the rest of
+    ``/root``), or "same-user" (not root: the caller's user, in a session of its own)."""
+    if not _MODE:
+        if os.geteuid() != 0:
+            _MODE.append("same-user")
+        elif not _exposed():
+            _MODE.append("user")
+        elif shutil.which("unshare"):
+            _MODE.append("user+namespace")
+        else:
+            _MODE.append("same-user")
+    return _MODE[0]
+
+
+ISOLATION = {
+    "user": "a user of its own per candidate: it can signal, trace or write nothing outside it",
+    "user+namespace": "a user of its own per candidate, in a mount namespace showing it only "
+                      "the folders Python needs of those others may not read",
+    "same-user": "the caller's user, in a session of its own (not root: a candidate could "
+                 "signal, read or write what that user can; see docs/RELIABILITY.md)",
+}
+
+
+def _exposed() -> dict[str, list[str]]:
+    """Folders another user cannot enter on the way to what Python needs (the interpreter,
+    the standard library, site-packages, this package), with the entries to keep in them."""
+    import torch
+    needed = {sys.executable, sys.base_prefix, sys.prefix, str(Path(torch.__file__).parent),
+              str(Path(__file__).resolve().parents[1]), *[p for p in sys.path if p]}
+    out: dict[str, set[str]] = {}
+    for p in needed:
+        path = Path(p).resolve()
+        if not path.exists():
+            continue
+        for parent in reversed(path.parents):
+            if parent == path or parent == Path("/"):
+                continue
+            try:
+                if parent.stat().st_mode & 0o001:
+                    continue
+            except OSError:
+                break
+            child = path.relative_to(parent).parts[0]
+            out.setdefault(str(parent), set()).add(child)
+            break
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _processes() -> list[tuple[int, int, int]]:
+    """(pid, uid, session id) of every process."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            uid = entry.stat().st_uid
+            sid = int(Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()[3])
+        except (OSError, IndexError, ValueError):
+            continue
+        out.append((int(entry.name), uid, sid))
+    return out
+
+
+def _remove_files_of(uid: int) -> None:
+    for top in TEMP_DIRS:
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    shutil.rmtree(e.path, ignore_errors=True)
+                else:
+                    os.unlink(e.path)
+            except OSError:
+                pass

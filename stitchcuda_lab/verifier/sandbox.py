@@ -1,0 +1,390 @@
+"""The candidate's process: one candidate, then discarded. Nothing in it is trusted.
+
+Started ahead as a spare (``python -m stitchcuda_lab.verifier.sandbox DEVICE RFD WFD``): torch
+imported, the CUDA context up, nothing of a candidate loaded. When the judge hands it a job it
+takes the unprivileged user the judge named (when started as root), caps its resources,
+routes kernel builds to the judge, loads the problem (for ``get_inputs``) and the candidate,
+builds ``ModelNew``, then serves the judge's commands:
+
+- ``trial``: draw inputs from the seed that comes with the command, call the model once (under
+  the op tracer, and the profiler when asked), run the checks only this process can make
+  (aliasing, mutated inputs, tensor subclasses, threads and streams left running, precision
+  switches, a second call for determinism), write the outputs for the judge;
+- ``call``: draw inputs from the command's seed, then time one call on them (timing.Timer);
+  keep the outputs until the judge names, after the fact, the one it checks (``outputs``).
+
+What this process reports is evidence, not a verdict: the judge compares the outputs itself,
+bounds the timings with its own clock and reads the trace itself (verify.py). A candidate that
+rewrites this harness can only make its own verdict worse or get caught by those bounds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import os
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+from typing import Any
+
+from . import channel
+
+
+class Refused(Exception):
+    """A check of this process failed: the candidate is rejected under ``name``."""
+
+    def __init__(self, name: str, detail: str):
+        super().__init__(f"{name}: {detail}")
+        self.name, self.detail = name, detail
+
+
+class Harness:
+    def __init__(self, device: str, rfd: int, wfd: int):
+        self.device, self.rfd, self.wfd = device, rfd, wfd
+        self.job: dict = {}
+        self.folder = Path(".")
+        self.prob: Any = None
+        self.model: Any = None
+        self.held: list = []          # every output returned so far (aliasing across calls)
+        self.kept_outputs: list = []  # the last round's outputs, until the judge picks some
+        self.flags: dict = {}
+        self.threads: set = set()
+        self.tracer: Any = None
+        self.timer: Any = None
+
+    # -- the judge's channel --
+    def ask(self, msg: dict) -> dict:
+        channel.send(self.wfd, msg)
+        reply = channel.recv(self.rfd)
+        if reply is None:
+            os._exit(0)
+        return reply
+
+    def build(self, lang: str, source: str, name: str, flags: tuple, arch: str) -> str:
+        from ..errors import BuildError
+        reply = self.ask({"op": "build", "lang": lang, "source": source, "name": name,
+                          "flags": list(flags), "arch": arch})
+        if "error" in reply:
+            raise BuildError(reply["error"], log=reply.get("log", ""), hint=reply.get("hint"))
+        return reply["path"]
+
+    # -- the job --
+    def load(self, job: dict) -> dict:
+        import torch
+
+        from .. import runtime
+        from . import antihack
+        self.job = job
+        self.folder = Path(job["folder"])
+        torch.set_num_threads(int(job["threads"]))
+        runtime.kernels.use_builder(self.build)
+        t0 = time.perf_counter()
+        self.prob = _load_module(self.folder / "problem.py", "stitch_problem")
+        flags_problem = antihack.numerics_flags()
+        cand = _load_module(self.folder / "candidate.py", "stitch_candidate")
+        if not hasattr(cand, "ModelNew"):
+            from .failures import Plain
+            raise Plain("exception", "the candidate defines no ModelNew class")
+        from .exchange import seed_all
+        seed_all(job["weight_seed"])
+        init = list(self.prob.get_init_inputs())
+        seed_all(job["weight_seed"])
+        with torch.no_grad():
+            self.model = cand.ModelNew(*init).to(self.device)
+        self.sync()
+        self.flags = flags_problem
+        self.check_flags()
+        self.threads = antihack.live_threads()
+        self.tracer = antihack.make_tracer()
+        from .timing import Timer
+        self.timer = Timer(self.device)
+        return {"loaded": True, "build_ms": (time.perf_counter() - t0) * 1e3,
+                "kept_ops": [str(k) for k in getattr(cand, "KEPT_OPS", [])]}
+
+    def sync(self) -> None:
+        if self.device.startswith("cuda"):
+            import torch
+            torch.cuda.synchronize()
+
+    def check_flags(self) -> None:
+        from . import antihack, timing
+        changed = antihack.changed_numerics(self.flags)
+        if changed:
+            raise Refused("numerics_flags", "; ".join(changed[:3]))
+        bad = timing.tampered()
+        if bad:
+            raise Refused("patched_timer", "replaced " + ", ".join(bad[:6]))
+
+    def trial(self, cmd: dict) -> dict:
+        """One checked call on inputs drawn from the command's seed."""
+        import torch
+
+        from . import antihack
+        from .compare import same
+        from .exchange import draw, tensors, write_outputs
+        inputs = draw(self.prob, self.device, int(cmd["seed"]))
+        saved = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        poison(self.device, cmd.get("sizes", []))
+        trace_path = None
+        with torch.no_grad(), nan_filled_empty():
+            if cmd.get("trace"):
+                from .profile import trace_to_file
+                trace_path = str(self.folder / f"trace_{cmd['tag']}.json")
+                with self.tracer:
+                    out = trace_to_file(lambda: tensors(self.model(*inputs)), self.device,
+                                        trace_path)
+            else:
+                with self.tracer:
+                    out = tensors(self.model(*inputs))
+        _plain(out)
+        if self.device.startswith("cuda"):
+            torch.cuda.current_stream().synchronize()
+        snap = [o.detach().clone() for o in out]
+        self.check_flags()
+        started = antihack.new_threads(self.threads)
+        if started:
+            raise Refused("background_thread", "threads still running after the call: "
+                          + ", ".join(started[:4]))
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()    # now every stream has finished
+            if any(not same(o, s) for o, s in zip(out, snap)):
+                raise Refused("side_stream", "outputs changed after the current stream was "
+                              "synchronised (work left on another stream)")
+        else:
+            time.sleep(0.05 if cmd.get("first") else 0.005)
+            if any(not same(o, s) for o, s in zip(out, snap)):
+                raise Refused("background_thread", "outputs changed after the call returned")
+        if any(antihack.overlaps(o, x) for o in out for x in inputs
+               if isinstance(x, torch.Tensor)):
+            raise Refused("output_aliasing", "an output shares memory with an input")
+        if any(isinstance(a, torch.Tensor) and not same(a, b) for a, b in zip(inputs, saved)):
+            raise Refused("input_mutation", "the forward changed its inputs")
+        if any(antihack.overlaps(o, h) for o in out for h in self.held):
+            raise Refused("cached_output", "an output reuses the memory of an earlier call's "
+                          "output")
+        # determinism: a second call on the same inputs
+        again = [x.clone() if isinstance(x, torch.Tensor) else x for x in saved]
+        with torch.no_grad(), self.tracer, nan_filled_empty():
+            out2 = tensors(self.model(*again))
+        _plain(out2)
+        self.sync()
+        if any(antihack.overlaps(a, b) for a in out2 for b in out):
+            raise Refused("cached_output", "a second call returned the first call's memory")
+        self.held.extend(out + out2)
+        entries = write_outputs(snap, self.folder, f"t{cmd['tag']}")
+        second = write_outputs([o.detach() for o in out2], self.folder, f"t{cmd['tag']}b")
+        ops = dict(self.tracer.counts)
+        self.tracer.counts.clear()
+        return {"outputs": entries, "second": second, "trace": trace_path, "aten_ops": ops}
+
+    def call(self, cmd: dict) -> dict:
+        """One timed call on inputs drawn from the command's seed (the draw is not timed)."""
+        import torch
+
+        from .exchange import draw, tensors
+        xs = draw(self.prob, self.device, int(cmd["seed"]))
+        with torch.no_grad():
+            ms, wall, out = self.timer.call(lambda: tensors(self.model(*xs)))
+        self.kept_outputs.append(out)
+        return {"ms": ms, "wall_ms": wall}
+
+    def flush(self, cmd: dict) -> dict:
+        self.timer.flush()
+        return {"flushed": True}
+
+    def outputs(self, cmd: dict) -> dict:
+        from .exchange import write_outputs
+        self.check_flags()    # after the round, outside the judge's clock
+        picked = {}
+        for i in cmd["calls"]:
+            if 0 <= int(i) < len(self.kept_outputs):
+                picked[str(i)] = write_outputs(self.kept_outputs[int(i)], self.folder,
+                                               f"r{cmd['tag']}_{i}")
+        self.kept_outputs = []
+        return {"picked": picked}
+
+
+@contextlib.contextmanager
+def nan_filled_empty():
+    """During checked calls, ``torch.empty`` and friends return NaN-filled float memory.
+
+    This is torch's own switch (deterministic mode fills uninitialised memory), so an output the
+    candidate allocates but does not fully write shows NaN whatever the allocator hands out;
+    ``poison`` alone depends on the allocator reusing the poisoned block. Timing runs without it.
+    """
+    import torch
+    was = torch.are_deterministic_algorithms_enabled()
+    was_warn = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # ops without a deterministic variant only warn
+            yield
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=was_warn)
+
+
+def poison(device: str, sizes: list[int]) -> None:
+    """Fill memory the allocator will hand out next with NaN (the candidate's outputs come from it).
+
+    For each byte size the reference produced (the sizes a candidate allocates), a block of
+    exactly that size is filled and freed: the caching allocator (CUDA) and malloc's bins (CPU)
+    give the freed block to the next request of that size. A larger block covers the rest.
+    """
+    import torch
+    sizes = [int(n) for n in sizes if isinstance(n, int) and 0 < n < (1 << 40)]
+    blocks = []
+    for n in sorted(set(sizes))[:16]:
+        blocks.append(torch.full(((n + 3) // 4,), float("nan"), dtype=torch.float32,
+                                 device=device))
+    extra = min(max(sizes or [0]) * 2, 512 * 1024 * 1024)
+    if extra:
+        blocks.append(torch.full((extra // 4,), float("nan"), dtype=torch.float32, device=device))
+    if device.startswith("cuda"):
+        torch.cuda.current_stream().synchronize()
+    del blocks
+
+
+def _plain(out: list) -> None:
+    """Outputs must be plain tensors: a subclass can defer its work until it is read."""
+    import torch
+    odd = sorted({type(o).__name__ for o in out if type(o) is not torch.Tensor})
+    if odd:
+        raise Refused("tensor_subclass", f"forward returned {', '.join(odd)} instead of "
+                      "torch.Tensor (its values could be computed later, outside the timer)")
+
+
+def _load_module(path: Path, name: str):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _become(uid: int | None, limits: dict) -> None:
+    """Take the unprivileged user (when root) and the resource caps the judge set."""
+    import resource
+    if uid is not None and os.geteuid() == 0:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        import ctypes
+        ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)   # PR_SET_NO_NEW_PRIVS: no setuid binaries
+    for name, value in limits.items():
+        which = getattr(resource, name)
+        try:
+            soft, hard = resource.getrlimit(which)
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(which, (value, hard))
+        except (ValueError, OSError):
+            pass
+
+
+def _error(e: BaseException) -> dict:
+    from ..errors import BuildError
+    from .failures import build_failure, classify_exception
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-4000:]
+    if isinstance(e, Refused):
+        return {"error": {"status": "rejected", "name": e.name, "detail": e.detail}}
+    if isinstance(e, BuildError):
+        return {"error": {"status": "build_error", "name": "compile_error", "detail": e.message,
+                          "log": e.log}}
+    if isinstance(e, SyntaxError):
+        where = f"{Path(e.filename or 'candidate.py').name}:{e.lineno}: " if e.lineno else ""
+        return {"error": {"status": "build_error", "name": "syntax_error",
+                          "detail": f"{where}{e.msg}", "log": tb}}
+    name, detail = classify_exception(e)
+    if build_failure(e):
+        return {"error": {"status": "build_error", "name": "compile_error", "detail": detail,
+                          "log": tb}}
+    return {"error": {"status": "runtime_error", "name": name, "detail": detail, "log": tb}}
+
+
+def _expose(folders: dict[str, list[str]]) -> None:
+    """In this process's own mount namespace: replace each folder by an empty one that others
+    may enter, holding only the named entries (bind-mounted from the original)."""
+    import ctypes
+    import tempfile
+    libc = ctypes.CDLL(None, use_errno=True)
+    ms_bind, ms_rec, mnt_detach = 4096, 16384, 2
+
+    def mount(src: str, dst: str, fstype: str | None, flags: int, data: str | None) -> None:
+        if libc.mount(src.encode(), dst.encode(), fstype.encode() if fstype else None, flags,
+                      data.encode() if data else None) != 0:
+            raise OSError(ctypes.get_errno(), f"mount {src} on {dst}")
+
+    for folder, entries in folders.items():
+        stash = tempfile.mkdtemp(prefix="stitch_expose_")
+        for e in entries:
+            keep = os.path.join(stash, e)
+            src = os.path.join(folder, e)
+            if os.path.isdir(src):
+                os.mkdir(keep)
+            else:
+                open(keep, "w").close()
+            mount(src, keep, None, ms_bind | ms_rec, None)
+        mount("tmpfs", folder, "tmpfs", 0, "mode=0755,size=1m")
+        for e in entries:
+            keep, dst = os.path.join(stash, e), os.path.join(folder, e)
+            if os.path.isdir(keep):
+                os.mkdir(dst)
+            else:
+                open(dst, "w").close()
+            mount(keep, dst, None, ms_bind | ms_rec, None)
+            libc.umount2(keep.encode(), mnt_detach)
+
+
+def main(device: str, rfd: int, wfd: int, expose: dict | None = None) -> None:
+    faulthandler.enable()
+    if expose:
+        _expose(expose)
+    import torch
+    if device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(device).index or 0)
+        torch.zeros(1, device=device)
+        try:   # NVRTC's first use costs most of a second: pay it before a candidate waits
+            from ..runtime import build
+            build._cuda_core()
+        except Exception:  # noqa: BLE001  (a build will say what is missing)
+            pass
+    from . import timing
+    timing.capture()   # the timers as they are before any candidate code
+    channel.send(wfd, {"ready": True, "pid": os.getpid()})
+    job = channel.recv(rfd)
+    while job is not None and job.get("op") == "ping":
+        channel.send(wfd, {"pong": True})
+        job = channel.recv(rfd)
+    if job is None or job.get("op") != "job":
+        return
+    os.chdir(job["folder"])
+    _become(job.get("uid"), job.get("limits", {}))
+    h = Harness(device, rfd, wfd)
+    handlers = {"trial": h.trial, "call": h.call, "flush": h.flush, "outputs": h.outputs}
+    try:
+        reply = h.load(job)
+    except BaseException as e:  # noqa: BLE001  (the candidate's fault, whatever it raised)
+        reply = _error(e)
+    channel.send(wfd, reply)
+    while "error" not in reply:
+        cmd = channel.recv(rfd)
+        if cmd is None or cmd.get("op") == "exit":
+            return
+        try:
+            reply = handlers[cmd["op"]](cmd)
+        except BaseException as e:  # noqa: BLE001
+            reply = _error(e)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        channel.send(wfd, dict(reply, tag=cmd.get("tag")))
+    channel.recv(rfd)   # wait to be killed: the judge reads what it needs first
+
+
+if __name__ == "__main__":
+    import json
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
+         json.loads(sys.argv[4]) if len(sys.argv) > 4 else None)
