@@ -4,7 +4,9 @@ Started ahead as a spare (``python -m stitchcuda_lab.verifier.sandbox DEVICE RFD
 imported, the CUDA context up, nothing of a candidate loaded. When the judge hands it a job it
 takes the unprivileged user the judge named (when started as root), caps its resources,
 routes kernel builds to the judge, loads the problem (for ``get_inputs``) and the candidate,
-builds ``ModelNew``, then serves the judge's commands:
+builds the reference ``Model`` (the judge times this process's call path on it before any
+candidate code is here: ``call`` below), then on ``candidate`` the candidate's ``ModelNew``, and
+serves the judge's commands:
 
 - ``trial``: draw inputs from the seed that comes with the command, call the model once (under
   the op tracer, and the profiler when asked), run the checks only this process can make
@@ -46,6 +48,8 @@ class Harness:
         self.device, self.rfd, self.wfd = device, rfd, wfd
         self.job: dict = {}
         self.folder = Path(".")
+        self.out_dir = Path(".")
+        self.init: list = []
         self.prob: Any = None
         self.model: Any = None
         self.held: list = []          # every output returned so far (aliasing across calls)
@@ -72,35 +76,49 @@ class Harness:
         return reply["path"]
 
     # -- the job --
-    def load(self, job: dict) -> dict:
+    def load_problem(self, job: dict) -> dict:
+        """The problem and its reference model, before any candidate code: the judge times
+        this process's own call path on it, so its clock knows what the path costs here."""
         import torch
 
         from .. import runtime
-        from . import antihack
+        from .exchange import seed_all
+        from .timing import Timer
         self.job = job
         self.folder = Path(job["folder"])
+        self.out_dir = Path(job.get("outputs") or job["folder"])
         torch.set_num_threads(int(job["threads"]))
         runtime.kernels.use_builder(self.build)
-        t0 = time.perf_counter()
         self.prob = _load_module(self.folder / "problem.py", "stitch_problem")
+        seed_all(job["weight_seed"])
+        self.init = list(self.prob.get_init_inputs())
+        seed_all(job["weight_seed"])
+        with torch.no_grad():
+            self.model = self.prob.Model(*self.init).to(self.device)
+        self.timer = Timer(self.device)
+        return {"problem_loaded": True}
+
+    def load_candidate(self, cmd: dict) -> dict:
+        import torch
+
+        from . import antihack
+        from .exchange import seed_all
+        self.model = None
+        self.kept_outputs = []
+        t0 = time.perf_counter()
         flags_problem = antihack.numerics_flags()
         cand = _load_module(self.folder / "candidate.py", "stitch_candidate")
         if not hasattr(cand, "ModelNew"):
             from .failures import Plain
             raise Plain("exception", "the candidate defines no ModelNew class")
-        from .exchange import seed_all
-        seed_all(job["weight_seed"])
-        init = list(self.prob.get_init_inputs())
-        seed_all(job["weight_seed"])
+        seed_all(self.job["weight_seed"])
         with torch.no_grad():
-            self.model = cand.ModelNew(*init).to(self.device)
+            self.model = cand.ModelNew(*self.init).to(self.device)
         self.sync()
         self.flags = flags_problem
         self.check_flags()
         self.threads = antihack.live_threads()
         self.tracer = antihack.make_tracer()
-        from .timing import Timer
-        self.timer = Timer(self.device)
         return {"loaded": True, "build_ms": (time.perf_counter() - t0) * 1e3,
                 "kept_ops": [str(k) for k in getattr(cand, "KEPT_OPS", [])]}
 
@@ -174,8 +192,9 @@ class Harness:
         if any(antihack.overlaps(a, b) for a in out2 for b in out):
             raise Refused("cached_output", "a second call returned the first call's memory")
         self.held.extend(out + out2)
-        entries = write_outputs(snap, self.folder, f"t{cmd['tag']}")
-        second = write_outputs([o.detach() for o in out2], self.folder, f"t{cmd['tag']}b")
+        entries = write_outputs(snap, self.out_dir, f"t{cmd['tag']}")
+        second = (write_outputs([o.detach() for o in out2], self.out_dir, f"t{cmd['tag']}b")
+                  if cmd.get("second", True) else None)
         ops = dict(self.tracer.counts)
         self.tracer.counts.clear()
         return {"outputs": entries, "second": second, "trace": trace_path, "aten_ops": ops}
@@ -201,7 +220,7 @@ class Harness:
         picked = {}
         for i in cmd["calls"]:
             if 0 <= int(i) < len(self.kept_outputs):
-                picked[str(i)] = write_outputs(self.kept_outputs[int(i)], self.folder,
+                picked[str(i)] = write_outputs(self.kept_outputs[int(i)], self.out_dir,
                                                f"r{cmd['tag']}_{i}")
         self.kept_outputs = []
         return {"picked": picked}
@@ -264,6 +283,24 @@ def _load_module(path: Path, name: str):
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def _warm(device: str) -> None:
+    """Pay the first-use costs before a candidate waits: the profiler's start (seconds, the
+    first time in a process) and the op tracer's imports."""
+    import tempfile
+
+    import torch
+
+    from . import antihack
+    from .profile import trace_to_file
+    antihack.make_tracer()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        trace_to_file(lambda: torch.ones(8, device=device) + 1, device, path)
+    finally:
+        os.unlink(path)
 
 
 def _become(uid: int | None, limits: dict) -> None:
@@ -352,21 +389,20 @@ def main(device: str, rfd: int, wfd: int, expose: dict | None = None) -> None:
             build._cuda_core()
         except Exception:  # noqa: BLE001  (a build will say what is missing)
             pass
+    _warm(device)
     from . import timing
     timing.capture()   # the timers as they are before any candidate code
     channel.send(wfd, {"ready": True, "pid": os.getpid()})
     job = channel.recv(rfd)
-    while job is not None and job.get("op") == "ping":
-        channel.send(wfd, {"pong": True})
-        job = channel.recv(rfd)
     if job is None or job.get("op") != "job":
         return
     os.chdir(job["folder"])
     _become(job.get("uid"), job.get("limits", {}))
     h = Harness(device, rfd, wfd)
-    handlers = {"trial": h.trial, "call": h.call, "flush": h.flush, "outputs": h.outputs}
+    handlers = {"candidate": h.load_candidate, "trial": h.trial, "call": h.call,
+                "flush": h.flush, "outputs": h.outputs}
     try:
-        reply = h.load(job)
+        reply = h.load_problem(job)
     except BaseException as e:  # noqa: BLE001  (the candidate's fault, whatever it raised)
         reply = _error(e)
     channel.send(wfd, reply)
