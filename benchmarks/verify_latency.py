@@ -192,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         row = {"scenario": name, "seconds": round(dt, 3), "status": v.status,
                "target_s": TARGETS.get(name.split("#")[0]),
                "build_ms": round(v.timings.get("build", float("nan")), 1),
+               "phases_ms": {k.split(":", 1)[1]: round(x, 1) for k, x in v.timings.items()
+                             if k.startswith("phase:")},
                "speedup_vs_eager": v.speedup_vs_eager}
         row["ok"] = v.status == "pass" and (row["target_s"] is None or dt <= row["target_s"])
         if v.status != "pass":
