@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import StitchError, UsageError
+from .settings import AGENTS
 
 PROG = "stitchcuda-lab"
 
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("optimize", parents=[common], help="run the whole loop on a problem file")
     p.add_argument("problem", help="a .py file with Model, get_inputs, get_init_inputs")
     _run_options(p)
-    p.add_argument("--agent", choices=("offline", "claude", "openai", "hybrid"), default=None)
+    p.add_argument("--agent", choices=AGENTS, default=None)
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress log on stderr")
 
@@ -165,7 +166,6 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if settings.iters < 0:
         raise UsageError(f"--iters must be 0 or more, got {settings.iters}")
-    from .agents.base import AGENTS
     if settings.agent not in AGENTS:
         raise UsageError(f"unknown agent {settings.agent!r}", hint=f"use one of: {AGENTS}")
     say = _progress_printer(args.quiet)

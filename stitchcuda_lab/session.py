@@ -103,7 +103,7 @@ class Session(Shown):
         log.append("session_created", {
             "problem": {"name": problem.name, "source": problem.source,
                         "origin": problem.origin, "notes": problem.notes},
-            "device": device, "agent": agent, "settings": _safe_settings(settings)})
+            "device": device, "agent": agent, "settings": settings.public_dict()})
         s = cls(log, problem, settings, agent=agent, device=device, graph=graph,
                 planner=planner, coder=coder, worker=worker, on_progress=on_progress)
         if graph is not None:
@@ -510,12 +510,6 @@ def _attach_hooks(agent: Any, recorder: Callable[[dict], None],
     for attr, fn in (("recorder", recorder), ("progress", progress)):
         if hasattr(agent, attr) and getattr(agent, attr) is None:
             setattr(agent, attr, fn)
-
-
-def _safe_settings(settings: Settings) -> dict[str, Any]:
-    d = settings.as_dict()
-    d.pop("base_url", None)     # may carry credentials in its userinfo part
-    return d
 
 
 def _graph_from_dict(d: dict[str, Any]):

@@ -26,8 +26,8 @@ from traitlets import Bool, Float, Int, Unicode
 
 from ..errors import StitchError
 from ..errors import UsageError as StitchUsageError
+from ..settings import AGENTS
 
-AGENTS = ("offline", "claude", "openai", "hybrid")
 DEVICES = ("auto", "cpu", "cuda")
 # Traits that map one to one onto Settings fields (None: keep STITCH_* / the default).
 _SETTING_TRAITS = ("device", "agent", "iters", "sessions_dir", "cache_dir", "cache", "trials",
