@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from ...problem import Problem
     from ...settings import Settings
 
+_SDKS = ("anthropic", "openai")     # the LLM extra's SDKs
+
 __all__ = ["HybridCoder", "LLMCoder", "LLMPlanner", "LLMReviewer", "ReplayClient",
            "load_exchanges", "make_agents", "make_client", "make_replay_agents",
            "trajectories"]
@@ -36,14 +38,20 @@ __all__ = ["HybridCoder", "LLMCoder", "LLMPlanner", "LLMReviewer", "ReplayClient
 def make_client(provider: str, settings: Settings, *, recorder: Recorder | None = None,
                 progress: Progress | None = None, **kw: Any) -> StructuredClient:
     """A live structured client: ``claude`` or ``openai`` (``kw``: max_retries, http_client)."""
-    if provider == "claude":
-        from .client import ClaudeClient
-        return ClaudeClient(settings, recorder=recorder, progress=progress, **kw)
-    if provider == "openai":
-        from .openai_client import OpenAIClient
-        return OpenAIClient(settings, recorder=recorder, progress=progress, **kw)
     from ...errors import ConfigError
-    raise ConfigError(f"unknown LLM provider {provider!r}", hint="use claude or openai")
+    try:
+        if provider == "claude":
+            from .client import ClaudeClient as Client
+        elif provider == "openai":
+            from .openai_client import OpenAIClient as Client
+        else:
+            raise ConfigError(f"unknown LLM provider {provider!r}", hint="use claude or openai")
+    except ModuleNotFoundError as e:
+        if e.name not in _SDKS:        # only the optional SDK may be missing
+            raise
+        raise ConfigError(f"the {provider!r} agent needs the LLM extra ({e.name} is not "
+                          "installed)", hint="pip install 'stitchcuda-lab[llm]'") from None
+    return Client(settings, recorder=recorder, progress=progress, **kw)
 
 
 def make_agents(name: str, settings: Settings, *, client: StructuredClient | None = None,
