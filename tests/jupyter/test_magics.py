@@ -49,6 +49,22 @@ def test_config_values_reach_the_settings(shell):
     assert (s.iters, s.device, s.compile_modes, s.tensor_cores) == (2, "cpu", "", False)
 
 
+def test_every_setting_is_a_config_trait_made_from_its_field(shell):
+    import dataclasses
+
+    from stitchcuda_lab.jupyter.magics import StitchMagics
+    from stitchcuda_lab.settings import Settings
+    traits = StitchMagics.class_traits(config=True)
+    names = [f.name for f in dataclasses.fields(Settings)]
+    assert set(names) <= set(traits)
+    for name in names:
+        assert traits[name].help == Settings.describe(name) and traits[name].default() is None
+    shell.run_line_magic("config", "StitchMagics.rag_top_k = 2")
+    shell.run_line_magic("config", "StitchMagics.atol = 0.001")
+    s = _magics(shell).settings()
+    assert (s.rag_top_k, s.atol, s.trials) == (2, 0.001, Settings().trials)
+
+
 def test_options_override_config(shell):
     shell.run_line_magic("config", "StitchMagics.iters = 2")
     shell.run_cell_magic("stitch", "--iters 0 --agent offline -o s", SOURCE)
