@@ -148,8 +148,9 @@ def _child_main(argv: list[str]) -> int:
     ap.add_argument("--modes", default=ALL_MODES)
     ap.add_argument("--shrink", type=int, default=1)
     ap.add_argument("--json-out", required=True)
+    ap.add_argument("--cpus", default=None, help="comma list of the CPUs to keep to")
     a = ap.parse_args(argv)
-    _apply_cpu_slice()
+    _apply_cpu_slice(a.cpus)
     try:
         row = run_one(a.problem, device=a.device, iters=a.iters, agent=a.agent, modes=a.modes,
                       shrink=a.shrink)
@@ -185,9 +186,8 @@ def cpu_slices(n: int) -> list[list[int]]:
     return out
 
 
-def _apply_cpu_slice() -> None:
-    """In a problem's process: keep to the CPUs the parent gave this GPU slot."""
-    spec = os.environ.get("STITCH_BENCH_CPUS")
+def _apply_cpu_slice(spec: str | None) -> None:
+    """In a problem's process: keep to the CPUs the parent gave this GPU slot (``0,1,2``)."""
     if not spec or not hasattr(os, "sched_setaffinity"):
         return
     try:
@@ -207,7 +207,7 @@ def _spawn(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int | No
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     if cpus:
-        env["STITCH_BENCH_CPUS"] = ",".join(str(c) for c in cpus)
+        cmd += ["--cpus", ",".join(str(c) for c in cpus)]
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(len(cpus)))
     log = out_dir / "rows" / f"{problem.stem}.log"
     try:

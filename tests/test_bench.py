@@ -147,7 +147,7 @@ def test_each_gpu_slot_runs_on_its_own_cpus(tmp_path, monkeypatch):
     seen = {}
 
     def fake_run(cmd, env, **kw):
-        seen.update(env)
+        seen.update(env, cpus=cmd[cmd.index("--cpus") + 1])
         target = Path(cmd[cmd.index("--json-out") + 1])
         target.write_text(json.dumps({"problem": "p.py", "status": "pass", "correct": True}))
         return subprocess.CompletedProcess(cmd, 0)
@@ -160,7 +160,7 @@ def test_each_gpu_slot_runs_on_its_own_cpus(tmp_path, monkeypatch):
     args = ap.parse_args([str(tmp_path), "--device", "cuda"])
     row = bench._spawn(tmp_path / "p.py", tmp_path, args, 1, [4, 5, 6, 7])
     assert row["correct"]
-    assert seen["CUDA_VISIBLE_DEVICES"] == "1" and seen["STITCH_BENCH_CPUS"] == "4,5,6,7"
+    assert seen["CUDA_VISIBLE_DEVICES"] == "1" and seen["cpus"] == "4,5,6,7"
     assert seen["TORCHINDUCTOR_COMPILE_THREADS"] == "4"
 
 
@@ -170,9 +170,8 @@ def test_problem_process_keeps_to_its_slice(monkeypatch):
         pytest.skip("no CPU affinity on this platform")
     before = os.sched_getaffinity(0)
     one = min(before)
-    monkeypatch.setenv("STITCH_BENCH_CPUS", str(one))
     try:
-        bench._apply_cpu_slice()
+        bench._apply_cpu_slice(str(one))
         assert os.sched_getaffinity(0) == {one}
     finally:
         os.sched_setaffinity(0, before)
