@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .errors import ConfigError, StitchError, UsageError
+
 ALL_MODES = "default,max-autotune-no-cudagraphs,reduce-overhead"
 _CONST = re.compile(r"^([A-Z][A-Z0-9_]*)\s*=\s*(\d+)\s*(#.*)?$")
 
@@ -97,7 +99,7 @@ def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: st
                                  **(settings_overrides or {}))
     source = shrink_source(path.read_text(), shrink)
     problem = problem_from_source(source, name=path.stem, origin=str(path))
-    session = Session.create(problem, settings, agent=agent)
+    session = Session.create(problem, settings)   # validated like a CLI problem
     session.advance(auto=True)
     row["session_dir"] = str(session.dir)
     best = session.best()
@@ -155,8 +157,9 @@ def _child_main(argv: list[str]) -> int:
         row = run_one(a.problem, device=a.device, iters=a.iters, agent=a.agent, modes=a.modes,
                       shrink=a.shrink)
     except Exception as e:  # recorded in the row; the bench goes on with the next problem
+        why = e.one_line() if isinstance(e, StitchError) else str(e)   # as the CLI says it
         row = {"problem": Path(a.problem).name, "category": category_of(Path(a.problem)),
-               "status": "error", "correct": False, "error": f"{type(e).__name__}: {e}"}
+               "status": "error", "correct": False, "error": f"{type(e).__name__}: {why}"}
     Path(a.json_out).write_text(json.dumps(row, indent=2, default=str))
     return 0
 
@@ -268,7 +271,6 @@ def run_ray(problems: list[Path], out_dir: Path, args: argparse.Namespace,
     try:
         import ray
     except ImportError:
-        from .errors import ConfigError
         raise ConfigError("--ray needs Ray", hint="pip install ray, or drop --ray") from None
     ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True)
     gpus = 1 if args.device != "cpu" else 0
@@ -393,12 +395,10 @@ def _say(message: str) -> None:
 def main_bench(args: argparse.Namespace) -> int:
     folder = Path(args.dir)
     if not folder.is_dir():
-        from .errors import UsageError
         raise UsageError(f"{folder} is not a folder", hint="give a folder of problem files "
                          "(Model, get_inputs, get_init_inputs), e.g. benchmarks/problems")
     problems = discover(folder, args.filter)
     if not problems:
-        from .errors import UsageError
         raise UsageError(f"no problem files (*.py) in {folder}")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -102,16 +102,12 @@ class StitchMagics(_SettingTraits):
         return self._show(session, auto=args.auto)
 
     def _create(self, source: str, name: str, settings: Any) -> Any:
-        from ..problem import problem_from_source, validate
-        from ..session import Session, resolve_device
+        from ..problem import problem_from_source
+        from ..session import Session
         try:
             problem = problem_from_source(source, name=name, origin="<cell>")
-            # one run of the cell's model: a broken forward is the person's to fix, with its line
-            validate(problem, device=resolve_device(settings.device), seed=settings.seed,
-                     time_forward=False)
-            planner, coder = _agents(settings)   # a missing API key stops here, no folder made
-            session = Session.create(problem, settings, agent=settings.agent, planner=planner,
-                                     coder=coder)
+            # validated here, in the kernel: a cell's objects live in this process
+            session = Session.create(problem, settings)
         except StitchUsageError as e:
             raise UsageError(str(e)) from None
         self._register(session)
@@ -293,16 +289,6 @@ def _row_dict(r: Any) -> dict[str, Any]:
     if hasattr(r, "to_dict"):
         return r.to_dict()
     return dict(vars(r))
-
-
-def _agents(settings: Any) -> tuple[Any, Any]:
-    """The Planner and Coder for ``settings.agent``; ConfigError (a usage error) when the
-    agent is misconfigured; (None, None) when they cannot be imported (the Session says so)."""
-    from ..agents.base import get_agents
-    try:
-        return get_agents(settings.agent, settings)
-    except ImportError:
-        return None, None
 
 
 def _finished(session: Any) -> bool:
