@@ -268,6 +268,44 @@ def test_every_stitch_variable_a_message_or_a_doc_names_is_a_setting():
     assert {n: where for n, where in named.items() if n not in known} == {}
 
 
+def _own_import_guards(path: Path, text: str | None = None) -> list[int]:
+    """Lines of ``try`` blocks that catch ImportError around an import of the package itself
+    (a relative import, ``stitchcuda_lab...``, ``import_module("stitchcuda_lab...")``)."""
+    tree = ast.parse(path.read_text() if text is None else text)
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try):
+            continue
+        caught = {n.id for h in node.handlers if h.type is not None for n in ast.walk(h.type)
+                  if isinstance(n, ast.Name)}
+        if not caught & {"ImportError", "ModuleNotFoundError"}:
+            continue
+        body = ast.Module(body=node.body, type_ignores=[])
+        own = [n for n in ast.walk(body)
+               if (isinstance(n, ast.ImportFrom) and (n.level or (n.module or "").startswith(
+                   "stitchcuda_lab")))
+               or (isinstance(n, ast.Import) and any(a.name.startswith("stitchcuda_lab")
+                                                     for a in n.names))
+               or (isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "import_module")]
+        if own:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_module_guards_the_packages_own_modules_with_except_import_error():
+    offenders = {rel: lines for rel, p in _package_files().items()
+                 if (lines := _own_import_guards(p))}
+    assert not offenders, offenders
+
+
+def test_the_import_guard_check_can_fail():
+    where = PKG / "probe.py"
+    assert _own_import_guards(where, "try:\n    from .graph import analyse\n"
+                                     "except ImportError:\n    pass\n") == [1]
+    assert _own_import_guards(where, "try:\n    import torch\nexcept ImportError:\n"
+                                     "    torch = None\n") == []
+
+
 def test_the_public_api_is_exactly_the_lazy_all():
     import stitchcuda_lab as sl
     assert set(sl.__all__) == set(sl._LAZY) | {"load_ipython_extension", "__version__"}
