@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import StitchError, UsageError
-from .settings import AGENTS
+from .settings import AGENTS, Settings
 
 PROG = "stitchcuda-lab"
 
@@ -130,8 +130,7 @@ def _error(message: str, debug: bool) -> None:
     print(f"{PROG}: error: {message}", file=sys.stderr)
 
 
-def _settings(args: argparse.Namespace, **extra: Any):
-    from .settings import Settings
+def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
     over = {"sessions_dir": getattr(args, "out", None), "device": getattr(args, "device", None),
             "iters": getattr(args, "iters", None), "agent": getattr(args, "agent", None)}
     over.update(extra)
