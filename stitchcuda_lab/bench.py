@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .errors import ConfigError, StitchError, UsageError
+
 ALL_MODES = "default,max-autotune-no-cudagraphs,reduce-overhead"
 _CONST = re.compile(r"^([A-Z][A-Z0-9_]*)\s*=\s*(\d+)\s*(#.*)?$")
 
@@ -97,7 +99,7 @@ def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: st
                                  **(settings_overrides or {}))
     source = shrink_source(path.read_text(), shrink)
     problem = problem_from_source(source, name=path.stem, origin=str(path))
-    session = Session.create(problem, settings, agent=agent)
+    session = Session.create(problem, settings)   # validated like a CLI problem
     session.advance(auto=True)
     row["session_dir"] = str(session.dir)
     best = session.best()
@@ -148,14 +150,16 @@ def _child_main(argv: list[str]) -> int:
     ap.add_argument("--modes", default=ALL_MODES)
     ap.add_argument("--shrink", type=int, default=1)
     ap.add_argument("--json-out", required=True)
+    ap.add_argument("--cpus", default=None, help="comma list of the CPUs to keep to")
     a = ap.parse_args(argv)
-    _apply_cpu_slice()
+    _apply_cpu_slice(a.cpus)
     try:
         row = run_one(a.problem, device=a.device, iters=a.iters, agent=a.agent, modes=a.modes,
                       shrink=a.shrink)
     except Exception as e:  # recorded in the row; the bench goes on with the next problem
+        why = e.one_line() if isinstance(e, StitchError) else str(e)   # as the CLI says it
         row = {"problem": Path(a.problem).name, "category": category_of(Path(a.problem)),
-               "status": "error", "correct": False, "error": f"{type(e).__name__}: {e}"}
+               "status": "error", "correct": False, "error": f"{type(e).__name__}: {why}"}
     Path(a.json_out).write_text(json.dumps(row, indent=2, default=str))
     return 0
 
@@ -185,9 +189,8 @@ def cpu_slices(n: int) -> list[list[int]]:
     return out
 
 
-def _apply_cpu_slice() -> None:
-    """In a problem's process: keep to the CPUs the parent gave this GPU slot."""
-    spec = os.environ.get("STITCH_BENCH_CPUS")
+def _apply_cpu_slice(spec: str | None) -> None:
+    """In a problem's process: keep to the CPUs the parent gave this GPU slot (``0,1,2``)."""
     if not spec or not hasattr(os, "sched_setaffinity"):
         return
     try:
@@ -207,7 +210,7 @@ def _spawn(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int | No
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     if cpus:
-        env["STITCH_BENCH_CPUS"] = ",".join(str(c) for c in cpus)
+        cmd += ["--cpus", ",".join(str(c) for c in cpus)]
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(len(cpus)))
     log = out_dir / "rows" / f"{problem.stem}.log"
     try:
@@ -268,7 +271,6 @@ def run_ray(problems: list[Path], out_dir: Path, args: argparse.Namespace,
     try:
         import ray
     except ImportError:
-        from .errors import ConfigError
         raise ConfigError("--ray needs Ray", hint="pip install ray, or drop --ray") from None
     ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True)
     gpus = 1 if args.device != "cpu" else 0
@@ -393,12 +395,10 @@ def _say(message: str) -> None:
 def main_bench(args: argparse.Namespace) -> int:
     folder = Path(args.dir)
     if not folder.is_dir():
-        from .errors import UsageError
         raise UsageError(f"{folder} is not a folder", hint="give a folder of problem files "
                          "(Model, get_inputs, get_init_inputs), e.g. benchmarks/problems")
     problems = discover(folder, args.filter)
     if not problems:
-        from .errors import UsageError
         raise UsageError(f"no problem files (*.py) in {folder}")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import StitchError, UsageError
+from .settings import AGENTS, Settings
 
 PROG = "stitchcuda-lab"
 
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("optimize", parents=[common], help="run the whole loop on a problem file")
     p.add_argument("problem", help="a .py file with Model, get_inputs, get_init_inputs")
     _run_options(p)
-    p.add_argument("--agent", choices=("offline", "claude", "openai", "hybrid"), default=None)
+    p.add_argument("--agent", choices=AGENTS, default=None)
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress log on stderr")
 
@@ -106,10 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(COMMANDS[args.command](args) or 0)
     except UsageError as e:
-        _error(_one_line(e), debug)
+        _error(e.one_line(), debug)
         return 2
     except StitchError as e:
-        _error(_one_line(e), debug)
+        _error(e.one_line(), debug)
         return 1
     except KeyboardInterrupt:
         _error("interrupted", debug)
@@ -129,15 +130,7 @@ def _error(message: str, debug: bool) -> None:
     print(f"{PROG}: error: {message}", file=sys.stderr)
 
 
-def _one_line(e: StitchError) -> str:
-    msg = " ".join(str(e.message).split())
-    if e.hint:
-        msg += f" (hint: {' '.join(e.hint.split())})"
-    return msg
-
-
-def _settings(args: argparse.Namespace, **extra: Any):
-    from .settings import Settings
+def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
     over = {"sessions_dir": getattr(args, "out", None), "device": getattr(args, "device", None),
             "iters": getattr(args, "iters", None), "agent": getattr(args, "agent", None)}
     over.update(extra)
@@ -159,29 +152,11 @@ def _progress_printer(quiet: bool):
 
 def cmd_optimize(args: argparse.Namespace) -> int:
     from .errors import ServiceError, WorkerError
-    from .problem import load_problem, validate
-    from .session import Session, resolve_device
+    from .session import Session
 
-    settings = _settings(args)
-    if settings.iters < 0:
-        raise UsageError(f"--iters must be 0 or more, got {settings.iters}")
-    from .agents.base import AGENTS
-    if settings.agent not in AGENTS:
-        raise UsageError(f"unknown agent {settings.agent!r}", hint=f"use one of: {AGENTS}")
-    say = _progress_printer(args.quiet)
-    problem = load_problem(args.problem)
-    device = resolve_device(settings.device)
-    planner = coder = None
-    try:    # configuration problems (an LLM agent without its API key) stop here, exit 2
-        from .agents.base import get_agents
-        planner, coder = get_agents(settings.agent, settings)
-    except ImportError:
-        pass  # the session reports the missing agents with the honest baseline
-    if say:
-        say(f"validating {args.problem} on {device}", None)
-    report = validate(problem, device=device, seed=settings.seed, timeout=settings.timeout)
-    session = Session.create(problem, settings, agent=settings.agent, device=device,
-                             planner=planner, coder=coder, on_progress=say)
+    # A file from disk may loop forever at import: validated in a process of its own.
+    session = Session.create(args.problem, _settings(args), isolate=True, time_forward=True,
+                             on_progress=_progress_printer(args.quiet))
     error: StitchError | None = None
     try:
         session.advance(auto=True)
@@ -189,10 +164,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         error = e          # reported below with the honest baseline, exit 1
     finally:
         session.close()
-    result = optimize_result(session, problem_report=report, error=error)
+    result = optimize_result(session, problem_report=session.report, error=error)
     _print_result(result, args.json)
     if error is not None:
-        print(f"{PROG}: error: {_one_line(error)}", file=sys.stderr)
+        print(f"{PROG}: error: {error.one_line()}", file=sys.stderr)
         return 1
     return 0
 
@@ -300,7 +275,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .problem import load_problem, validate
-    from .session import resolve_device
+    from .verifier.worker import resolve_device, verify_files
 
     settings = _settings(args)
     problem = load_problem(args.problem)
@@ -309,11 +284,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     device = resolve_device(settings.device)
     validate(problem, device=device, seed=settings.seed, timeout=settings.timeout,
              time_forward=False)
-    try:
-        from .verifier.worker import verify_files
-    except ImportError as e:
-        from .errors import WorkerError
-        raise WorkerError(f"the Verifier is not available ({e})") from None
     verdict = verify_files(args.problem, args.candidate, device, settings)
     from .export import reward_tier
     d = verdict.to_dict()
@@ -405,7 +375,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         s.close()
     _print_result(optimize_result(s, error=error), args.json)
     if error is not None:
-        print(f"{PROG}: error: {_one_line(error)}", file=sys.stderr)
+        print(f"{PROG}: error: {error.one_line()}", file=sys.stderr)
         return 1
     return 0
 
@@ -425,13 +395,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def _lazy_command(module: str, func: str, prog: str):
     def run(args: argparse.Namespace) -> int:
-        try:
-            mod = importlib.import_module(f"stitchcuda_lab.{module}")
-            entry = getattr(mod, func)
-        except (ImportError, AttributeError) as e:
-            print(f"{PROG}: error: `{prog}` is not available in this installation ({e})",
-                  file=sys.stderr)
-            return 1
+        mod = importlib.import_module(f"stitchcuda_lab.{module}")
+        entry = getattr(mod, func)
         p = argparse.ArgumentParser(prog=f"{PROG} {prog}")
         p.add_argument("--debug", action="store_true")
         if hasattr(mod, "add_arguments"):

@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .settings import Settings
+from .settings import Settings, env_name
 
 
 @dataclass
@@ -145,7 +145,7 @@ def check_folder(name: str, path: str) -> Check:
         return Check(name, True, str(p))
     except OSError as e:
         return Check(name, False, f"{p}: {e.strerror}", f"make {p} writable or set "
-                     f"STITCH_{'CACHE_DIR' if 'cache' in name else 'SESSIONS_DIR'}")
+                     + env_name("cache_dir" if "cache" in name else "sessions_dir"))
 
 
 def check_api_key(env: dict[str, str] | None = None) -> Check:

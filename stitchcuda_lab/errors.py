@@ -27,6 +27,13 @@ class StitchError(Exception):
         self.hint = hint
         super().__init__(message if not hint else f"{message}\n  hint: {hint}")
 
+    def one_line(self) -> str:
+        """Message and hint on one line: the CLI's error line, a bench row's error."""
+        line = " ".join(str(self.message).split())
+        if self.hint:
+            line += f" (hint: {' '.join(self.hint.split())})"
+        return line
+
 
 class UsageError(StitchError):
     """The user's input or configuration is wrong; nothing internal failed."""

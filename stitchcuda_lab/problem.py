@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ProblemError
+from .settings import public_environ
 
 _counter = itertools.count()
 _REF_MARK = "# stitchcuda-lab: objects held by reference"
@@ -465,7 +466,7 @@ def _validate_in_subprocess(problem: Problem, device: str, seed: int, timeout: f
     job = json.dumps({"name": problem.name, "source": problem.source, "origin": problem.origin,
                       "notes": problem.notes, "device": device, "seed": seed,
                       "time_forward": time_forward})
-    env = {k: v for k, v in os.environ.items() if not _secret_name(k)}
+    env = public_environ()
     try:
         proc = subprocess.run([sys.executable, "-m", "stitchcuda_lab.problem"], input=job,
                               capture_output=True, text=True, timeout=timeout, env=env,
@@ -491,11 +492,6 @@ def _validate_in_subprocess(problem: Problem, device: str, seed: int, timeout: f
         e.line, e.source_name = err.get("line"), err.get("source_name")
         raise e
     return ProblemReport(**reply["report"])
-
-
-def _secret_name(key: str) -> bool:
-    k = key.upper()
-    return any(s in k for s in ("API_KEY", "TOKEN", "SECRET", "PASSWORD"))
 
 
 def _main() -> None:  # python -m stitchcuda_lab.problem: one validation job from stdin

@@ -3,9 +3,13 @@
 Every event is written to the session log before the state moves on, so a session killed at
 any point reopens with ``Session.open`` (replaying its events) and carries on from there.
 
+``Session.create`` is the one way in (the CLI, the ``%%stitch`` magic and the bench all call
+it): settings checked, problem loaded, device chosen, agents made, problem validated, graph
+analysed, and only then the session folder written.
+
 Example (runs the model, so not a doctest)::
 
-    s = Session.create(load_problem("examples/mlp.py"), Settings())
+    s = Session.create("examples/mlp.py", Settings())      # or a Problem
     s.advance()                   # plans, then stops: the plan needs a person's approval
     s.post(PlanApproved()); s.advance()
     s.advance(auto=True)          # or run everything without stops
@@ -20,7 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidEvent, ServiceError, StitchError, StoreError, WorkerError
+from .agents import rubric
+from .errors import ConfigError, InvalidEvent, StitchError, StoreError
+from .graph import Graph, analyse
 from .loop import (
     EVENTS,
     CandidateApproved,
@@ -38,14 +44,14 @@ from .loop import (
 from .candidate import Candidate
 from .record import Shown
 from .verdict import Verdict
-from .problem import Problem
+from .problem import Problem, ProblemReport, _user_error, load_problem, validate
 from .settings import Settings
 from .store import SessionLog, SessionStore, StoreWarning
+from .verifier.options import VerifyOptions
+from .verifier.worker import resolve_device
 
 if TYPE_CHECKING:
     import torch
-
-    from .graph import Graph
 
 ProgressFn = Callable[[str, "float | None"], None]
 NOISE = 0.02          # a refine iteration must beat the best so far by 2% to keep going
@@ -69,6 +75,7 @@ class Session(Shown):
         self._planner, self._coder, self._worker = planner, coder, worker
         self._recorders_attached = False
         self.readonly = False
+        self.report: ProblemReport | None = None    # what validation saw (Session.create)
 
     # ------------------------------------------------------------------ construction
     @property
@@ -80,19 +87,42 @@ class Session(Shown):
         return self.log.dir
 
     @classmethod
-    def create(cls, problem: Problem, settings: Settings | None = None, agent: str | None = None,
-               *, device: str | None = None, planner: Any = None, coder: Any = None,
+    def create(cls, problem: Problem | str | os.PathLike, settings: Settings | None = None,
+               agent: str | None = None, *, device: str | None = None, isolate: bool = False,
+               time_forward: bool = False, planner: Any = None, coder: Any = None,
                worker: Any = None, graph: Graph | None = None,
                on_progress: ProgressFn | None = None) -> Session:
-        """A new session folder for ``problem``; analyses its graph on the chosen device.
+        """A new session for ``problem`` (a Problem, or a problem file's path).
+
+        In order: the settings are checked, the problem loaded, the device chosen, the agents
+        made (a missing API key stops here), the problem validated and its graph analysed; the
+        session folder is written last, so a user's mistake leaves none behind. Validation
+        runs in this process, or with ``isolate`` in a fresh one killed after
+        ``settings.timeout`` (a file that loops forever at import); ``time_forward`` also
+        times the eager forward. ``session.report`` holds what validation saw.
 
         ``planner``, ``coder`` and ``worker`` replace the agents and the Verifier's worker
-        (tests, custom agents); by default they come from ``settings.agent``.
+        (tests, custom agents); by default they come from ``agent`` (``settings.agent``).
         """
         settings = settings or Settings.from_env()
         agent = agent or settings.agent
+        if settings.iters < 0:
+            raise ConfigError(f"iters must be 0 or more, got {settings.iters}",
+                              hint="refine iterations after the first candidate: --iters, "
+                                   "STITCH_ITERS or Settings.iters")
+        if not isinstance(problem, Problem):
+            problem = load_problem(problem)
         device = resolve_device(device or settings.device)
-        if graph is None:   # first, so a broken problem leaves no session folder behind
+        if planner is None or coder is None:
+            from .agents.base import get_agents
+            made = get_agents(agent, settings)
+            planner, coder = planner or made[0], coder or made[1]
+        if on_progress is not None:
+            on_progress(f"validating {problem.origin} on {device}", None)
+        report = validate(problem, device=device, seed=settings.seed,
+                          timeout=settings.timeout if isolate else None,
+                          time_forward=time_forward)
+        if graph is None:   # before the folder, so a broken problem leaves none behind
             if on_progress is not None:
                 on_progress("analysing the model's graph", 0.0)
             graph = _analyse(problem, device, settings)
@@ -103,11 +133,11 @@ class Session(Shown):
         log.append("session_created", {
             "problem": {"name": problem.name, "source": problem.source,
                         "origin": problem.origin, "notes": problem.notes},
-            "device": device, "agent": agent, "settings": _safe_settings(settings)})
+            "device": device, "agent": agent, "settings": settings.public_dict()})
         s = cls(log, problem, settings, agent=agent, device=device, graph=graph,
                 planner=planner, coder=coder, worker=worker, on_progress=on_progress)
-        if graph is not None:
-            log.append("graph", {"graph": graph.to_dict()})
+        s.report = report
+        log.append("graph", {"graph": graph.to_dict()})
         return s
 
     @classmethod
@@ -141,7 +171,7 @@ class Session(Shown):
         state = State()
         for r in records:
             if r.kind == "graph" and r.payload.get("graph"):
-                graph = _graph_from_dict(r.payload["graph"])
+                graph = Graph.from_dict(r.payload["graph"])
             elif r.kind in EVENTS:
                 try:
                     state = step(state, event_from_payload(r.kind, r.payload))
@@ -241,6 +271,7 @@ class Session(Shown):
     def _verify(self) -> None:
         worker = self._get_worker()
         options = self._verify_options()
+        ref_ops, reviewer = rubric.reference_ops(self.graph), self._reviewer()
         todo = list(self.state.approved)
         for i, cid in enumerate(todo):
             cand = self.state.candidates[cid]
@@ -250,33 +281,10 @@ class Session(Shown):
                                     replaced=tuple(cand.replaced), kept=tuple(cand.kept),
                                     options=options, timeout=self.settings.timeout)
             verdict.candidate_id = cid
-            self._score(cand, verdict)
+            rubric.grade(cand, verdict, reference_ops=ref_ops, reviewer=reviewer,
+                         problem=self.problem)
             self.post(VerdictReady(cid, verdict))
             self._progress(f"{cid}: {verdict.summary()}", None)
-
-    def _score(self, cand: Candidate, verdict: Verdict) -> None:
-        """Fill the verdict's rubric scores and reward tier (rules over the Verifier's facts)."""
-        from .agents import rubric
-        graph = self.graph
-        ref_ops = ([n.target for n in graph.nodes if n.op == "call_function"
-                    and n.op_class not in ("data_movement", "input")] if graph else None)
-        try:
-            verdict.rubric = rubric.score(cand, verdict, reference_ops=ref_ops)
-            verdict.reward = verdict.rubric.get("reward", rubric.reward(verdict))
-        except Exception as e:  # noqa: BLE001  (a scoring bug must not lose a verdict)
-            verdict.rubric = {"error": f"{type(e).__name__}: {e}"}
-            verdict.reward = rubric.reward(verdict)
-            return
-        reviewer = self._reviewer()
-        if reviewer is None:
-            return
-        try:
-            judged = reviewer.score(cand, verdict, problem=self.problem, reference_ops=ref_ops)
-        except StitchError as e:   # the judge is advice: its failure keeps the rule scores
-            verdict.rubric["judge_error"] = e.message
-            return
-        verdict.rubric = judged
-        verdict.reward = judged.get("reward", verdict.reward)
 
     def _reviewer(self):
         """The LLM judge when ``settings.judge`` is on and the Coder talks to an LLM."""
@@ -350,8 +358,7 @@ class Session(Shown):
                 return dict(r.payload.get("timings") or {})
         worker = self._get_worker()
         self._progress("timing the eager baseline", None)
-        kw = {"options": self._verify_options()} if self._verify_options() is not None else {}
-        timings = dict(worker.baseline(self.problem.source, **kw))
+        timings = dict(worker.baseline(self.problem.source, options=self._verify_options()))
         if not self.readonly:
             self.record("baseline", {"timings": timings})
         return timings
@@ -422,13 +429,7 @@ class Session(Shown):
     def _agents(self):
         if self._planner is None or self._coder is None:
             from .agents.base import get_agents
-            try:
-                planner, coder = get_agents(self.agent, self.settings)
-            except ImportError as e:
-                raise ServiceError(f"the {self.agent} agents are not available "
-                                   f"({type(e).__name__}: {e})",
-                                   hint="reinstall stitchcuda-lab; `stitchcuda-lab doctor` "
-                                        "says what is missing") from None
+            planner, coder = get_agents(self.agent, self.settings)
             self._planner = self._planner or planner
             self._coder = self._coder or coder
         if not self._recorders_attached:
@@ -446,19 +447,11 @@ class Session(Shown):
 
     def _get_worker(self):
         if self._worker is None:
-            try:
-                from .verifier.worker import get_worker
-            except ImportError as e:
-                raise WorkerError(f"the Verifier's worker is not available ({e})",
-                                  hint="`stitchcuda-lab doctor` says what is missing") from None
+            from .verifier.worker import get_worker     # looked up here: tests replace it
             self._worker = get_worker(self.device, self.settings)
         return self._worker
 
-    def _verify_options(self):
-        try:
-            from .verifier.options import VerifyOptions
-        except ImportError:
-            return None
+    def _verify_options(self) -> VerifyOptions:
         return VerifyOptions.from_settings(self.settings)
 
     def _fraction(self, within: float) -> float:
@@ -473,34 +466,16 @@ class Session(Shown):
                 pass
 
 
-def _analyse(problem: Problem, device: str, settings: Settings) -> Graph | None:
-    """The graph, or None when graph.py is missing; a problem whose code raises while being
-    analysed is a ProblemError naming its line."""
-    try:
-        from .graph import analyse
-    except ImportError as e:
-        _warn(f"graph analysis is not available ({e}); planning without a graph")
-        return None
+def _analyse(problem: Problem, device: str, settings: Settings) -> Graph:
+    """The graph; a problem whose code raises while being analysed is a ProblemError naming
+    its line."""
     try:
         return analyse(problem, device=device, profile=settings.profile, settings=settings)
     except StitchError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's code raised
-        from .problem import _user_error
         raise _user_error("running the problem raised", e, problem.filename,
                           problem.source) from None
-
-
-def resolve_device(name: str) -> str:
-    """``auto`` -> ``cuda`` when a GPU is usable, else ``cpu`` (the Verifier's rule)."""
-    try:
-        from .verifier.worker import resolve_device as _resolve
-    except ImportError:
-        if name != "auto":
-            return name
-        import torch
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return _resolve(name)
 
 
 def _attach_hooks(agent: Any, recorder: Callable[[dict], None],
@@ -512,22 +487,8 @@ def _attach_hooks(agent: Any, recorder: Callable[[dict], None],
             setattr(agent, attr, fn)
 
 
-def _safe_settings(settings: Settings) -> dict[str, Any]:
-    d = settings.as_dict()
-    d.pop("base_url", None)     # may carry credentials in its userinfo part
-    return d
-
-
-def _graph_from_dict(d: dict[str, Any]):
-    try:
-        from .graph import Graph
-    except ImportError:
-        return None
-    return Graph.from_dict(d)
-
-
 def _warn(message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-__all__ = ["NOISE", "Session", "resolve_device"]
+__all__ = ["NOISE", "Session"]

@@ -1,18 +1,24 @@
-"""Every knob in one place.
+"""Every knob in one place, and every variable the package reads from the environment.
 
 Each field can be set by an environment variable ``STITCH_<FIELD>`` (upper case), by CLI
-options, or by ``%config StitchMagics.<field> = ...`` in a notebook. Code never reads the
-environment elsewhere: it takes a ``Settings`` object. Tests override with ``settings.replace``.
+options, or by ``%config StitchMagics.<field> = ...`` in a notebook (the magic's traits are made
+from these fields). Code never reads ``STITCH_*`` variables elsewhere: it takes a ``Settings``
+object. Tests override with ``settings.replace``. The names of variables that hold credentials
+(``looks_secret``) are written here too, once, for the worker, the validation process and the
+session store.
 
 >>> s = Settings.from_env({"STITCH_TRIALS": "7"})
 >>> s.trials
 7
+>>> env_name("trials")
+'STITCH_TRIALS'
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
@@ -20,6 +26,14 @@ from typing import Any, Mapping
 from .errors import ConfigError
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+PREFIX = "STITCH_"
+AGENTS = ("offline", "claude", "openai", "hybrid")     # who plans and codes (agents/base.py)
+# The Settings fields a verification job is told (verifier/options.py: VerifyOptions).
+VERIFIER_KNOBS = ("trials", "timing_trials", "warmup", "atol", "rtol", "seed", "compile_modes",
+                  "profile", "ncu")
+# Environment variables whose names say they hold a credential: never handed to the worker or
+# the validation process, and their values never written to a session folder.
+SECRET_NAME = re.compile(r"API_?KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 
 
 def _default_cache_dir() -> str:
@@ -35,32 +49,48 @@ def _default_sessions_dir() -> str:
     return str(Path.cwd() / "stitch_sessions")
 
 
+def _knob(default: Any = None, doc: str = "", *, factory: Any = None,
+          secret: bool = False) -> Any:
+    """A Settings field with its one line of help; ``secret``: its value may carry
+    credentials (a URL's userinfo) and is left out of what a session records."""
+    meta = {"help": doc, "secret": secret}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
 @dataclass(frozen=True)
 class Settings:
-    device: str = "auto"            # auto | cpu | cuda | cuda:N
-    agent: str = "offline"          # offline | claude | openai | hybrid
-    iters: int = 3                  # refine iterations after the first candidate
-    sessions_dir: str = field(default_factory=_default_sessions_dir)
-    cache_dir: str = field(default_factory=_default_cache_dir)
-    cache: bool = True              # kill switch for kernels_cache
-    trials: int = 5                 # correctness trials, each on fresh inputs
-    timing_trials: int = 20         # timed trials (median reported)
-    warmup: int = 3
-    atol: float | None = None       # None: per-dtype default (fp32 1e-4, fp16/bf16 1e-2)
-    rtol: float | None = None
-    seed: int = 42
-    timeout: float = 300.0          # seconds for one worker job (build + check + time)
-    compile_modes: str = "default"  # comma list: default,max-autotune-no-cudagraphs,reduce-overhead
-    profile: bool = True
-    ncu: bool = False               # per-kernel hardware counters (slow; GPU only)
-    tensor_cores: bool = True       # large fp32 GEMMs may run as the fp32-accurate 3xTF32 split
-    model: str = "claude-sonnet-5-5"
-    max_tokens: int = 8192
-    temperature: float = 0.2
-    base_url: str | None = None
-    llm_timeout: float = 120.0
-    rag_top_k: int = 4
-    judge: bool = False             # LLM agents: an LLM judge scores verdicts beside the rules
+    device: str = _knob("auto", "where candidates run: auto | cpu | cuda | cuda:N")
+    agent: str = _knob("offline", "who plans and codes: " + " | ".join(AGENTS))
+    iters: int = _knob(3, "refine iterations after the first candidate")
+    sessions_dir: str = _knob(factory=_default_sessions_dir, doc="sessions root folder")
+    cache_dir: str = _knob(factory=_default_cache_dir, doc="kernel cache folder")
+    cache: bool = _knob(True, "use the kernel cache (off: build every time)")
+    trials: int = _knob(5, "correctness trials, each on fresh inputs")
+    timing_trials: int = _knob(20, "timed trials (the median is reported)")
+    warmup: int = _knob(3, "warm-up runs before timing")
+    atol: float | None = _knob(None, "absolute tolerance (none: per dtype, fp32 1e-4, "
+                                     "fp16/bf16 1e-2)")
+    rtol: float | None = _knob(None, "relative tolerance (none: per dtype)")
+    seed: int = _knob(42, "base seed")
+    timeout: float = _knob(300.0, "seconds for one worker job (build + check + time)")
+    compile_modes: str = _knob("default", "torch.compile baselines, comma list ('' for none): "
+                                          "default, max-autotune-no-cudagraphs, reduce-overhead")
+    profile: bool = _knob(True, "record timelines")
+    ncu: bool = _knob(False, "per-kernel hardware counters from Nsight Compute (GPU, slow)")
+    tensor_cores: bool = _knob(True, "large fp32 GEMMs may run as the fp32-accurate 3xTF32 "
+                                     "split")
+    model: str = _knob("claude-sonnet-5-5", "LLM model name")
+    max_tokens: int = _knob(8192, "most tokens in one LLM reply")
+    temperature: float = _knob(0.2, "LLM sampling temperature")
+    base_url: str | None = _knob(None, "LLM server URL (OpenAI-compatible server or proxy)",
+                                 secret=True)
+    llm_timeout: float = _knob(120.0, "seconds for one LLM request")
+    rag_top_k: int = _knob(4, "knowledge-base sections retrieved per prompt")
+    rag_dir: str | None = _knob(None, "knowledge-base folder of <id>.md sections (none: the "
+                                      "rag_docs/ shipped with the package)")
+    judge: bool = _knob(False, "LLM agents: an LLM judge scores verdicts beside the rules")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
@@ -68,7 +98,7 @@ class Settings:
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
         for f in fields(cls):
-            key = "STITCH_" + f.name.upper()
+            key = env_name(f.name)
             if key not in env:
                 continue
             if env[key] == "":
@@ -92,6 +122,51 @@ class Settings:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def public_dict(self) -> dict[str, Any]:
+        """``as_dict`` less the fields whose values may carry credentials (what a session
+        records)."""
+        return {k: v for k, v in self.as_dict().items() if not _FIELDS[k].metadata["secret"]}
+
+    @staticmethod
+    def describe(name: str) -> str:
+        """The one line of help of a field (the magic's ``%config`` help)."""
+        return _FIELDS[name].metadata["help"]
+
+
+_FIELDS = {f.name: f for f in fields(Settings)}
+
+
+def env_name(name: str) -> str:
+    """The environment variable of a Settings field: ``cache_dir`` -> ``STITCH_CACHE_DIR``."""
+    if name not in _FIELDS:
+        raise ConfigError(f"unknown setting {name!r}",
+                          hint=f"known settings: {', '.join(_FIELDS)}")
+    return PREFIX + name.upper()
+
+
+def looks_secret(name: str) -> bool:
+    """True for environment variable names that hold credentials (API keys, tokens, passwords).
+
+    >>> looks_secret("ANTHROPIC_API_KEY"), looks_secret("HF_TOKEN"), looks_secret("PATH")
+    (True, True, False)
+    """
+    return SECRET_NAME.search(name) is not None
+
+
+def public_environ(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment (``os.environ`` by default) less every variable that ``looks_secret``:
+    what a child process that runs user or generated code is started with."""
+    env = os.environ if base is None else base
+    return {k: v for k, v in env.items() if not looks_secret(k)}
+
+
+def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Values (8+ characters, longest first) of the variables that ``looks_secret``: the
+    strings a session folder never holds."""
+    env = os.environ if environ is None else environ
+    return sorted({v for k, v in env.items() if looks_secret(k) and len(v) >= 8},
+                  key=len, reverse=True)
 
 
 def _coerce(f: dataclasses.Field, raw: str, key: str) -> Any:

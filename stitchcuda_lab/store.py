@@ -12,8 +12,8 @@ warning and keeps everything before it, and reopening for writing sets the torn 
 A write that fails (a full disk) is a StoreError naming the cause; a line it cut short is
 truncated away at once, so the next event starts on a clean line.
 A session whose last event is not terminal and whose lock holder is gone is "interrupted".
-Values of environment variables that look like secrets (API keys, tokens) are replaced before
-anything reaches disk.
+Values of environment variables that look like secrets (``settings.secret_values``: API keys,
+tokens) are replaced before anything reaches disk.
 
 >>> import tempfile
 >>> log = SessionStore(tempfile.mkdtemp()).create({"problem": "p"})
@@ -31,16 +31,16 @@ import secrets as _secrets
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import SessionNotFound, StoreError
+from .settings import secret_values
 
 TERMINAL_KINDS = {"finished": "done", "stop": "stopped", "failed": "failed"}
 _INLINE_MAX = 200           # strings longer than this, and any dict/list, go to artifacts
-_SECRET_WORDS = ("API_KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD")
 _NO_SPACE_HINT = "free disk space (or point the sessions root elsewhere), then carry on: " \
                  "what was written before is intact"
 
@@ -62,19 +62,11 @@ class Record:
         return {"seq": self.seq, "time": self.time, "kind": self.kind, "payload": self.payload}
 
 
-def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Values of environment variables whose names look like credentials (8+ characters)."""
-    env = os.environ if environ is None else environ
-    return sorted({v for k, v in env.items()
-                   if any(w in k.upper() for w in _SECRET_WORDS) and len(v) >= 8},
-                  key=len, reverse=True)
-
-
 class SessionStore:
     """The sessions root: creates, opens and lists session folders.
 
-    ``secrets`` are strings never to be written (default: credential-like environment values,
-    read once here so nothing else needs the environment).
+    ``secrets`` are strings never to be written (default: ``settings.secret_values()``, the
+    values of credential-like environment variables).
     """
 
     def __init__(self, root: str | os.PathLike, secrets: list[str] | None = None):

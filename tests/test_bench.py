@@ -123,6 +123,25 @@ def test_bench_runs_each_problem_in_its_own_process(tmp_path):
     assert json.loads(proc.stdout)["problems"] == 2
 
 
+def test_a_problem_breaking_the_contract_gets_the_clis_error_in_its_row(tmp_path, monkeypatch,
+                                                                      capsys):
+    """The bench enters through Session.create like the CLI: validated, same message."""
+    from stitchcuda_lab.cli import main
+    bad = tmp_path / "03_pointwise_bad.py"
+    bad.write_text(PROBLEM.replace("return [torch.randn(ROWS, COLS)]", "return [None]"))
+    monkeypatch.setenv("STITCH_SESSIONS_DIR", str(tmp_path / "s"))
+    monkeypatch.setenv("STITCH_CACHE_DIR", str(tmp_path / "c"))
+    target = tmp_path / "row.json"
+    assert bench._child_main([str(bad), "--device", "cpu", "--iters", "0", "--modes", "",
+                              "--json-out", str(target)]) == 0
+    row = json.loads(target.read_text())
+    assert main(["optimize", str(bad), "--device", "cpu", "--quiet"]) == 2
+    said = capsys.readouterr().err.strip().removeprefix("stitchcuda-lab: error: ")
+    assert "get_inputs() item 0 is a NoneType" in said
+    assert row["status"] == "error" and row["error"] == f"ProblemError: {said}"
+    assert not (tmp_path / "s").exists()           # validated before any session folder
+
+
 def test_bench_over_a_local_ray_cluster(tmp_path):
     """--ray: each problem is a Ray task (a local cluster here; RAY_ADDRESS picks another)."""
     pytest.importorskip("ray")
@@ -147,7 +166,7 @@ def test_each_gpu_slot_runs_on_its_own_cpus(tmp_path, monkeypatch):
     seen = {}
 
     def fake_run(cmd, env, **kw):
-        seen.update(env)
+        seen.update(env, cpus=cmd[cmd.index("--cpus") + 1])
         target = Path(cmd[cmd.index("--json-out") + 1])
         target.write_text(json.dumps({"problem": "p.py", "status": "pass", "correct": True}))
         return subprocess.CompletedProcess(cmd, 0)
@@ -160,7 +179,7 @@ def test_each_gpu_slot_runs_on_its_own_cpus(tmp_path, monkeypatch):
     args = ap.parse_args([str(tmp_path), "--device", "cuda"])
     row = bench._spawn(tmp_path / "p.py", tmp_path, args, 1, [4, 5, 6, 7])
     assert row["correct"]
-    assert seen["CUDA_VISIBLE_DEVICES"] == "1" and seen["STITCH_BENCH_CPUS"] == "4,5,6,7"
+    assert seen["CUDA_VISIBLE_DEVICES"] == "1" and seen["cpus"] == "4,5,6,7"
     assert seen["TORCHINDUCTOR_COMPILE_THREADS"] == "4"
 
 
@@ -170,9 +189,8 @@ def test_problem_process_keeps_to_its_slice(monkeypatch):
         pytest.skip("no CPU affinity on this platform")
     before = os.sched_getaffinity(0)
     one = min(before)
-    monkeypatch.setenv("STITCH_BENCH_CPUS", str(one))
     try:
-        bench._apply_cpu_slice()
+        bench._apply_cpu_slice(str(one))
         assert os.sched_getaffinity(0) == {one}
     finally:
         os.sched_setaffinity(0, before)

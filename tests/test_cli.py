@@ -85,13 +85,16 @@ def test_optimize_human_output(capsys, problem_file, tmp_path, fakes):
     assert "1.60x vs eager" in out and "pointwise_fusion" in out
 
 
-def test_optimize_without_agents_reports_the_eager_baseline_and_no_speedup(
+def test_an_unavailable_service_reports_the_eager_baseline_and_no_speedup(
         capsys, problem_file, tmp_path, monkeypatch):
     from stitchcuda_lab.agents import base
+    from stitchcuda_lab.errors import ServiceError
 
-    def missing(name, settings):
-        raise ImportError("cannot import name 'OfflinePlanner'")
-    monkeypatch.setattr(base, "get_agents", missing)
+    class Overloaded(FakePlanner):
+        def plan(self, problem, graph, settings):
+            raise ServiceError("the LLM API is overloaded", hint="try again later")
+    monkeypatch.setattr(base, "get_agents", lambda name, settings: (Overloaded(),
+                                                                     FakeCoder({})))
     rc, out, err = run(capsys, "optimize", problem_file, "--device", "cpu", "--out",
                        tmp_path / "s", "--json", "--quiet")
     assert rc == 1
@@ -100,7 +103,7 @@ def test_optimize_without_agents_reports_the_eager_baseline_and_no_speedup(
     assert r["speedup_vs_eager"] is None and r["best_candidate"] is None
     assert r["eager_ms"] is not None and r["eager_ms"] > 0
     assert Path(r["session_dir"], "meta.json").exists()
-    assert "agents are not available" in err
+    assert "the LLM API is overloaded (hint: try again later)" in err
 
 
 def test_a_syntax_error_exits_2_with_one_line_naming_file_and_line(capsys, tmp_path):
@@ -126,11 +129,11 @@ def test_a_problem_breaking_the_contract_exits_2_with_its_line(capsys, tmp_path)
 
 def test_an_internal_error_exits_1_and_shows_a_traceback_only_with_debug(
         capsys, problem_file, tmp_path, monkeypatch):
-    import stitchcuda_lab.problem as problem_mod
+    import stitchcuda_lab.session as session_mod
 
     def boom(*a, **k):
         raise RuntimeError("disk on fire")
-    monkeypatch.setattr(problem_mod, "load_problem", boom)
+    monkeypatch.setattr(session_mod, "load_problem", boom)
     rc, _, err = run(capsys, "optimize", problem_file, "--device", "cpu", "--out",
                      tmp_path / "s", "--quiet")
     assert rc == 1 and "internal error: RuntimeError: disk on fire" in err
@@ -206,13 +209,13 @@ def test_export_writes_model_and_trajectories(capsys, problem_file, tmp_path, fa
     assert (tmp_path / "x" / "trajectories.jsonl").exists()
 
 
-def test_bench_and_doctor_report_a_missing_module_in_one_line(capsys, monkeypatch):
+def test_a_broken_bench_or_doctor_module_is_an_internal_error_in_one_line(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "stitchcuda_lab.bench", None)
     rc, _, err = run(capsys, "bench", "benchmarks/problems")
-    assert rc == 1 and err.count("\n") == 1 and "`bench` is not available" in err
+    assert rc == 1 and err.count("\n") == 1 and "internal error" in err
     monkeypatch.setitem(sys.modules, "stitchcuda_lab.doctor", None)
     rc, _, err = run(capsys, "doctor")
-    assert rc == 1 and "`doctor` is not available" in err
+    assert rc == 1 and "internal error" in err and "stitchcuda_lab.doctor" in err
 
 
 def test_doctor_runs_through_its_own_module(capsys, monkeypatch):

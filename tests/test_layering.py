@@ -8,6 +8,7 @@ import importlib
 import importlib.util
 import json
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -196,6 +197,113 @@ def test_the_jupyter_import_check_can_fail():
     assert _jupyter_imports(where, "import os\nfrom ..jupyter import panel\n") == [2]
     assert _jupyter_imports(where, "def f():\n    import stitchcuda_lab.jupyter.magics\n") == [2]
     assert _jupyter_imports(where, "from ..plan import Plan\n") == []
+
+
+# ---------------------------------------------------------------- the environment
+
+STITCH_NAME = re.compile(r"STITCH_[A-Z0-9_]*")
+# verifier/worker.py belongs to the Verifier rewrite: it still hands STITCH_CACHE_DIR and
+# STITCH_CACHE to its child and reads STITCH_WORKER_MEMORY there.
+NAMES_STITCH_VARIABLES = {"settings.py", "verifier/worker.py"}
+# Modules that read os.environ for variables that are not knobs: toolchains (CC, CUDA_HOME),
+# a child's environment, Ray's address, whether an API key is present (never its value).
+READS_ENVIRON = {"settings.py", "runtime/build.py", "bench.py", "doctor.py",
+                 "verifier/worker.py", "verifier/ncu.py"}
+
+
+def _stitch_names(path: Path, text: str | None = None) -> list[int]:
+    """Lines of string constants that are a STITCH_* variable's name or start one
+    (``"STITCH_" + name``, ``f"STITCH_{name}"``): what reading or setting one takes."""
+    tree = ast.parse(path.read_text() if text is None else text)
+    return sorted({n.lineno for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                   and isinstance(n.value, str) and STITCH_NAME.fullmatch(n.value)})
+
+
+def _environ_reads(path: Path, text: str | None = None) -> list[int]:
+    """Lines that touch ``os.environ`` or call ``getenv``."""
+    tree = ast.parse(path.read_text() if text is None else text)
+    return sorted({n.lineno for n in ast.walk(tree)
+                   if (isinstance(n, ast.Attribute) and n.attr in ("environ", "getenv"))
+                   or (isinstance(n, ast.Name) and n.id in ("environ", "getenv"))})
+
+
+def _package_files() -> dict[str, Path]:
+    return {str(p.relative_to(PKG)): p for p in PKG.rglob("*.py")}
+
+
+def test_only_settings_names_stitch_variables():
+    offenders = {rel: lines for rel, p in _package_files().items()
+                 if rel not in NAMES_STITCH_VARIABLES and (lines := _stitch_names(p))}
+    assert not offenders, offenders
+
+
+def test_the_stitch_variable_check_can_fail():
+    where = PKG / "probe.py"                     # never written: the text is passed in
+    assert _stitch_names(where, 'import os\nx = os.environ.get("STITCH_CACHE")\n') == [2]
+    assert _stitch_names(where, 'key = f"STITCH_{name.upper()}"\n') == [1]
+    assert _stitch_names(where, 'hint = "set STITCH_MODEL to a served model"\n') == []
+
+
+def test_the_environment_is_read_only_where_it_is_listed():
+    offenders = {rel: lines for rel, p in _package_files().items()
+                 if rel not in READS_ENVIRON and (lines := _environ_reads(p))}
+    assert not offenders, offenders
+    assert _environ_reads(PKG / "probe.py", "import os\nos.environ.get('X')\n") == [2]
+    assert _environ_reads(PKG / "probe.py", "from os import getenv\ngetenv('X')\n") == [2]
+
+
+def test_every_stitch_variable_a_message_or_a_doc_names_is_a_setting():
+    import dataclasses
+
+    from stitchcuda_lab.settings import Settings, env_name
+    # the worker's own hand-over to its child (see NAMES_STITCH_VARIABLES)
+    known = {env_name(f.name) for f in dataclasses.fields(Settings)} | {"STITCH_WORKER_MEMORY"}
+    docs = [*PKG.rglob("*.py"), *PKG.rglob("*.md"), *(PKG.parent / "docs").glob("*.md"),
+            PKG.parent / "README.md"]
+    named = {}
+    for path in docs:
+        if path.exists():
+            for name in re.findall(r"STITCH_[A-Z][A-Z0-9_]*[A-Z0-9]", path.read_text()):
+                named.setdefault(name, str(path.relative_to(PKG.parent)))
+    assert {n: where for n, where in named.items() if n not in known} == {}
+
+
+def _own_import_guards(path: Path, text: str | None = None) -> list[int]:
+    """Lines of ``try`` blocks that catch ImportError around an import of the package itself
+    (a relative import, ``stitchcuda_lab...``, ``import_module("stitchcuda_lab...")``)."""
+    tree = ast.parse(path.read_text() if text is None else text)
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try):
+            continue
+        caught = {n.id for h in node.handlers if h.type is not None for n in ast.walk(h.type)
+                  if isinstance(n, ast.Name)}
+        if not caught & {"ImportError", "ModuleNotFoundError"}:
+            continue
+        body = ast.Module(body=node.body, type_ignores=[])
+        own = [n for n in ast.walk(body)
+               if (isinstance(n, ast.ImportFrom) and (n.level or (n.module or "").startswith(
+                   "stitchcuda_lab")))
+               or (isinstance(n, ast.Import) and any(a.name.startswith("stitchcuda_lab")
+                                                     for a in n.names))
+               or (isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "import_module")]
+        if own:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_module_guards_the_packages_own_modules_with_except_import_error():
+    offenders = {rel: lines for rel, p in _package_files().items()
+                 if (lines := _own_import_guards(p))}
+    assert not offenders, offenders
+
+
+def test_the_import_guard_check_can_fail():
+    where = PKG / "probe.py"
+    assert _own_import_guards(where, "try:\n    from .graph import analyse\n"
+                                     "except ImportError:\n    pass\n") == [1]
+    assert _own_import_guards(where, "try:\n    import torch\nexcept ImportError:\n"
+                                     "    torch = None\n") == []
 
 
 def test_the_public_api_is_exactly_the_lazy_all():

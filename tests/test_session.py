@@ -194,6 +194,68 @@ def test_a_broken_problem_is_a_problem_error_and_leaves_no_folder(settings):
         Path(settings.sessions_dir).iterdir())
 
 
+def test_create_takes_a_problem_file_and_keeps_what_validation_saw(settings, graph, tmp_path):
+    f = tmp_path / "relu_scale.py"
+    f.write_text(PROBLEM)
+    s = Session.create(f, settings, device="cpu", planner=FakePlanner(), coder=FakeCoder({}),
+                       worker=FakeWorker(), graph=graph, time_forward=True)
+    assert s.problem.name == "relu_scale" and s.problem.origin == str(f)
+    assert s.report.output_shapes == [[16, 8]] and s.report.eager_ms > 0
+
+
+def test_create_makes_the_agents_of_the_settings(settings, graph):
+    s = Session.create(problem_from_source(PROBLEM), settings, device="cpu",
+                       worker=FakeWorker(), graph=graph)
+    planner, coder = s._agents()
+    assert (planner.name, coder.name) == ("offline", "offline")
+
+
+@pytest.mark.parametrize("change, message", [({"iters": -1}, "iters must be 0 or more"),
+                                             ({"agent": "gpt-9"}, "unknown agent 'gpt-9'"),
+                                             ({"device": "tpu"}, "unknown device 'tpu'")])
+def test_create_refuses_bad_settings_before_any_folder(settings, change, message):
+    from stitchcuda_lab.errors import UsageError
+    with pytest.raises(UsageError, match=message):
+        Session.create(problem_from_source(PROBLEM), settings.replace(**change))
+    assert not Path(settings.sessions_dir).exists()
+
+
+def test_a_problem_breaking_the_contract_is_caught_by_validation_before_the_graph(settings):
+    from stitchcuda_lab.errors import ProblemError
+    bad = PROBLEM.replace("return [torch.randn(16, 8)]", "return [None]")
+    with pytest.raises(ProblemError, match=r"get_inputs\(\) item 0 is a NoneType"):
+        Session.create(problem_from_source(bad), settings, device="cpu",
+                       planner=FakePlanner(), coder=FakeCoder({}), worker=FakeWorker())
+    assert not Path(settings.sessions_dir).exists()
+
+
+ENTRIES = {"cli.py": "cmd_optimize", "jupyter/magics.py": "_create", "bench.py": "run_one"}
+
+
+def _calls(path: Path, function: str) -> set[str]:
+    import ast
+    tree = ast.parse(path.read_text())
+    (fn,) = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function]
+    return {ast.unparse(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}
+
+
+@pytest.mark.parametrize("module, function", ENTRIES.items())
+def test_the_cli_the_magic_and_the_bench_enter_through_session_create(module, function):
+    pkg = Path(__file__).resolve().parent.parent / "stitchcuda_lab"
+    calls = _calls(pkg / module, function)
+    assert "Session.create" in calls
+    assert not calls & {"validate", "get_agents", "resolve_device", "load_problem", "_agents"}
+
+
+def test_one_resolve_device_the_verifiers():
+    import ast
+    pkg = Path(__file__).resolve().parent.parent / "stitchcuda_lab"
+    where = [str(p.relative_to(pkg)) for p in pkg.rglob("*.py")
+             for n in ast.walk(ast.parse(p.read_text()))
+             if isinstance(n, ast.FunctionDef) and n.name == "resolve_device"]
+    assert where == ["verifier/worker.py"]
+
+
 def test_advance_stops_wherever_a_person_is_needed(make):
     s, _ = make({0: [1.5]})
     assert s.advance().needs == "approve_plan"

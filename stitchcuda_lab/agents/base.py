@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import ConfigError
+from ..settings import AGENTS
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -36,19 +37,13 @@ class Coder(Protocol):
         get the best candidate so far and its verdict and return variants to measure."""
 
 
-AGENTS = ("offline", "claude", "openai", "hybrid")
-
-
 def get_agents(name: str, settings: "Settings") -> tuple[Planner, Coder]:
-    """The Planner and Coder for an agent name (``offline`` needs no network)."""
+    """The Planner and Coder for an agent name (``offline`` needs no network; the others are
+    the LLM agents)."""
+    if name not in AGENTS:
+        raise ConfigError(f"unknown agent {name!r}", hint=f"use one of: {', '.join(AGENTS)}")
     if name == "offline":
         from .offline import OfflineCoder, OfflinePlanner
         return OfflinePlanner(), OfflineCoder()
-    if name in ("claude", "openai", "hybrid"):
-        try:
-            from .llm import make_agents
-        except ImportError as e:  # the optional extra is missing
-            raise ConfigError(f"the {name!r} agent needs the LLM extra ({e.name} is not installed)",
-                              hint="pip install 'stitchcuda-lab[llm]'") from None
-        return make_agents(name, settings)
-    raise ConfigError(f"unknown agent {name!r}", hint=f"use one of: {', '.join(AGENTS)}")
+    from .llm import make_agents
+    return make_agents(name, settings)

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..settings import Settings, env_name
 
 __all__ = ["Hit", "KnowledgeBase", "Section", "resolve_rag_dir", "tokenize"]
 
-RAG_DIR_ENV = "STITCH_RAG_DIR"
+RAG_DIR_ENV = env_name("rag_dir")     # Settings.rag_dir
 K1 = 1.5
 B = 0.75
 TITLE_WEIGHT = 3     # title and id tokens count this many times in a section's document
@@ -93,11 +94,10 @@ class Hit:
 
 def resolve_rag_dir(path: str | os.PathLike | None = None,
                     env: Mapping[str, str] | None = None) -> Path:
-    """The folder to load: ``path``, else ``$STITCH_RAG_DIR``, else the repository's rag_docs/,
-    else the copy shipped inside the package. This is the only place that reads the variable."""
+    """The folder to load: ``path``, else ``Settings.rag_dir`` (from ``env``, os.environ by
+    default), else the repository's rag_docs/, else the copy shipped inside the package."""
     if path is None:
-        env = os.environ if env is None else env
-        path = env.get(RAG_DIR_ENV) or None
+        path = Settings.from_env(env).rag_dir
     if path is not None:
         folder = Path(path).expanduser()
         if not folder.is_dir():

@@ -14,7 +14,8 @@ Four criteria, each 0..1 with the reasons that set it:
 
 ``reward(verdict)`` is the tier -1 (wrong, rejected), 1 (correct), 2 (>5% faster than eager),
 3 (>5% faster than eager and torch.compile). Pure: no torch, no network; an LLM judge's scores
-merge in with ``merge_judge``.
+merge in with ``merge_judge``. ``grade`` fills a verdict's rubric and reward (the Session calls
+it for every verdict).
 
 >>> from stitchcuda_lab.verdict import Verdict
 >>> reward(Verdict(status="pass", correct=True, speedup_vs_eager=1.2, speedup_vs_compile=0.9))
@@ -26,10 +27,15 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..candidate import Candidate
+from ..errors import StitchError
 from ..verdict import Verdict
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+    from ..problem import Problem
 
 CRITERIA = ("anti_hacking", "cuda_engineering", "coverage", "compliance")
 FASTER = 1.05   # "more than 5% faster"
@@ -102,6 +108,42 @@ def score(candidate: Candidate | dict[str, Any], verdict: Verdict | dict[str, An
         "compliance": _compliance(c, v, src),
     }
     return _finish(out, v)
+
+
+def reference_ops(graph: Graph | None) -> list[str] | None:
+    """The aten targets of the reference's compute nodes (what coverage counts), or None
+    without a graph."""
+    if graph is None:
+        return None
+    return [n.target for n in graph.nodes if n.op == "call_function"
+            and n.op_class not in ("data_movement", "input")]
+
+
+def grade(candidate: Candidate, verdict: Verdict, *, reference_ops: Iterable[str] | None = None,
+          reviewer: Any = None, problem: Problem | None = None) -> None:
+    """Fill ``verdict.rubric`` and ``verdict.reward``: the rule scores, then, with a
+    ``reviewer`` (an LLM judge), its merged scores.
+
+    A bug in the rules must not lose a verdict: the rubric then holds the error and the reward
+    is the tier alone. The judge is advice: when it fails, the rule scores stay, with
+    ``judge_error``.
+    """
+    try:
+        verdict.rubric = score(candidate, verdict, reference_ops=reference_ops)
+        verdict.reward = verdict.rubric.get("reward", reward(verdict))
+    except Exception as e:  # noqa: BLE001  (a scoring bug must not lose a verdict)
+        verdict.rubric = {"error": f"{type(e).__name__}: {e}"}
+        verdict.reward = reward(verdict)
+        return
+    if reviewer is None:
+        return
+    try:
+        judged = reviewer.score(candidate, verdict, problem=problem, reference_ops=reference_ops)
+    except StitchError as e:
+        verdict.rubric["judge_error"] = e.message
+        return
+    verdict.rubric = judged
+    verdict.reward = judged.get("reward", verdict.reward)
 
 
 def merge_judge(scores: dict[str, Any], judge: dict[str, Any]) -> dict[str, Any]:

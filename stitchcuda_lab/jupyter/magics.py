@@ -6,7 +6,7 @@ it needs a person, shows the panel and returns; the panel's buttons carry on. Us
 IPython's ``UsageError`` (shown without a traceback).
 
     %load_ext stitchcuda_lab
-    %config StitchMagics.iters = 2            # any Settings field listed below
+    %config StitchMagics.iters = 2            # any Settings field
     %%stitch --device auto --agent offline -o s
     class Model(nn.Module): ...
     def get_inputs(): ...
@@ -15,6 +15,7 @@ IPython's ``UsageError`` (shown without a traceback).
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -26,41 +27,27 @@ from traitlets import Bool, Float, Int, Unicode
 
 from ..errors import StitchError
 from ..errors import UsageError as StitchUsageError
+from ..settings import AGENTS, Settings
 
-AGENTS = ("offline", "claude", "openai", "hybrid")
 DEVICES = ("auto", "cpu", "cuda")
-# Traits that map one to one onto Settings fields (None: keep STITCH_* / the default).
-_SETTING_TRAITS = ("device", "agent", "iters", "sessions_dir", "cache_dir", "cache", "trials",
-                   "timing_trials", "warmup", "seed", "timeout", "compile_modes", "profile",
-                   "ncu", "tensor_cores", "model", "atol", "rtol")
+_TRAITS = {"bool": Bool, "int": Int, "float": Float, "str": Unicode}
+
+
+def _trait(f: dataclasses.Field) -> Any:
+    """The ``%config`` trait of one Settings field; None (unset) keeps STITCH_* or the default."""
+    kind = str(f.type).split(" ")[0]                    # "float | None" -> "float"
+    return _TRAITS[kind](None, allow_none=True, help=Settings.describe(f.name)).tag(config=True)
+
+
+# One configurable trait per Settings field, made from the fields (declared once, there).
+_SettingTraits = type(Magics)("_SettingTraits", (Magics,),
+                              {f.name: _trait(f) for f in dataclasses.fields(Settings)})
 
 
 @magics_class
-class StitchMagics(Magics):
-    """The %%stitch magics. Configurable: ``%config StitchMagics.<setting> = value``."""
-
-    device = Unicode(None, allow_none=True, help="auto | cpu | cuda | cuda:N").tag(config=True)
-    agent = Unicode(None, allow_none=True, help="offline | claude | openai | hybrid").tag(
-        config=True)
-    iters = Int(None, allow_none=True, help="refine iterations after the first").tag(config=True)
-    sessions_dir = Unicode(None, allow_none=True, help="sessions root folder").tag(config=True)
-    cache_dir = Unicode(None, allow_none=True, help="kernel cache folder").tag(config=True)
-    cache = Bool(None, allow_none=True, help="use the kernel cache").tag(config=True)
-    trials = Int(None, allow_none=True, help="correctness trials").tag(config=True)
-    timing_trials = Int(None, allow_none=True, help="timed trials").tag(config=True)
-    warmup = Int(None, allow_none=True, help="warm-up runs").tag(config=True)
-    seed = Int(None, allow_none=True, help="base seed").tag(config=True)
-    timeout = Float(None, allow_none=True, help="seconds per worker job").tag(config=True)
-    compile_modes = Unicode(None, allow_none=True,
-                            help="torch.compile baselines, comma list ('' for none)").tag(
-        config=True)
-    profile = Bool(None, allow_none=True, help="record timelines").tag(config=True)
-    ncu = Bool(None, allow_none=True, help="Nsight Compute counters (GPU, slow)").tag(config=True)
-    tensor_cores = Bool(None, allow_none=True,
-                        help="let fp32 GEMMs use the fp32-accurate 3xTF32 split").tag(config=True)
-    model = Unicode(None, allow_none=True, help="LLM model name").tag(config=True)
-    atol = Float(None, allow_none=True, help="absolute tolerance").tag(config=True)
-    rtol = Float(None, allow_none=True, help="relative tolerance").tag(config=True)
+class StitchMagics(_SettingTraits):
+    """The %%stitch magics. Configurable: ``%config StitchMagics.<setting> = value`` for every
+    Settings field."""
 
     def __init__(self, shell: Any = None, **kw: Any):
         super().__init__(shell, **kw)
@@ -72,8 +59,7 @@ class StitchMagics(Magics):
 
     def settings(self, **overrides: Any):
         """Settings from STITCH_* variables, then ``%config`` values, then ``overrides``."""
-        from ..settings import Settings
-        values = {name: getattr(self, name) for name in _SETTING_TRAITS}
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(Settings)}
         values.update({k: v for k, v in overrides.items() if v is not None})
         try:
             return Settings.from_env(**values)
@@ -116,16 +102,12 @@ class StitchMagics(Magics):
         return self._show(session, auto=args.auto)
 
     def _create(self, source: str, name: str, settings: Any) -> Any:
-        from ..problem import problem_from_source, validate
-        from ..session import Session, resolve_device
+        from ..problem import problem_from_source
+        from ..session import Session
         try:
             problem = problem_from_source(source, name=name, origin="<cell>")
-            # one run of the cell's model: a broken forward is the person's to fix, with its line
-            validate(problem, device=resolve_device(settings.device), seed=settings.seed,
-                     time_forward=False)
-            planner, coder = _agents(settings)   # a missing API key stops here, no folder made
-            session = Session.create(problem, settings, agent=settings.agent, planner=planner,
-                                     coder=coder)
+            # validated here, in the kernel: a cell's objects live in this process
+            session = Session.create(problem, settings)
         except StitchUsageError as e:
             raise UsageError(str(e)) from None
         self._register(session)
@@ -307,16 +289,6 @@ def _row_dict(r: Any) -> dict[str, Any]:
     if hasattr(r, "to_dict"):
         return r.to_dict()
     return dict(vars(r))
-
-
-def _agents(settings: Any) -> tuple[Any, Any]:
-    """The Planner and Coder for ``settings.agent``; ConfigError (a usage error) when the
-    agent is misconfigured; (None, None) when they cannot be imported (the Session says so)."""
-    from ..agents.base import get_agents
-    try:
-        return get_agents(settings.agent, settings)
-    except ImportError:
-        return None, None
 
 
 def _finished(session: Any) -> bool:

@@ -315,8 +315,7 @@ def _cache() -> KernelCache:
     # The one place the runtime reads configuration (generated code cannot be handed Settings).
     from ..settings import Settings
     s = Settings.from_env()
-    enabled = s.cache and os.environ.get("STITCH_CACHE", "1") != "0"
-    return KernelCache(s.cache_dir, enabled=enabled)
+    return KernelCache(s.cache_dir, enabled=s.cache)
 
 
 def clear_loaded() -> None:

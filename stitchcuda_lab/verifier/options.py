@@ -1,29 +1,29 @@
-"""What a verification job is told: trials, tolerances, seeds, compile modes, what to profile."""
+"""What a verification job is told: trials, tolerances, seeds, compile modes, what to profile.
+
+``VerifyOptions`` is made from the Settings fields named in ``settings.VERIFIER_KNOBS`` (same
+names, types and defaults, declared once in settings.py), plus ``time`` (whether the job times
+the candidate at all), which is the job's own.
+
+>>> VerifyOptions().trials == Settings().trials
+True
+>>> VerifyOptions.from_settings(Settings(trials=7), time=False).to_dict()["trials"]
+7
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, field, fields, make_dataclass
 from typing import Any
 
+from ..settings import VERIFIER_KNOBS, Settings
 
-@dataclass
-class VerifyOptions:
-    trials: int = 5
-    timing_trials: int = 20
-    warmup: int = 3
-    atol: float | None = None
-    rtol: float | None = None
-    seed: int = 42
-    compile_modes: str = "default"
-    profile: bool = True
-    ncu: bool = False
-    time: bool = True
+
+class _Options:
+    """What every VerifyOptions can do; its fields come from Settings (below)."""
 
     @classmethod
-    def from_settings(cls, settings: Any, **overrides: Any) -> "VerifyOptions":
-        values = {k: getattr(settings, k) for k in ("trials", "timing_trials", "warmup", "atol",
-                                                      "rtol", "seed", "compile_modes", "profile",
-                                                      "ncu")}
+    def from_settings(cls, settings: Any, **overrides: Any) -> Any:
+        values = {k: getattr(settings, k) for k in VERIFIER_KNOBS}
         values.update(overrides)
         return cls(**values)
 
@@ -32,3 +32,14 @@ class VerifyOptions:
 
     def modes(self) -> list[str]:
         return [m.strip() for m in self.compile_modes.split(",") if m.strip()]
+
+
+_KNOBS = {f.name: f for f in fields(Settings) if f.name in VERIFIER_KNOBS}
+VerifyOptions = make_dataclass(
+    "VerifyOptions",
+    [(name, _KNOBS[name].type, field(default=_KNOBS[name].default)) for name in VERIFIER_KNOBS]
+    + [("time", "bool", field(default=True))],
+    bases=(_Options,))
+VerifyOptions.__module__ = __name__      # make_dataclass's module= needs Python 3.12
+VerifyOptions.__doc__ = ("The Verifier knobs of one job: " + ", ".join(VERIFIER_KNOBS)
+                         + " (as in Settings), and time.")

@@ -31,21 +31,21 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import ConfigError, WorkerError
+from ..settings import public_environ
 from ..verdict import Verdict
 from . import channel
 from .options import VerifyOptions
 
 __all__ = ["Worker", "get_worker", "resolve_device", "clean_env", "VerifyOptions"]
 
-_SECRET = re.compile(r"(_API_KEY$|_TOKEN$|SECRET|^ANTHROPIC_|^OPENAI_API|PASSWORD)", re.I)
 START_TIMEOUT = 120.0
 JUDGE_GRACE = 60.0   # the judge stops a candidate at its timeout; the caller waits this longer
 
 
 def clean_env(base: dict[str, str] | None = None, **extra: str) -> dict[str, str]:
-    """The environment for a worker: the caller's, less API keys, tokens and secrets."""
-    env = {k: v for k, v in (os.environ if base is None else base).items()
-           if not _SECRET.search(k)}
+    """The environment for a worker: the caller's, less API keys, tokens and secrets
+    (``settings.looks_secret``)."""
+    env = public_environ(base)
     env.update(extra)
     return env
 

@@ -279,3 +279,55 @@ def test_rubric_imports_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=False)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+# --- grade: what a Session does with every verdict -----------------------------------------
+
+class Judge:
+    def __init__(self, reply=None, error=None):
+        self.reply, self.error, self.seen = reply, error, {}
+
+    def score(self, candidate, verdict, *, problem=None, reference_ops=None):
+        self.seen.update(problem=problem, reference_ops=reference_ops)
+        if self.error is not None:
+            raise self.error
+        return self.reply
+
+
+def test_grade_fills_the_rule_scores_and_the_reward():
+    v = passed()
+    rubric.grade(cand(), v, reference_ops=["aten._softmax.default"])
+    assert v.rubric == rubric.score(cand(), passed(), reference_ops=["aten._softmax.default"])
+    assert v.reward == 3
+
+
+def test_grade_takes_the_judges_scores_when_there_is_one():
+    v, judge = passed(), Judge({"overall": 0.5, "reward": 2})
+    rubric.grade(cand(), v, reference_ops=["aten.mm.default"], reviewer=judge, problem="p")
+    assert v.rubric == {"overall": 0.5, "reward": 2} and v.reward == 2
+    assert judge.seen == {"problem": "p", "reference_ops": ["aten.mm.default"]}
+
+
+def test_a_failing_judge_keeps_the_rule_scores():
+    from stitchcuda_lab.errors import ServiceError
+    v = passed()
+    rubric.grade(cand(), v, reviewer=Judge(error=ServiceError("overloaded")))
+    assert v.rubric["judge_error"] == "overloaded" and v.reward == 3
+
+
+def test_a_bug_in_the_rules_keeps_the_verdict_with_the_error(monkeypatch):
+    def broken(candidate):
+        raise ZeroDivisionError("a rule's bug")
+    monkeypatch.setattr(rubric, "_engineering", broken)
+    v = passed()
+    rubric.grade(cand(), v, reviewer=Judge({"reward": 0}))
+    assert v.rubric == {"error": "ZeroDivisionError: a rule's bug"} and v.reward == 3
+
+
+def test_reference_ops_are_the_graphs_compute_nodes():
+    from types import SimpleNamespace as NS
+    graph = NS(nodes=[NS(op="placeholder", op_class="input", target="x"),
+                      NS(op="call_function", op_class="data_movement", target="aten.view.default"),
+                      NS(op="call_function", op_class="pointwise", target="aten.relu.default")])
+    assert rubric.reference_ops(graph) == ["aten.relu.default"]
+    assert rubric.reference_ops(None) is None

@@ -7,6 +7,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from stitchcuda_lab.jupyter.panel import SessionPanel
+from stitchcuda_lab.session import Session
 
 from .conftest import SOURCE
 from .fakes import FakeSession
@@ -47,6 +48,22 @@ def test_config_values_reach_the_settings(shell):
     shell.run_line_magic("config", "StitchMagics.tensor_cores = False")
     s = _magics(shell).settings()
     assert (s.iters, s.device, s.compile_modes, s.tensor_cores) == (2, "cpu", "", False)
+
+
+def test_every_setting_is_a_config_trait_made_from_its_field(shell):
+    import dataclasses
+
+    from stitchcuda_lab.jupyter.magics import StitchMagics
+    from stitchcuda_lab.settings import Settings
+    traits = StitchMagics.class_traits(config=True)
+    names = [f.name for f in dataclasses.fields(Settings)]
+    assert set(names) <= set(traits)
+    for name in names:
+        assert traits[name].help == Settings.describe(name) and traits[name].default() is None
+    shell.run_line_magic("config", "StitchMagics.rag_top_k = 2")
+    shell.run_line_magic("config", "StitchMagics.atol = 0.001")
+    s = _magics(shell).settings()
+    assert (s.rag_top_k, s.atol, s.trials) == (2, 0.001, Settings().trials)
 
 
 def test_options_override_config(shell):
@@ -164,14 +181,25 @@ def test_auto_run_failure_fails_the_cell(shell, monkeypatch):
         shell.run_cell_magic("stitch", "--auto", SOURCE)
 
 
-def test_a_forward_that_raises_is_a_usage_error_naming_its_line(shell):
+@pytest.fixture
+def real_session(shell, monkeypatch):
+    """The real Session.create behind the magic (the entry sequence that validates and makes
+    the agents); these tests stop before any session exists."""
+    import stitchcuda_lab.session
+    monkeypatch.setattr(stitchcuda_lab.session, "Session", Session)
+    return shell
+
+
+def test_a_forward_that_raises_is_a_usage_error_naming_its_line(real_session):
+    shell = real_session
     bad = SOURCE.replace("return torch.relu(x + 1.0)", "return torch.relu(x @ torch.ones(3, 3))")
     with pytest.raises(UsageError, match=r":7: .*Model.forward raised RuntimeError"):
         shell.run_cell_magic("stitch", "", bad)
 
 
-def test_an_llm_agent_without_its_key_is_a_usage_error_before_any_session(shell, monkeypatch,
-                                                                          settings):
+def test_an_llm_agent_without_its_key_is_a_usage_error_before_any_session(real_session,
+                                                                          monkeypatch, settings):
+    shell = real_session
     pytest.importorskip("anthropic")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(UsageError, match="ANTHROPIC_API_KEY"):

@@ -12,6 +12,7 @@ and ``progress`` (called with streaming progress dicts); the session sets them.
 
 from __future__ import annotations
 
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from .coder import LLMCoder
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from ...problem import Problem
     from ...settings import Settings
 
+_SDKS = {"claude": "anthropic", "openai": "openai"}     # provider -> the LLM extra's SDK
+
 __all__ = ["HybridCoder", "LLMCoder", "LLMPlanner", "LLMReviewer", "ReplayClient",
            "load_exchanges", "make_agents", "make_client", "make_replay_agents",
            "trajectories"]
@@ -36,14 +39,17 @@ __all__ = ["HybridCoder", "LLMCoder", "LLMPlanner", "LLMReviewer", "ReplayClient
 def make_client(provider: str, settings: Settings, *, recorder: Recorder | None = None,
                 progress: Progress | None = None, **kw: Any) -> StructuredClient:
     """A live structured client: ``claude`` or ``openai`` (``kw``: max_retries, http_client)."""
+    from ...errors import ConfigError
+    if provider not in _SDKS:
+        raise ConfigError(f"unknown LLM provider {provider!r}", hint="use claude or openai")
+    if importlib.util.find_spec(_SDKS[provider]) is None:     # the optional extra
+        raise ConfigError(f"the {provider!r} agent needs the LLM extra ({_SDKS[provider]} is "
+                          "not installed)", hint="pip install 'stitchcuda-lab[llm]'")
     if provider == "claude":
         from .client import ClaudeClient
         return ClaudeClient(settings, recorder=recorder, progress=progress, **kw)
-    if provider == "openai":
-        from .openai_client import OpenAIClient
-        return OpenAIClient(settings, recorder=recorder, progress=progress, **kw)
-    from ...errors import ConfigError
-    raise ConfigError(f"unknown LLM provider {provider!r}", hint="use claude or openai")
+    from .openai_client import OpenAIClient
+    return OpenAIClient(settings, recorder=recorder, progress=progress, **kw)
 
 
 def make_agents(name: str, settings: Settings, *, client: StructuredClient | None = None,

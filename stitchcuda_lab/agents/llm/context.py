@@ -74,11 +74,8 @@ def retrieve(knowledge: Any, query: str, k: int) -> list[dict[str, Any]]:
 
 
 def default_knowledge() -> Any:
-    """The project's knowledge base, or None when agents/rag.py is unavailable."""
-    try:
-        from ..rag import KnowledgeBase
-    except ImportError:
-        return None
+    """The project's knowledge base (agents/rag.py)."""
+    from ..rag import KnowledgeBase
     return KnowledgeBase.load()
 
 
