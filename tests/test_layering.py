@@ -202,13 +202,13 @@ def test_the_jupyter_import_check_can_fail():
 # ---------------------------------------------------------------- the environment
 
 STITCH_NAME = re.compile(r"STITCH_[A-Z0-9_]*")
-# verifier/worker.py belongs to the Verifier rewrite: it still hands STITCH_CACHE_DIR and
-# STITCH_CACHE to its child and reads STITCH_WORKER_MEMORY there.
+# verifier/worker.py hands the judge its cache folder and memory cap (STITCH_CACHE_DIR,
+# STITCH_CACHE, STITCH_WORKER_MEMORY): the judge's runtime reads them through Settings.from_env.
 NAMES_STITCH_VARIABLES = {"settings.py", "verifier/worker.py"}
 # Modules that read os.environ for variables that are not knobs: toolchains (CC, CUDA_HOME),
 # a child's environment, Ray's address, whether an API key is present (never its value).
 READS_ENVIRON = {"settings.py", "runtime/build.py", "bench.py", "doctor.py",
-                 "verifier/worker.py", "verifier/ncu.py"}
+                 "verifier/worker.py", "verifier/pool.py", "verifier/ncu.py"}
 
 
 def _stitch_names(path: Path, text: str | None = None) -> list[int]:
