@@ -216,53 +216,93 @@ def main(xml_path: str, command: str) -> None:
 TEMPLATE_HEAD = """# Reliability and anti-hacking
 
 A kernel optimiser that reports false speedups or loses a person's work is worse than none.
-This page lists every hacking pattern and fault the test suite throws at stitchcuda-lab, the
-test that does it and what that test asserts. It is generated from a real run:
+Every number the project reports, every reward it exports and everything the LLM agents learn
+from stands on the verdict, so the Verifier treats candidate code as an adversary.
+
+## Threat model
+
+A candidate is any Python file with a `ModelNew` (written by an agent, a person, or someone
+trying to get a false verdict). It may run arbitrary code at import, in `__init__` and in
+`forward`: monkey-patch torch, walk `gc` for tensors, read files, start threads and processes,
+send signals, write to any file descriptor it can find, load C libraries, call CUDA directly.
+It wants a verdict it has not earned (pass, a speedup), to change another candidate's verdict,
+or to outlive its job.
+
+## What the design guarantees, and how
+
+- **The reference cannot be touched.** The reference model, its inputs, its outputs, the seeds,
+  the baselines and the kernel cache's secret live in the judge, a process that never imports
+  candidate code (`verifier/verify.py`). A candidate runs in a sandbox process of its own
+  (`verifier/sandbox.py`), started ahead as a spare and destroyed after its one job
+  (`verifier/pool.py`); its outputs come back as bytes and are compared in the judge.
+- **Nothing survives a job.** Every process of the candidate's user (or session) is killed and
+  every file it left in the temporary folders removed; the next candidate gets a new process. No
+  verdict can be changed by an earlier candidate in the same session, pool or cache.
+- **Separation by user.** When the Verifier runs as root, each candidate runs under a fresh uid
+  with no supplementary groups and `no_new_privs`; where Python lives under a folder others may
+  not enter (`/root`), the sandbox gets a mount namespace in which that folder shows only what
+  Python needs. It can then signal, trace or write no other process or file, and cannot read the
+  cache's secret. Without root it runs as the caller's user in a session of its own (see Limits).
+- **Secret seeds, every timed call checked.** Seeds come from the OS in the judge and reach the
+  sandbox only with the call that uses them; both sides draw `get_inputs()` from them
+  (`verifier/exchange.py`), so nothing can be tabulated ahead. Every timed call gets inputs of its
+  own; after each round of timed calls the judge picks, only then, a call whose output it checks
+  (`timed_output_mismatch`).
+- **Clocks outside the candidate.** Before the candidate is loaded, the judge times the sandbox's
+  own call path on the reference; the judge's clock around each of the candidate's timed calls
+  may exceed the sandbox's timer by no more than that (plus a stated slack), and the device time
+  in the profiler's trace of a checked call may not exceed the timed median by more than 1.5x
+  (`patched_timer`). Eager and torch.compile are timed by the same protocol in the judge, whose
+  threads and precision switches no candidate can touch.
+- **Fallback detection from a process-wide trace.** One checked call, chosen at random, runs under
+  torch.profiler (aten ops of every thread, kernels of every stream). Replaced compute done by
+  PyTorch or Inductor (`pytorch_fallback`), device-to-host copies in the forward
+  (`device_to_host`) and a trace without any of the candidate's own launches
+  (`untraced_compute`) are rejections. `KEPT_OPS` may name library ops (GEMM, convolution,
+  attention) only.
+- **Tolerance per dtype and per scale** (`verifier/compare.py`): fp32 1e-4, fp16/bf16 1e-2,
+  float64 1e-7, integers exact; each output must also be within rtol of the reference in relative
+  norm, so a low-precision computation cannot hide under atol. The verdict states the tolerance
+  and why; a mismatch says where (first indices, rows affected).
+- **The kernel cache cannot be poisoned.** Builds are done by the judge (the sandbox asks for
+  them), through a cache whose entries carry an HMAC under a secret only the judge reads; a
+  planted entry, with a matching hash file or not, is never loaded. Kernel sources may include
+  only plainly named system headers and take flags from an allowlist; `cc` runs as the
+  candidate's user.
+
+## The run behind the tables
 
 ```
 {command}
 ```
 
 That run: {passed} passed, {failed} failed, {skipped} skipped (GPU tests skip on a machine
-without CUDA; run them with `pytest -m gpu tests/adversarial` on a GPU machine).
+without CUDA; the CUDA rows were run on an H200 with `pytest -m gpu --ignore=tests/jupyter tests`).
 {hacks} hacking patterns ({cpu} on CPU, {gpu} on CUDA) and {legit} legitimate candidates.
 """
 
 TEMPLATE_TAIL = """
-## Fixes these tests forced
+## Remaining limits
 
-- `numerics_flags`: a candidate that switched the process to TF32 when imported passed, since
-  the reference then computed in TF32 as well. The Verifier now records the global precision
-  switches once the problem is loaded, rejects any change the candidate makes, and restores
-  them for the next job.
-
-- `tensor_subclass`: a lazy `torch.Tensor` subclass passed (its work ran inside the comparison,
-  outside the timer and the op trace). Outputs must be plain tensors.
-- `hardcoded_output`, `cached_output`: a lookup table for the recorded seeds, and a cache that
-  starts after the correctness trials, both passed. One held-out call after timing, on a seed
-  nobody can know in advance, now catches them.
-- `background_thread`: a native pthread filling outputs after return was named only on the
-  first trial (later trials read as `constant_output`). Every trial's outputs are compared with
-  their snapshots again after the trials.
-- `patched_verifier`: replacing `verify.compare`, `torch.isnan` or `Tensor.__gt__` passed and left
-  the worker patched for the next job. They are watched like the timers; the worker is replaced.
-- `protocol_tampering`: a forged reply written into the worker's pipe passed and shifted every
-  later verdict by one job. Each job carries a nonce its reply must echo.
-- Memory: after `out_of_memory` the worker is replaced (a leak made the next good candidate fail);
-  inputs too large for the worker say so in GiB with the limit.
-- Store and cache: a full disk raised bare `OSError`s and a cut event line swallowed the next
-  event; both are `StoreError`s with a hint now, and the cut line is truncated away.
-- A problem that times out while validating names its file.
-
-## Limits (what these checks do not promise)
-
-- Candidate code runs inside the worker process, next to the Verifier. The checks above make the
-  known ways of cheating visible; a candidate written to defeat this particular Verifier from the
-  inside (walking stack frames for the nonce, rewriting memory through ctypes) can still win.
-  What protects the caller is the process boundary: a clean environment without keys, a memory
-  limit, a timeout, a fresh worker after anything suspicious.
-- Memoisation by input identity (same tensor, same version: return the last answer) is not
-  detected: the timed calls reuse one set of inputs, as KernelBench's do.
+- **Without root** candidates run as the caller's user. They cannot touch the judge's memory
+  (`PR_SET_DUMPABLE` 0) and their processes and files are cleaned up, but they could signal
+  other processes of that user, write files that user may write (the package itself, if it is
+  writable) and read the kernel cache's secret. Run the Verifier as root (as CI and the GPU
+  machines do) for the full separation.
+- **The trace is taken inside the candidate's process.** A candidate that notices the profiler
+  and computes differently while it runs, or rewrites the profiler's output, can hide a
+  PyTorch fallback from `pytorch_fallback`. Its outputs are still checked and its times still
+  bounded by the judge's clock, so its speed is real; only "which code computed it" can be
+  misattributed.
+- **The CPU clock bound is coarse.** Waking a process on a busy 2-core machine takes
+  milliseconds, so on the CPU the judge's clock may exceed the candidate's timer by 2 ms or 100%
+  of the reported time before it is `patched_timer` (on CUDA: 0.05 ms or 50%, plus a quarter of
+  the calibrated path). On the CPU the L2 flush comes before the inputs are drawn (the flush takes
+  tens of milliseconds and varies with load), so inputs are warm there, for every contender alike.
+- **numpy, scipy or hand-written C doing replaced work on the CPU** are not in the profiler's
+  trace: such a candidate passes as "own code". On CUDA all device work is in the trace.
+- **load_inline candidates** build in their sandbox (a candidate's process writes nothing another
+  reads), so each verdict rebuilds them; NVRTC and C kernels come from the judge's cache.
 - The CUDA rows run only on a GPU machine; the CPU rows run in CI.
 """
 
