@@ -1,0 +1,73 @@
+"""What crosses from a candidate's sandbox to the judge: output bytes, read defensively."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from stitchcuda_lab.verifier import channel
+from stitchcuda_lab.verifier.exchange import draw, read_output, write_outputs
+
+
+class _Problem:
+    @staticmethod
+    def get_inputs():
+        return [torch.randn(4, 5), torch.randint(0, 9, (3,)), 7]
+
+
+def test_both_sides_draw_the_same_inputs_from_a_seed_and_other_inputs_from_another():
+    a, b, c = (draw(_Problem, "cpu", s) for s in (123, 123, 124))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) and a[2] == b[2] == 7
+    assert not torch.equal(a[0], c[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16,
+                                   torch.int64, torch.bool])
+def test_outputs_round_trip_bitwise(tmp_path, dtype):
+    t = (torch.randn(3, 4) * 5).to(dtype)
+    (entry,) = write_outputs([t.t()], tmp_path, "x")          # non-contiguous on purpose
+    back = read_output(entry, t.t())
+    assert back.dtype == dtype and back.shape == t.t().shape and torch.equal(back, t.t())
+
+
+def test_shape_and_dtype_are_checked_before_any_byte_is_read(tmp_path):
+    (entry,) = write_outputs([torch.zeros(2, 3)], tmp_path, "x")
+    assert read_output(entry, torch.zeros(3, 2)).startswith("shape_mismatch")
+    assert read_output(entry, torch.zeros(2, 3, dtype=torch.float64)).startswith(
+        "dtype_mismatch")
+
+
+def test_a_link_a_short_file_or_an_odd_path_is_refused(tmp_path):
+    like = torch.zeros(4)
+    (entry,) = write_outputs([like], tmp_path, "x")
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"\0" * 16)
+    link = tmp_path / "link.bin"
+    os.symlink(secret, link)
+    assert read_output(dict(entry, path=str(link)), like).startswith("protocol")
+    short = tmp_path / "short.bin"
+    short.write_bytes(b"\0" * 8)
+    assert read_output(dict(entry, path=str(short)), like).startswith("protocol")
+    assert read_output(dict(entry, path="/tmp/a b;rm.bin"), like).startswith("protocol")
+    assert read_output({"shape": [4]}, like).startswith("protocol")
+    fifo = tmp_path / "fifo.bin"
+    os.mkfifo(fifo)
+    assert read_output(dict(entry, path=str(fifo)), like).startswith("protocol")  # no hang
+
+
+def test_frames_that_are_not_messages_are_protocol_errors():
+    r, w = os.pipe()
+    try:
+        os.write(w, (channel.MAX_MESSAGE + 1).to_bytes(8, "little"))
+        with pytest.raises(channel.ProtocolError):
+            channel.recv(r, 5)
+        os.write(w, (2).to_bytes(8, "little") + b"[]")
+        with pytest.raises(channel.ProtocolError):
+            channel.recv(r, 5)
+        channel.send(w, {"ok": 1})
+        assert channel.recv(r, 5) == {"ok": 1}
+    finally:
+        os.close(r)
+        os.close(w)
