@@ -301,9 +301,15 @@ class Session(Shown):
         return NextIteration()
 
     def _reference(self) -> tuple[Candidate | None, Verdict | None]:
-        """What a refine iteration builds on: the best so far, else the last verdict's one."""
+        """What a refine iteration builds on: the person's edit when the last verdict passed
+        one (what they approved), else the best so far, else the last verdict's candidate."""
         if self.state.iteration == 0:
             return None, None
+        last = self.state.last_verdict()
+        if last is not None and last.status == "pass":
+            cand = self.state.candidates.get(last.candidate_id)
+            if cand is not None and cand.origin == "user":
+                return cand, last
         best = self.state.best_pair()
         if best:
             return best
