@@ -230,8 +230,9 @@ class Session(Shown):
                            iteration=it, previous=previous, feedback=feedback)
         cands = [c for c in cands or [] if c.id not in self.state.verdicts]   # nothing twice
         if not cands:
-            why = ("the coder has no candidate for this plan" if it == 0
-                   else f"the coder has no further variant to try after iteration {it - 1}")
+            why = getattr(coder, "why_empty", "") or (
+                "the coder has no candidate for this plan" if it == 0
+                else f"the coder has no further variant to try after iteration {it - 1}")
             self.post(Finished(why))
             return
         self.post(CandidatesProposed(list(cands)))
