@@ -211,6 +211,8 @@ class Session(Shown):
             if not isinstance(e, KeyboardInterrupt):
                 self.record("error", {"type": type(e).__name__, "message": str(e)})
             raise
+        if self.state.finished:
+            self._progress(f"{self.state.phase}: {self.state.message}", 1.0)
         self._checkpoint()
         return self.state
 
@@ -241,6 +243,13 @@ class Session(Shown):
         worker = self._get_worker()
         options = self._verify_options()
         todo = list(self.state.approved)
+        if self.settings.compile_modes and not any(r.kind == "baseline"
+                                                   for r in self.log.records()):
+            # torch.compile baselines compile for up to a minute: time them once, saying so
+            timings = self.baseline()
+            self._progress("reference timed: " + ", ".join(
+                f"{k} {v:.3g} ms" for k, v in timings.items() if not k.endswith("_wall")),
+                self._fraction(0.3))
         for i, cid in enumerate(todo):
             cand = self.state.candidates[cid]
             self._progress(f"iteration {self.state.iteration}: verifying {cid} "
@@ -251,7 +260,8 @@ class Session(Shown):
             verdict.candidate_id = cid
             self._score(cand, verdict)
             self.post(VerdictReady(cid, verdict))
-            self._progress(f"{cid}: {verdict.summary()}", None)
+            self._progress(f"{cid}: {verdict.summary()}",
+                           self._fraction(0.3 + 0.7 * (i + 1) / len(todo)))
 
     def _score(self, cand: Candidate, verdict: Verdict) -> None:
         """Fill the verdict's rubric scores and reward tier (rules over the Verifier's facts)."""
@@ -354,7 +364,10 @@ class Session(Shown):
             if r.kind == "baseline":
                 return dict(r.payload.get("timings") or {})
         worker = self._get_worker()
-        self._progress("timing the eager baseline", None)
+        modes = self.settings.compile_modes
+        self._progress("timing the reference once: eager" + (
+            f" and torch.compile ({modes}; compiling can take a minute)" if modes else ""),
+            self._fraction(0.25) if self.state.iteration == 0 else None)
         kw = {"options": self._verify_options()} if self._verify_options() is not None else {}
         timings = dict(worker.baseline(self.problem.source, **kw))
         if not self.readonly:

@@ -262,3 +262,57 @@ def test_the_verdict_says_its_status_once(panel):
     v = panel.session.state.last_verdict()
     for markup in (panel.verdict_html.value, v._repr_html_()):
         assert _plain(markup).split().count("pass") == 1, _plain(markup)
+
+
+def test_the_panel_says_what_to_do_next_at_every_stop(panel):
+    assert "Approve plan" in panel.next_step.value
+    _approve_plan(panel)
+    assert "Approve" in panel.next_step.value and panel.selected().id in panel.next_step.value
+    panel.kernel_approve.click()
+    assert "Run next iteration" in panel.next_step.value
+    panel.stop_button.click()
+    assert "Stop and export" in panel.next_step.value or "Load finished model" in \
+        panel.next_step.value
+
+
+def test_the_panel_says_which_candidate_is_best_and_why(panel):
+    _approve_plan(panel)
+    panel.kernel_approve.click()
+    first = panel.selected()
+    panel.edit_kernel("fused_0", first.kernels[0].code.replace("+ 1.0f", "+ 2.0f /* BUG */"))
+    panel.kernel_approve.click()
+    text = panel.text()
+    assert f"Best: {first.id}" in text and "1.50x vs eager" in text
+    assert "the only candidate that passed" in text and "1 incorrect" in text
+
+
+def test_a_finished_session_says_why_it_stopped(fake_session):
+    fake_session.advance(auto=True)
+    p = SessionPanel(fake_session, threaded=False)
+    assert "Session done: iterations done." in p.text()
+    assert "the fastest of 3 passing candidates" in p.text()
+
+
+def test_an_error_is_cleared_when_the_next_step_succeeds(panel):
+    panel.regenerate()                       # refused: no candidates yet
+    assert panel.error
+    _approve_plan(panel)
+    assert panel.error == "" and panel.error_box.layout.display == "none"
+
+
+def test_each_step_ends_at_100_percent_with_what_happened(panel):
+    _approve_plan(panel)
+    assert panel.progress.value == 100 and panel.progress.bar_style == "success"
+    assert panel.progress_label.value.endswith(": done")
+    panel.regenerate()
+    panel.regenerate()
+    panel.session.post(loop.Stop("test"))
+    panel.regenerate()                       # refused by the loop: the bar says it failed
+    assert panel.progress.bar_style == "danger" and "failed" in panel.progress_label.value
+
+
+def test_a_click_while_a_step_runs_is_a_note_not_an_error(panel):
+    panel._busy, panel._step = True, "Verifying abc"
+    panel.next_button.click()
+    assert "still running" in panel.note and panel.error == ""
+    panel._busy = False
