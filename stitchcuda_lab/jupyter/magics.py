@@ -282,6 +282,28 @@ class StitchMagics(Magics):
         self._refresh(session)
         print(session.state)
 
+    @magic_arguments()
+    @argument("id", nargs="?", default=None, help="session id (default: the last one)")
+    @line_magic
+    def stitch_close(self, line: str) -> Any:
+        """Give a session up in this kernel (what a kernel restart does): its lock is released,
+        its panels stop posting, its folder stays; ``%stitch_open ID`` carries it on later."""
+        args = self._parse(self.stitch_close, line)
+        sid = args.id or self.last
+        if sid is None or sid not in self.sessions:
+            raise UsageError(f"no open stitch session {sid or ''} in this kernel"
+                             + (f"; open ones: {', '.join(self.sessions)}" if self.sessions
+                                else ""))
+        session = self.sessions.pop(sid)
+        panel = self.panels.pop(sid, None)
+        if panel is not None:
+            panel.wait()
+            panel.detach(f"closed in this kernel: %stitch_open {sid} reopens it")
+        session.close()
+        if self.last == sid:
+            self.last = next(reversed(self.sessions), None)
+        print(f"closed session {sid}; %stitch_open {sid} reopens it where it stopped")
+
     # ---- helpers --------------------------------------------------------------------------
 
     def _parse(self, fn: Any, line: str) -> Any:

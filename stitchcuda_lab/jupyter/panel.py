@@ -66,6 +66,7 @@ class SessionPanel:
         self._drawn: tuple | None = None           # what the Kernels tab shows now
         self._selected: str | None = None          # candidate id shown in Kernels/Profile
         self._follow_latest = True
+        self._detached = ""                        # why this panel no longer drives the session
 
         # header: title, what next, progress, notices and errors, best / why it stopped
         self.title = W.HTML()
@@ -214,9 +215,12 @@ class SessionPanel:
     def _refresh_summary(self) -> None:
         s = self.session
         self.summary.value = summary_html(s)
-        self.next_step.value = (f"<div class='stitch-next'>▶ {next_step_html(self)}</div>")
+        if not self._detached:
+            self.next_step.value = f"<div class='stitch-next'>▶ {next_step_html(self)}</div>"
 
     def _update_buttons(self) -> None:
+        if self._detached:
+            return
         busy, s = self.busy, self.session
         ph = bridge.phase(s)
         done = bridge.is_done(s)
@@ -591,6 +595,13 @@ class SessionPanel:
         return ("To use it in code, keep the session in a variable: <code>%stitch_open "
                 f"{sid} -o s</code>, then <code>s.model()</code>.")
 
+    def detach(self, why: str) -> None:
+        """Stop driving the session (it was closed here): every button off, the reason shown."""
+        self._detached = why
+        for b in self._buttons:
+            b.disabled = True
+        self.next_step.value = f"<div class='stitch-next'>⏸ This panel is {html.escape(why)}.</div>"
+
     def advance(self) -> None:
         """Let the Session run until it needs a person (in the background)."""
         self._run("Working", lambda: None)
@@ -599,6 +610,9 @@ class SessionPanel:
         """Do ``action`` (post an event), then let the Session advance, in the background
         unless ``threaded`` is off. Errors go to the error box; ``last_exception`` keeps the
         last one so a caller running inline can re-raise it."""
+        if self._detached:
+            self._notify(f"This panel is {self._detached}.")
+            return
         if self.busy:
             self._notify(f"“{self._step}” is still running; wait for it to finish.")
             return

@@ -212,3 +212,15 @@ def test_approve_waits_for_a_step_the_panel_is_running(shell):
     panel.plan_approve.click()                     # threaded: returns while it works
     shell.run_line_magic("stitch_approve", "")     # waits, then approves the candidate
     assert not panel.busy and s.state.phase == "verified" and not panel.error
+
+
+def test_stitch_close_lets_the_session_go_and_its_panel_stops_posting(shell, capsys):
+    shell.run_cell_magic("stitch", "-o s --panel p", SOURCE)
+    s, p = shell.user_ns["s"], shell.user_ns.pop("p")
+    shell.run_line_magic("stitch_close", "")
+    assert s.id not in _magics(shell).sessions and "reopens it" in capsys.readouterr().out
+    assert p.plan_approve.disabled and "closed in this kernel" in p.next_step.value
+    p.approve_plan()
+    assert s.state.phase == "planned" and "closed in this kernel" in p.note
+    with pytest.raises(UsageError, match="no open stitch session"):
+        shell.run_line_magic("stitch_close", s.id)
