@@ -312,15 +312,17 @@ class Session(Shown):
         return NextIteration()
 
     def _reference(self) -> tuple[Candidate | None, Verdict | None]:
-        """What a refine iteration builds on: the person's edit when the last verdict passed
-        one (what they approved), else the best so far, else the last verdict's candidate."""
+        """What a refine iteration builds on: the person's newest passing edit when their
+        edits are what was verified last (what they approved), else the best so far, else the
+        last verdict's candidate."""
         if self.state.iteration == 0:
             return None, None
-        last = self.state.last_verdict()
-        if last is not None and last.status == "pass":
-            cand = self.state.candidates.get(last.candidate_id)
-            if cand is not None and cand.origin == "user":
-                return cand, last
+        for cid, v in reversed(list(self.state.verdicts.items())):
+            cand = self.state.candidates.get(cid)
+            if cand is None or cand.origin != "user":
+                break
+            if v.status == "pass":
+                return cand, v
         best = self.state.best_pair()
         if best:
             return best

@@ -161,6 +161,8 @@ def next_iteration(session: Any) -> Any:
     from .. import loop
     if phase(session) in ("coded", "candidate_approved"):
         return approve_pending(session)
+    if phase(session) in ("new", "plan_approved", "refining"):
+        return session.state       # work left over (a restart, an error): the advance does it
     session.post(loop.NextIteration())
     session.advance()                  # the Coder's next round; stops for approval
     if phase(session) == "coded":

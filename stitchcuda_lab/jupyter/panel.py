@@ -232,7 +232,8 @@ class SessionPanel:
         self.kernel_approve.description = "Approve edit" if edits else "Approve"
         self.kernel_discard.disabled = busy or not edits
         self.kernel_regen.disabled = busy or ph not in ("coded", "verified")
-        self.next_button.disabled = busy or ph not in ("coded", "verified")
+        self.next_button.disabled = busy or ph not in ("coded", "verified", "plan_approved",
+                                                       "refining", "candidate_approved")
         self.stop_button.disabled = busy
         self.model_button.disabled = busy or _best(s) is None
         self._refresh_draft_note(sel, edits)
@@ -851,7 +852,7 @@ def summary_html(session: Any) -> str:
     ph = bridge.phase(session)
     if ph in ("done", "stopped"):
         why = bridge.message(session) or ("stopped by you" if ph == "stopped" else "finished")
-        parts.append(f"<b>Session {html.escape(ph)}:</b> {html.escape(why)}.")
+        parts.append(f"<b>Session {html.escape(ph)}:</b> {html.escape(why.rstrip('.'))}.")
     if best is not None:
         c, v = best
         passing = [x for x in vs.values() if x.status == "pass"]
@@ -901,9 +902,12 @@ def next_step_html(panel: SessionPanel) -> str:
         return ("Next: <b>Run next iteration</b> lets the Coder refine from the verdicts; or "
                 "edit a kernel in <b>Kernels</b> and <b>Approve edit</b>; or <b>Stop and "
                 "export</b>.")
-    if needs in ("plan", "code", "verify"):
-        return ("The session has work to do (" + html.escape(needs) + "): press <b>Run next "
-                "iteration</b>, or run <code>%stitch_approve</code>.")
+    if ph == "new":
+        return "The Planner runs first: its plan appears in <b>Plan</b>."
+    if needs in ("code", "verify"):
+        doing = {"code": "writing candidates", "verify": "verifying"}[needs]
+        return (f"The session stopped while {doing} (a restart or an error): <b>Run next "
+                "iteration</b> carries on from there.")
     return "Nothing to do."
 
 

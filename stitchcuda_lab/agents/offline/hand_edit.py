@@ -103,7 +103,7 @@ def refine_hand_edit(coder: Any, problem: Problem, graph: Graph, plan: Plan, edi
                                 parent=edit.id, variant=label)
             theirs = {k.name: k for k in v.kernels}
             if set(theirs) != set(ours):
-                dropped.append(f"{label} (it changes which kernels there are)")
+                dropped.append(f"{label} (it would drop your kernel)")
                 continue
             kernels, clash = [], []
             for name, k in ours.items():
@@ -134,9 +134,11 @@ def refine_hand_edit(coder: Any, problem: Problem, graph: Graph, plan: Plan, edi
     if not seen:
         return [], (f"the offline coder has nothing to vary around the hand edit {edit.id}: "
                     "the plan leaves it no launch or template parameter")
+    clash = any("changes what you edited" in d for d in dropped)
     return [], (f"the offline coder cannot refine the hand edit {edit.id} without undoing it: "
-                "every variant it knows changes lines you edited — " + "; ".join(dropped[:4])
-                + ". Your edit stays a verified version of this session.")
+                + ("every variant it knows changes lines you edited: " if clash else
+                   "it has no variant that keeps your kernel here: ")
+                + "; ".join(dropped[:4]) + "; your edit stays a verified version of the session")
 
 
 def _ranges(lines: list[int]) -> str:
