@@ -243,8 +243,8 @@ class Session(Shown):
         worker = self._get_worker()
         options = self._verify_options()
         todo = list(self.state.approved)
-        if self.settings.compile_modes and not any(r.kind == "baseline"
-                                                   for r in self.log.records()):
+        if self.settings.compile_modes and hasattr(worker, "baseline") and not any(
+                r.kind == "baseline" for r in self.log.records()):
             # torch.compile baselines compile for up to a minute: time them once, saying so
             timings = self.baseline()
             self._progress("reference timed: " + ", ".join(
