@@ -44,7 +44,8 @@ def _editor_class() -> type:
         show_diff = T.Bool(False).tag(sync=True)
         diagnostics = T.List(T.Dict()).tag(sync=True)
         read_only = T.Bool(False).tag(sync=True)
-        height = T.Unicode("260px").tag(sync=True)
+        height = T.Unicode("420px").tag(sync=True)
+        focus_line = T.Int(0).tag(sync=True)
 
     return CodeEditor
 
@@ -61,10 +62,11 @@ def code_editor_class() -> type:
 
 def make_editor(code: str, *, lang: str = "c", original: str | None = None,
                 diagnostics: list[dict] | None = None, read_only: bool = False,
-                height: str = "260px", kind: str = "auto") -> W.DOMWidget:
+                height: str = "420px", focus_line: int = 0, kind: str = "auto") -> W.DOMWidget:
     """An editor over ``code``: CodeMirror when it can be had (``kind`` auto or codemirror),
     else a textarea. Both have ``value``; the CodeMirror one also ``diagnostics`` (dicts with
-    1-based ``line``/``col``, ``severity``, ``message``), ``original`` and ``show_diff``."""
+    1-based ``line``/``col``, ``severity``, ``message``), ``original``, ``show_diff`` and
+    ``focus_line`` (scrolled to the top when drawn). ``height`` is the most it grows to."""
     if kind not in KINDS:
         from ..errors import UsageError
         raise UsageError(f"editor {kind!r} is not an editor kind",
@@ -73,7 +75,8 @@ def make_editor(code: str, *, lang: str = "c", original: str | None = None,
         cls = code_editor_class()
         ed = cls(value=code, lang=lang, original=original or "",
                  show_diff=bool(original) and original != code,
-                 diagnostics=list(diagnostics or []), read_only=read_only, height=height)
+                 diagnostics=list(diagnostics or []), read_only=read_only, height=height,
+                 focus_line=focus_line)
         ed.add_class("stitch-code")
         return ed
     if kind == "codemirror":
@@ -81,7 +84,7 @@ def make_editor(code: str, *, lang: str = "c", original: str | None = None,
         raise UsageError("the CodeMirror editor needs anywidget",
                          hint="pip install 'stitchcuda-lab[notebook]' (it brings anywidget)")
     ed = W.Textarea(value=code, disabled=read_only,
-                    layout=W.Layout(width="100%", height=height))
+                    layout=W.Layout(width="100%", height="auto" if height == "auto" else "260px"))
     ed.add_class("stitch-code")
     return ed
 

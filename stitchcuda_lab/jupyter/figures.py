@@ -148,13 +148,13 @@ def timeline_figure(profile: Mapping[str, Any] | None, *, timings: Mapping[str, 
     fig.update_layout(
         title={"text": title + (f"<br><sup>{sub}</sup>" if sub else "")},
         barmode="overlay", bargap=0.25,
-        height=max(240, 80 + 34 * len(lanes)),
-        margin={"l": 10, "r": 10, "t": 60, "b": 40},
+        height=max(260, 130 + 34 * len(lanes)),
+        margin={"l": 10, "r": 10, "t": 110, "b": 40},
         xaxis={"type": "linear", "title": {"text": "time since the side's first event (µs)"},
                "rangemode": "tozero"},
         yaxis={"type": "category", "categoryorder": "array",
                "categoryarray": list(reversed(lanes)), "automargin": True},
-        legend={"orientation": "h", "y": -0.2},
+        legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "xanchor": "left"},
     )
     return fig
 
@@ -572,29 +572,49 @@ def ncu_figure(ncu: Mapping[str, Any] | None, *, title: str = "Nsight Compute th
 
 def history_figure(points: list[Mapping[str, Any]], *, title: str = "Speedup per iteration"
                    ) -> go.Figure:
-    """Best speedup per iteration; ``points`` are ``{iteration, speedup_vs_eager,
-    speedup_vs_compile, status, candidate_id}``. Failed candidates show as 0."""
+    """Every verified candidate as a dot at its iteration (your edits as diamonds, failures
+    as crosses on the axis) and the best passing speedup so far as a line. ``points`` are
+    ``{iteration, speedup_vs_eager, speedup_vs_compile, status, candidate_id, origin}``."""
     fig = go.Figure()
     its = [p.get("iteration", i) for i, p in enumerate(points)]
     for key, label, color in (("speedup_vs_eager", "vs eager", "#2f6fdf"),
                               ("speedup_vs_compile", "vs torch.compile", "#e08a1e")):
-        ys = [p.get(key) for p in points]
-        if all(y is None for y in ys):
+        ok = [(it, p) for it, p in zip(its, points) if p.get(key) is not None]
+        if not ok:
             continue
         fig.add_trace(go.Scatter(
-            x=its, y=[y if y is not None else None for y in ys], mode="lines+markers",
-            name=label, line={"color": color},
-            customdata=[[p.get("candidate_id", ""), p.get("status", "")] for p in points],
-            hovertemplate="iteration %{x}: %{y:.2f}x<br>%{customdata[0]} %{customdata[1]}"
+            x=[it for it, _ in ok], y=[p[key] for _, p in ok], mode="markers", name=label,
+            legendgroup=label, marker={"color": color, "size": 9, "symbol": [
+                "diamond" if p.get("origin") == "user" else "circle" for _, p in ok]},
+            customdata=[[p.get("candidate_id", ""), p.get("origin", "")] for _, p in ok],
+            hovertemplate="iteration %{x}: %{y:.2f}x<br>%{customdata[0]} (%{customdata[1]})"
                           "<extra>" + label + "</extra>"))
+        best: dict[int, float] = {}
+        for it, p in ok:
+            best[it] = max(best.get(it, 0.0), p[key])
+        xs, ys, run = [], [], 0.0
+        for it in sorted(best):
+            run = max(run, best[it])
+            xs.append(it)
+            ys.append(run)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"best so far {label}",
+                                 legendgroup=label, line={"color": color, "shape": "hv"},
+                                 hoverinfo="skip"))
+    failed = [(it, p) for it, p in zip(its, points) if p.get("status") not in (None, "pass")]
+    if failed:
+        fig.add_trace(go.Scatter(
+            x=[it for it, _ in failed], y=[0.0] * len(failed), mode="markers", name="failed",
+            marker={"color": "#cf222e", "symbol": "x", "size": 9},
+            customdata=[[p.get("candidate_id", ""), p.get("status", "")] for _, p in failed],
+            hovertemplate="iteration %{x}: %{customdata[0]} %{customdata[1]}<extra></extra>"))
     fig.add_hline(y=1.0, line_dash="dot", line_color="#9aa0a6")
     if not points:
         fig.add_annotation(text="no verified candidates yet", showarrow=False,
                            xref="paper", yref="paper", x=0.5, y=0.5)
-    fig.update_layout(title=title, height=280, margin={"l": 10, "r": 10, "t": 40, "b": 40},
+    fig.update_layout(title=title, height=300, margin={"l": 10, "r": 10, "t": 40, "b": 40},
                       xaxis={"type": "linear", "title": {"text": "iteration"}, "dtick": 1,
                              "range": [-0.25, max([1, *its]) + 0.25]},
-                      yaxis={"type": "linear", "title": {"text": "speedup (x)"},
+                      yaxis={"type": "linear", "title": {"text": "speedup (x, 1 = eager)"},
                              "rangemode": "tozero"})
     return fig
 

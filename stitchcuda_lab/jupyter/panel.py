@@ -352,9 +352,11 @@ class SessionPanel:
         items: list[W.Widget] = [W.HTML(head)]
         for k in c.kernels:
             mine = [d.to_dict() for d in diags if d.kernel == k.name]
-            ed = make_editor(drafts.get(k.name, k.code), lang="json" if k.lang == "json" else
-                             k.lang, original=prev_code.get(k.name), diagnostics=mine,
-                             read_only=done, kind=self.editor_kind)
+            text = drafts.get(k.name, k.code)
+            ed = make_editor(text, lang=k.lang, original=prev_code.get(k.name), diagnostics=mine,
+                             read_only=done, kind=self.editor_kind,
+                             focus_line=_focus_line(text, k, mine))
+            ed.add_class("stitch-kernel-editor")
             ed.observe(lambda ch, c_id=c.id, name=k.name: self._on_typed(c_id, name, ch["new"]),
                        names="value")
             self._editors[k.name] = ed
@@ -862,7 +864,8 @@ def summary_html(session: Any) -> str:
             sp += f", {v.speedup_vs_compile:.2f}x vs torch.compile"
         why = ("the only candidate that passed" if len(passing) == 1 else
                f"the fastest of {len(passing)} passing candidates")
-        origin = "your edit" if c.origin == "user" else f"{c.origin}, iteration {c.iteration}"
+        origin = ("your edit" if c.origin == "user" else f"{c.origin}, iteration {c.iteration}"
+                  + (", a variant of your edit" if c.params.get("hand_edit") else ""))
         slower = (" It is not faster than eager PyTorch: keeping the reference is the honest "
                   "result." if (v.speedup_vs_eager or 0) <= 1.0 else "")
         parts.append(f"<b>Best:</b> <code>{html.escape(c.id)}</code> ({html.escape(origin)}): "
@@ -987,6 +990,20 @@ def _num(x: float | None) -> str:
 
 def _plain(markup: str) -> str:
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup or "")).split())
+
+
+def _focus_line(text: str, k: Any, diags: list[dict]) -> int:
+    """Where the editor opens: the first error, else the entry function (after the helpers)."""
+    errors = [d["line"] for d in diags if d["severity"] == "error"]
+    if errors:
+        return max(1, min(errors) - 3)
+    lines = text.splitlines()
+    for name in k.entry or [k.name]:
+        pat = re.compile(rf"\b{re.escape(name)}\s*\(")
+        for i, ln in enumerate(lines, 1):
+            if pat.search(ln) and not ln.lstrip().startswith(("//", "/*", "*")):
+                return max(1, i - 2)
+    return 0
 
 
 def _diagnostics_html(items: list[dict]) -> str:

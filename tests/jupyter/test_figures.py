@@ -144,6 +144,18 @@ def test_history_plots_speedups_per_iteration_on_numeric_axes():
     assert list(eager.x) == [0, 1] and list(eager.y) == [1.5, 1.75]
 
 
+def test_history_draws_the_best_so_far_and_marks_edits_and_failures():
+    pts = [{"iteration": 0, "speedup_vs_eager": 2.0, "origin": "offline", "status": "pass"},
+           {"iteration": 0, "speedup_vs_eager": 2.5, "origin": "user", "status": "pass"},
+           {"iteration": 0, "speedup_vs_eager": None, "origin": "user", "status": "build_error"},
+           {"iteration": 1, "speedup_vs_eager": 1.2, "origin": "offline", "status": "pass"}]
+    fig = figures.history_figure(pts)
+    by = {t.name: t for t in fig.data}
+    assert list(by["best so far vs eager"].y) == [2.5, 2.5]    # never drops
+    assert list(by["vs eager"].marker.symbol) == ["circle", "diamond", "circle"]
+    assert list(by["failed"].x) == [0] and list(by["failed"].y) == [0.0]
+
+
 def test_nested_ops_draw_thinner_inside_their_parent():
     prof = {"reference": [
         {"lane": "CPU", "name": "aten::linear", "start_us": 0, "dur_us": 10, "cat": "cpu_op"},

@@ -7,7 +7,8 @@
 //   original     the parent version's text ("" for none): the diff base
 //   show_diff    show the diff against `original` inline (deleted lines above changed ones)
 //   diagnostics  [{line, col, severity, message}]: compiler messages, 1-based kernel lines
-//   read_only, height
+//   focus_line   a 1-based line to scroll to the top when drawn (the kernel's entry, an error)
+//   read_only, height (the most the editor grows to before it scrolls; "auto": no limit)
 // Anything that goes wrong while building CodeMirror leaves a plain <textarea> bound to the
 // same `value`, so the panel stays usable.
 
@@ -109,7 +110,8 @@ function render({ model, el }) {
           keymap.of([...defaultKeymap, ...historyKeymap, ...searchKeymap, indentWithTab]),
           EditorView.contentAttributes.of({ spellcheck: "false", autocorrect: "off",
                                             autocapitalize: "off", translate: "no" }),
-          EditorView.theme({ "&": { height: model.get("height") || "260px" },
+          EditorView.theme({ "&": { maxHeight: model.get("height") === "auto" ? "none"
+                                                 : (model.get("height") || "420px") },
                              ".cm-scroller": { overflow: "auto" } }),
           theme, langConf.of(languageFor(model.get("lang"))), diffConf.of(diffExt()),
           roConf.of(readOnly()),
@@ -145,6 +147,12 @@ function render({ model, el }) {
     model.on("change:lang", onLang);
     model.on("change:read_only", onRo);
     showDiagnostics();
+    const focus = model.get("focus_line") | 0;
+    if (focus > 0 && focus <= view.state.doc.lines) {
+      const at = view.state.doc.line(focus).from;
+      requestAnimationFrame(() => view.dispatch({
+        effects: EditorView.scrollIntoView(at, { y: "start", yMargin: 4 }) }));
+    }
     el.dataset.editor = "codemirror";
     return () => {
       model.off("change:value", onValue);
