@@ -11,6 +11,7 @@ land in test-artifacts/ (gitignored), and a full-page one when a step fails.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -140,8 +141,9 @@ class Lab:
         pytest.fail(f"the notebook's kernel was not ready within {timeout:.0f} s")
 
 
-@pytest.fixture
-def jupyterlab(tmp_path):
+@contextlib.contextmanager
+def _server(tmp_path: Path, app: str):
+    """``jupyter lab`` or ``jupyter notebook`` (Notebook 7) on a free port, over walk.ipynb."""
     root = tmp_path / "lab"
     root.mkdir()
     name = _walk_notebook(root)
@@ -156,9 +158,10 @@ def jupyterlab(tmp_path):
     labconfig.mkdir(parents=True)
     (labconfig / "page_config.json").write_text(json.dumps(
         {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
-    with open(tmp_path / "jupyterlab.log", "w") as log:
+    log_path = tmp_path / f"{app}.log"
+    with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
+            [sys.executable, "-m", "jupyter", app, "--no-browser", "--ip=127.0.0.1",
              f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
              "--ServerApp.port_retries=0", "--LabApp.news_url=",
              *(["--allow-root"] if os.geteuid() == 0 else []),
@@ -169,8 +172,7 @@ def jupyterlab(tmp_path):
             deadline = time.monotonic() + 90
             while True:
                 if proc.poll() is not None:
-                    tail = (tmp_path / "jupyterlab.log").read_text()[-2000:]
-                    pytest.fail(f"JupyterLab exited:\n{tail}")
+                    pytest.fail(f"jupyter {app} exited:\n{log_path.read_text()[-2000:]}")
                 try:
                     with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5) as r:
                         if r.status == 200:
@@ -178,13 +180,14 @@ def jupyterlab(tmp_path):
                 except OSError:
                     pass
                 if time.monotonic() > deadline:
-                    pytest.fail("JupyterLab did not start within 90 s")
+                    pytest.fail(f"jupyter {app} did not start within 90 s")
                 time.sleep(0.5)
-            yield Lab(url=f"{base}/lab/tree/{name}?token={token}", base=base, token=token)
+            page = f"lab/tree/{name}" if app == "lab" else f"notebooks/{name}"
+            yield Lab(url=f"{base}/{page}?token={token}", base=base, token=token)
         finally:
             with contextlib.suppress(OSError):   # the server's log, for a failed run's report
                 ARTIFACTS.mkdir(exist_ok=True)
-                shutil.copy(tmp_path / "jupyterlab.log", ARTIFACTS / "browser_jupyterlab.log")
+                shutil.copy(log_path, ARTIFACTS / f"browser_{app}.log")
             try:
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(timeout=20)
@@ -194,6 +197,20 @@ def jupyterlab(tmp_path):
                 except ProcessLookupError:
                     pass
                 proc.wait(timeout=10)
+
+
+@pytest.fixture
+def jupyterlab(tmp_path):
+    with _server(tmp_path, "lab") as lab:
+        yield lab
+
+
+@pytest.fixture
+def notebook7(tmp_path):
+    if importlib.util.find_spec("notebook") is None:
+        pytest.skip("Notebook 7 is not installed (pip install 'stitchcuda-lab[dev]')")
+    with _server(tmp_path, "notebook") as lab:
+        yield lab
 
 
 class Walk:
@@ -353,3 +370,42 @@ def test_the_interactive_path_in_jupyterlab(jupyterlab):
         finally:
             browser.close()
     assert (ARTIFACTS / "browser_resumed.png").stat().st_size > 10_000
+
+
+def test_the_editor_and_approve_edit_in_notebook_7(notebook7):
+    from playwright.sync_api import expect
+    chromium = _chromium()
+    sync_playwright = _playwright()
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, timeout=60_000)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1800})
+            page.set_default_timeout(60_000)
+            w = Walk(page)
+            page.goto(notebook7.url, wait_until="domcontentloaded")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+            notebook7.kernel_ready()
+            page.wait_for_timeout(1000)
+            w.run_cell(0)
+            page.wait_for_timeout(2000)
+            w.run_cell(1)
+            w.click_when_enabled("Approve plan")
+            w.tab("Kernels")
+            content = w.panel.locator(".stitch-kernel-editor .cm-content").first
+            content.wait_for(state="visible", timeout=240_000)
+            assert content.get_attribute("spellcheck") == "false"
+            w.type_at_end_of("out2[", "  " + EDIT)
+            w.click_when_enabled("Approve edit", timeout=30_000)
+            w.wait_text(".widget-dropdown select", r"user\s\(edit\sof", timeout=240_000)
+            expect(w.editor_line(EDIT)).to_be_visible(timeout=60_000)
+            w.tab("Profile")
+            assert "pass" in w.wait_text(".stitch-verdict", r"\bpass\b")
+            w.shot("notebook7")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(ARTIFACTS / "browser_notebook7_failure.png"),
+                                full_page=True)
+            raise
+        finally:
+            browser.close()
