@@ -92,7 +92,7 @@ def test_the_timeline_draws_the_verdicts_timed_medians(verified):
     "without their cache flush, with profiler overhead); on the 2-core CPU runner its span was "
     "0.09x-0.98x (reference) and 1.5x-2.0x (candidate) of the verdict's medians. The Verifier "
     "rewrite records the profile under the timing protocol; the fields the figure reads are "
-    "listed in docs of stitchcuda_lab/jupyter/README.md (Profile tab)"))
+    "listed in stitchcuda_lab/jupyter/README.md, Profile tab"))
 def test_timeline_totals_agree_with_the_verdicts_times_within_20_percent(verified):
     _, _, _, verdict = verified
     agree = figures.agreement(verdict.profile, verdict.timings)
