@@ -308,6 +308,9 @@ def _on_candidates(s: State, e: CandidatesProposed) -> None:
                            hint="post Finished when the coder has nothing new to try")
     for c in fresh:
         c = c if c.iteration == s.iteration else dataclasses.replace(c, iteration=s.iteration)
+        known = s.candidates.get(c.id)
+        if known is not None and known.parent != c.parent:   # a version keeps its first parent
+            c = dataclasses.replace(c, parent=known.parent)
         s.candidates[c.id] = c
         if c.id not in s.pending:
             s.pending.append(c.id)
@@ -320,6 +323,17 @@ def _on_candidate_edited(s: State, e: CandidateEdited) -> None:
     if c.id in s.verdicts:
         raise InvalidEvent(f"candidate {c.id} was already verified; an edit must change the code",
                            hint="edit a kernel with Candidate.with_kernel(name, code)")
+    # Versions form a tree: an edit hangs under a known version and never rewires one.
+    if c.parent is not None and c.parent not in s.candidates:
+        raise InvalidEvent(f"edited candidate {c.id} names {c.parent!r} as its parent, which "
+                           "this session does not have",
+                           hint=f"edit one of: {', '.join(s.candidates) or '(none yet)'}")
+    known = s.candidates.get(c.id)
+    if c.id == c.parent or (known is not None and known.parent != c.parent):
+        raise InvalidEvent(f"edited candidate {c.id} would change the parent of an existing "
+                           f"version ({known.parent if known else c.id!r} -> {c.parent!r})",
+                           hint="give an edit its own id (jupyter.bridge.edited builds one "
+                                "from the parent and the code)")
     s.candidates[c.id] = dataclasses.replace(c, iteration=s.iteration)
     if c.id not in s.pending:
         s.pending.append(c.id)

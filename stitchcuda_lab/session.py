@@ -243,6 +243,8 @@ class Session(Shown):
             if not isinstance(e, KeyboardInterrupt):
                 self.record("error", {"type": type(e).__name__, "message": str(e)})
             raise
+        if self.state.finished:
+            self._progress(f"{self.state.phase}: {self.state.message}", 1.0)
         self._checkpoint()
         return self.state
 
@@ -262,8 +264,9 @@ class Session(Shown):
                            iteration=it, previous=previous, feedback=feedback)
         cands = [c for c in cands or [] if c.id not in self.state.verdicts]   # nothing twice
         if not cands:
-            why = ("the coder has no candidate for this plan" if it == 0
-                   else f"the coder has no further variant to try after iteration {it - 1}")
+            why = getattr(coder, "why_empty", "") or (
+                "the coder has no candidate for this plan" if it == 0
+                else f"the coder has no further variant to try after iteration {it - 1}")
             self.post(Finished(why))
             return
         self.post(CandidatesProposed(list(cands)))
@@ -273,6 +276,13 @@ class Session(Shown):
         options = self._verify_options()
         ref_ops, reviewer = rubric.reference_ops(self.graph), self._reviewer()
         todo = list(self.state.approved)
+        if self.settings.compile_modes and hasattr(worker, "baseline") and not any(
+                r.kind == "baseline" for r in self.log.records()):
+            # torch.compile baselines compile for up to a minute: time them once, saying so
+            timings = self.baseline()
+            self._progress("reference timed: " + ", ".join(
+                f"{k} {v:.3g} ms" for k, v in timings.items() if not k.endswith("_wall")),
+                self._fraction(0.3))
         for i, cid in enumerate(todo):
             cand = self.state.candidates[cid]
             self._progress(f"iteration {self.state.iteration}: verifying {cid} "
@@ -284,7 +294,8 @@ class Session(Shown):
             rubric.grade(cand, verdict, reference_ops=ref_ops, reviewer=reviewer,
                          problem=self.problem)
             self.post(VerdictReady(cid, verdict))
-            self._progress(f"{cid}: {verdict.summary()}", None)
+            self._progress(f"{cid}: {verdict.summary()}",
+                           self._fraction(0.3 + 0.7 * (i + 1) / len(todo)))
 
     def _reviewer(self):
         """The LLM judge when ``settings.judge`` is on and the Coder talks to an LLM."""
@@ -311,9 +322,17 @@ class Session(Shown):
         return NextIteration()
 
     def _reference(self) -> tuple[Candidate | None, Verdict | None]:
-        """What a refine iteration builds on: the best so far, else the last verdict's one."""
+        """What a refine iteration builds on: the person's newest passing edit when their
+        edits are what was verified last (what they approved), else the best so far, else the
+        last verdict's candidate."""
         if self.state.iteration == 0:
             return None, None
+        for cid, v in reversed(list(self.state.verdicts.items())):
+            cand = self.state.candidates.get(cid)
+            if cand is None or cand.origin != "user":
+                break
+            if v.status == "pass":
+                return cand, v
         best = self.state.best_pair()
         if best:
             return best
@@ -357,7 +376,10 @@ class Session(Shown):
             if r.kind == "baseline":
                 return dict(r.payload.get("timings") or {})
         worker = self._get_worker()
-        self._progress("timing the eager baseline", None)
+        modes = self.settings.compile_modes
+        self._progress("timing the reference once: eager" + (
+            f" and torch.compile ({modes}; compiling can take a minute)" if modes else ""),
+            self._fraction(0.25) if self.state.iteration == 0 else None)
         timings = dict(worker.baseline(self.problem.source, options=self._verify_options()))
         if not self.readonly:
             self.record("baseline", {"timings": timings})

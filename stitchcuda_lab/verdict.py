@@ -76,4 +76,5 @@ class Verdict(Shown, Record):
         t = "".join(f"<tr><td>{html.escape(k)}</td><td>{v:.4f} ms</td></tr>"
                     for k, v in sorted(self.timings.items()))
         return (f"<div><b style='color:{color}'>{html.escape(self.status)}</b> "
-                f"{html.escape(self.summary())}<table>{t}</table></div>")
+                f"{html.escape(self.summary()[len(self.status):].lstrip('; '))}"
+                f"<table>{t}</table></div>")

@@ -210,6 +210,36 @@ def test_editing_into_an_already_verified_candidate_is_refused():
         step(s, CandidateEdited(cs[0]))
 
 
+def test_an_edit_must_hang_under_a_version_the_session_has():
+    s, cs = to_verified(passing(1.3))
+    stray = Candidate(program="# p", parent="not-a-version",
+                      kernels=[KernelSource(name="k", lang="c", code="/* x */")])
+    with pytest.raises(InvalidEvent, match="does not have"):
+        step(s, CandidateEdited(stray))
+
+
+def test_an_edit_cannot_rewire_an_existing_version_into_a_cycle():
+    import dataclasses
+    s, cs = to_verified(passing(1.3))
+    child = cs[0].with_kernel("k", "/* child */")
+    s = step(s, CandidateEdited(child))
+    # the same id posted again under its own child would make each the other's parent
+    loop_back = dataclasses.replace(child, parent=child.id)
+    with pytest.raises(InvalidEvent, match="parent"):
+        step(s, CandidateEdited(loop_back))
+    again = step(s, CandidateEdited(child))          # the same version again is harmless
+    assert again.candidates[child.id].parent == cs[0].id
+
+
+def test_a_proposal_never_changes_a_known_versions_parent():
+    import dataclasses
+    a, b = cand("a"), cand("b")
+    s = replay([PlanProposed(plan()), PlanApproved(), CandidatesProposed([a, b]),
+                CandidateApproved(a.id), VerdictReady(a.id, passing(1.1)), Regenerate()])
+    s = step(s, CandidatesProposed([dataclasses.replace(b, parent=a.id)]))
+    assert s.candidates[b.id].parent is None
+
+
 def test_unapproved_variants_can_still_be_approved_after_verification():
     a, b = cand("a"), cand("b")
     s = replay([PlanProposed(plan()), PlanApproved(), CandidatesProposed([a, b]),

@@ -581,3 +581,23 @@ def test_regenerate_asks_the_coder_again_and_survives_a_reopen(tmp_path):
     reopened = Session.open(session.dir, s, lock=False)
     assert reopened.state.needs == "approve_candidate"
     assert [h["event"] for h in reopened.state.history].count("regenerate") == 1
+
+
+def test_progress_moves_forward_to_100_percent_and_says_when_it_compiles(settings, graph):
+    class TimingWorker(FakeWorker):
+        def baseline(self, problem_source, options=None, timeout=600.0):
+            return {"eager": 1.0, "compile:default": 0.8}
+
+    seen = []
+    s = Session.create(problem_from_source(PROBLEM),
+                       settings.replace(iters=1, compile_modes="default"), agent="offline",
+                       device="cpu", planner=FakePlanner(), coder=FakeCoder({0: [1.5], 1: [2.0]}),
+                       worker=TimingWorker(), graph=graph,
+                       on_progress=lambda m, f: seen.append((m, f)))
+    s.advance(auto=True)
+    fractions = [f for _, f in seen if f is not None]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    messages = [m for m, _ in seen]
+    assert any("torch.compile (default; compiling can take a minute)" in m for m in messages)
+    assert sum("timing the reference" in m for m in messages) == 1     # once per session
+    assert any(m.startswith("reference timed: eager 1 ms") for m in messages)

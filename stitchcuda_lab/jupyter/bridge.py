@@ -7,6 +7,8 @@ reaches into the loop's internals and one file follows the Session contract
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from typing import Any
 
 from ..candidate import Candidate
@@ -108,11 +110,35 @@ def approve_candidate(session: Any, candidate: Candidate) -> Any:
     return session.post(loop.CandidateApproved(candidate_id=candidate.id))
 
 
+def edited(candidate: Candidate, edits: dict[str, str]) -> Candidate:
+    """A person's edit as its own version: ``candidate`` with the kernels in ``edits``
+    (name -> code) replaced, ``parent`` = ``candidate.id``, origin ``user``.
+
+    The id comes from the parent and the code together, so an edit that puts back code an
+    earlier version had (fixing a slip) is still a new version under the one it fixes, and
+    versions form a tree: a child's id is never one of its ancestors'.
+    """
+    names = {k.name for k in candidate.kernels}
+    unknown = sorted(set(edits) - names)
+    if unknown:
+        from ..errors import UsageError
+        raise UsageError(f"candidate {candidate.id} has no kernel {unknown[0]!r}",
+                         hint=f"kernels are: {', '.join(sorted(names)) or '(none)'}")
+    kernels = [dataclasses.replace(k, code=edits[k.name]) if k.name in edits else k
+               for k in candidate.kernels]
+    params = {**candidate.params, "edited_kernels": sorted(edits)}
+    c = dataclasses.replace(candidate, id="x", kernels=kernels, parent=candidate.id,
+                            origin="user", params=params,
+                            notes=f"hand edit of {candidate.id} ({', '.join(sorted(edits))})")
+    c.id = hashlib.sha256(f"{candidate.id}\0{c.digest()}".encode()).hexdigest()[:12]
+    return c
+
+
 def edit_kernel(session: Any, candidate: Candidate, name: str, code: str) -> Candidate:
-    """Post a person's kernel edit (``Candidate.with_kernel``); the loop verifies it."""
-    edited = candidate.with_kernel(name, code)
-    post_edited(session, edited)
-    return edited
+    """Post a person's kernel edit as a new version (``edited``); the loop verifies it."""
+    new = edited(candidate, {name: code})
+    post_edited(session, new)
+    return new
 
 
 def post_edited(session: Any, edited: Candidate) -> Any:
@@ -137,6 +163,8 @@ def next_iteration(session: Any) -> Any:
     from .. import loop
     if phase(session) in ("coded", "candidate_approved"):
         return approve_pending(session)
+    if phase(session) in ("new", "plan_approved", "refining"):
+        return session.state       # work left over (a restart, an error): the advance does it
     session.post(loop.NextIteration())
     session.advance()                  # the Coder's next round; stops for approval
     if phase(session) == "coded":

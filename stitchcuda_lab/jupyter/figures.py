@@ -4,6 +4,13 @@ Every figure is built from plain data (``Verdict.profile`` rows ``{lane, name, s
 cat}``), so the same figure shows in the panel, in a notebook output and in a saved HTML file.
 Time axes are numeric microseconds (``go.Bar`` with ``base=start``), never dates.
 
+The profile is one traced forward per side; the verdict's times are medians of timed forwards.
+``agreement`` compares the two (each side's traced span against its timed median) and the
+timeline draws the timed median beside the trace, so a bar that disagrees with the verdict is
+seen as such instead of read as the speedup. The candidate's own kernels are rows of their own:
+device kernels by name, C kernels on the CPU as the runtime's ``stitch::<kernel>`` ranges.
+Gaps between a lane's top-level rows (host waiting, launch overhead) are drawn and measured.
+
 >>> rows = [{"lane": "CPU", "name": "aten::relu", "start_us": 0.0, "dur_us": 5.0, "cat": "cpu_op"}]
 >>> fig = timeline_figure({"reference": rows, "candidate": rows})
 >>> fig.layout.xaxis.type
@@ -12,6 +19,7 @@ Time axes are numeric microseconds (``go.Bar`` with ``base=start``), never dates
 
 from __future__ import annotations
 
+import html
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -31,9 +39,22 @@ _CAT_COLOR = {
     "cuda_runtime": "#9aa0a6",
     "cuda_driver": "#c0c4c8",
     "python_function": "#c9b458",
+    "user_annotation": "#1a7f37",     # the candidate's own C kernels (stitch::<kernel>)
+    "gap": "#d0d7de",
+    "timed median": "#6e7781",
+}
+# What each category is, in the legend.
+_LEGEND = {
+    "cpu_op": "cpu_op: aten op on the host",
+    "kernel": "kernel: device kernel",
+    "user_annotation": "stitch:: range: the candidate's kernel call",
+    "cuda_runtime": "cuda_runtime: launch and sync calls",
+    "gap": "gap: nothing running on the lane",
+    "timed median": "timed median: the verdict's time",
 }
 _FALLBACK_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02")
 _KERNEL_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+_HOST_WORK = ("cpu_op", "user_annotation")
 
 
 def _color(cat: str, seen: dict[str, str]) -> str:
@@ -68,26 +89,40 @@ def timeline_rows(profile: Mapping[str, Any] | None) -> dict[str, list[dict[str,
     return out
 
 
-def timeline_figure(profile: Mapping[str, Any] | None, *, title: str = "Timeline") -> go.Figure:
-    """CPU ops and GPU kernels per lane, reference and candidate on one microsecond axis.
+def timeline_figure(profile: Mapping[str, Any] | None, *, timings: Mapping[str, float] | None
+                    = None, title: str = "Timeline") -> go.Figure:
+    """CPU ops and kernels per lane, reference and candidate on one microsecond axis.
 
     Each side's lanes are labelled ``"reference · <lane>"`` / ``"candidate · <lane>"``; both
-    sides start at 0 µs so their lengths compare directly.
+    sides start at 0 µs. With ``timings`` (the verdict's, in ms) each side gets a ``timed
+    median`` lane whose bar is the verdict's time for that side: when the traced bars are much
+    longer or shorter than it, the trace is not what the verdict measured. Gaps of at least 1%
+    of a side's span between top-level rows of a lane are drawn as light ``gap`` bars.
     """
     sides = timeline_rows(profile)
     fig = go.Figure()
     extra: dict[str, str] = {}
     lanes: list[str] = []
     legend_seen: set[str] = set()
+    timed = _timed_us(timings)
     for side in SIDES:
         side_lanes = sorted({r["lane"] for r in sides[side]}, key=_lane_key)
+        if side in timed and sides[side]:
+            lanes.append(f"{_SIDE_LABEL[side]} · timed median")
         lanes += [f"{_SIDE_LABEL[side]} · {lane}" for lane in side_lanes]
         by_cat: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for r in _with_depth(sides[side]):
             by_cat[r["cat"]].append(r)
+        for r in gaps(sides[side]):
+            by_cat["gap"].append({**r, "depth": 0})
+        if side in timed and sides[side]:
+            by_cat["timed median"].append({"lane": "timed median", "start_us": 0.0,
+                                           "dur_us": timed[side], "depth": 0,
+                                           "name": f"verdict: median forward {timed[side]:.1f} µs",
+                                           "cat": "timed median"})
         for cat, rows in sorted(by_cat.items()):
             fig.add_trace(go.Bar(
-                name=cat, legendgroup=cat, showlegend=cat not in legend_seen,
+                name=_LEGEND.get(cat, cat), legendgroup=cat, showlegend=cat not in legend_seen,
                 orientation="h",
                 base=[r["start_us"] for r in rows],
                 x=[r["dur_us"] for r in rows],
@@ -97,23 +132,112 @@ def timeline_figure(profile: Mapping[str, Any] | None, *, title: str = "Timeline
                                "start %{customdata[1]:.1f} µs,"
                                " %{customdata[2]:.1f} µs<extra>" + cat + "</extra>"),
                 width=[0.8 * 0.7 ** min(r["depth"], 4) for r in rows],
-                marker={"color": _color(cat, extra), "line": {"width": 0}},
+                marker={"color": _color(cat, extra), "line": {"width": 0},
+                        **({"pattern": {"shape": "/"}} if cat == "gap" else {})},
+                opacity=0.5 if cat == "gap" else None,
             ))
             legend_seen.add(cat)
     if not lanes:
         fig.add_annotation(text="no profile rows (profiling was off or the run failed)",
                            showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    spans = {side: span_us(sides[side]) for side in SIDES if sides[side]}
+    sub = " · ".join(f"{side} traced {spans[side]:.0f} µs"
+                     + (f" (timed median {timed[side]:.0f} µs)" if side in timed else "")
+                     for side in spans)
     # reverse so the reference lanes sit on top
     fig.update_layout(
-        title=title, barmode="overlay", bargap=0.25,
-        height=max(220, 60 + 34 * len(lanes)),
-        margin={"l": 10, "r": 10, "t": 40, "b": 40},
-        xaxis={"type": "linear", "title": {"text": "time (µs)"}, "rangemode": "tozero"},
+        title={"text": title + (f"<br><sup>{sub}</sup>" if sub else "")},
+        barmode="overlay", bargap=0.25,
+        height=max(260, 130 + 34 * len(lanes)),
+        margin={"l": 10, "r": 10, "t": 110, "b": 40},
+        xaxis={"type": "linear", "title": {"text": "time since the side's first event (µs)"},
+               "rangemode": "tozero"},
         yaxis={"type": "category", "categoryorder": "array",
                "categoryarray": list(reversed(lanes)), "automargin": True},
-        legend={"orientation": "h", "y": -0.2},
+        legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "xanchor": "left"},
     )
     return fig
+
+
+def span_us(rows: list[dict[str, Any]]) -> float:
+    """First start to last end of a side's rows, in µs (the traced forward's length)."""
+    if not rows:
+        return 0.0
+    return max(r["start_us"] + r["dur_us"] for r in rows) - min(r["start_us"] for r in rows)
+
+
+def _timed_us(timings: Mapping[str, float] | None) -> dict[str, float]:
+    """The verdict's median forward per side in µs: eager for the reference, ours for the
+    candidate (``timings`` are milliseconds)."""
+    out = {}
+    for side, key in (("reference", "eager"), ("candidate", "ours")):
+        v = (timings or {}).get(key)
+        if isinstance(v, (int, float)) and v > 0:
+            out[side] = float(v) * 1000.0
+    return out
+
+
+def top_level(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows not nested inside another row of the same lane (what the lane spends time on)."""
+    out = []
+    end: dict[str, float] = {}
+    for r in sorted(rows, key=lambda r: (r["lane"], r["start_us"], -r["dur_us"])):
+        if r["start_us"] >= end.get(r["lane"], float("-inf")) - 1e-9:
+            out.append(r)
+            end[r["lane"]] = r["start_us"] + r["dur_us"]
+    return out
+
+
+def gaps(rows: list[dict[str, Any]], *, min_share: float = 0.01) -> list[dict[str, Any]]:
+    """Idle stretches between top-level rows of each lane, at least ``min_share`` of the
+    side's span long: host time outside any op, a device waiting for launches."""
+    whole = span_us(rows)
+    if whole <= 0:
+        return []
+    out = []
+    by_lane: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in top_level(rows):
+        by_lane[r["lane"]].append(r)
+    for lane, rs in by_lane.items():
+        for a, b in zip(rs, rs[1:]):
+            start, gap = a["start_us"] + a["dur_us"], b["start_us"] - (a["start_us"] + a["dur_us"])
+            if gap >= min_share * whole:
+                out.append({"lane": lane, "name": f"gap: {gap:.1f} µs with nothing running "
+                            f"on this lane", "start_us": start, "dur_us": gap, "cat": "gap"})
+    return out
+
+
+def agreement(profile: Mapping[str, Any] | None, timings: Mapping[str, float] | None
+              ) -> dict[str, dict[str, float]]:
+    """Per side: the traced span (µs), the verdict's timed median (µs) and their ratio."""
+    sides = timeline_rows(profile)
+    timed = _timed_us(timings)
+    out = {}
+    for side in SIDES:
+        if side in timed and sides[side]:
+            span = span_us(sides[side])
+            out[side] = {"traced_us": span, "timed_us": timed[side],
+                         "ratio": span / timed[side]}
+    return out
+
+
+def agreement_html(profile: Mapping[str, Any] | None, timings: Mapping[str, float] | None,
+                   *, tolerance: float = 0.2) -> str:
+    """One line under the verdict: do the timeline and the verdict's times agree?"""
+    agree = agreement(profile, timings)
+    if not agree:
+        return ""
+    parts = [f"{side} traced {a['traced_us']:.0f} µs vs timed median {a['timed_us']:.0f} µs "
+             f"({a['ratio'] - 1:+.0%})" for side, a in agree.items()]
+    off = [side for side, a in agree.items() if abs(a["ratio"] - 1) > tolerance]
+    if off:
+        return ("<div class='stitch-agreement' style='color:#9a6700'>⚠ The timeline is one "
+                f"traced forward per side and does not match the verdict's timing for "
+                f"{' and '.join(off)} ({'; '.join(parts)}). Read the speedup from the verdict; "
+                "read the bars for the shape of the work (what runs, in which order, the gaps)."
+                "</div>")
+    return (f"<div class='stitch-agreement'>The timeline agrees with the verdict's timing within "
+            f"{tolerance:.0%}: {'; '.join(parts)}.</div>")
 
 
 def _with_depth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -138,31 +262,182 @@ def _lane_key(lane: str) -> tuple[int, str]:
     return (0 if host else 1, lane)
 
 
-def kernel_times(profile: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
-    """Total device time per kernel name for each side, in µs.
-
-    Uses the Verifier's ``kernels`` / ``reference_kernels`` summaries (``[{name, total_us}]``)
-    when there are any, otherwise sums the
-    timeline rows of GPU categories (on a CPU run: the ``cpu_op`` rows of the top level lane).
-    """
+def kernel_stats(profile: Mapping[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
+    """Per side, ``[{name, calls, total_us}]`` longest first (see ``kernel_times``)."""
     profile = profile or {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for side in SIDES:
+        rows = _rows(profile, side)
+        gpu = [r for r in rows if r["cat"] in _KERNEL_CATS]
+        pick = gpu or [r for r in top_level([r for r in rows if r["cat"] in _HOST_WORK])]
+        totals: dict[str, list[float]] = {}
+        for r in pick:
+            t = totals.setdefault(kernel_name(r["name"]), [0, 0.0])
+            t[0] += 1
+            t[1] += r["dur_us"]
+        if totals:
+            out[side] = sorted(({"name": n, "calls": int(c), "total_us": d}
+                                for n, (c, d) in totals.items()), key=lambda x: -x["total_us"])
+    if out:
+        return out
     summary = profile.get("kernels")
     if isinstance(summary, list) and isinstance(profile.get("reference_kernels"), list):
         # the Verifier's form: "kernels" for the candidate, "reference_kernels" beside it
         summary = {"candidate": summary, "reference": profile["reference_kernels"]}
-    parsed = _parse_kernel_summary(summary)
-    if parsed:
-        return parsed
-    out: dict[str, dict[str, float]] = {}
-    for side in SIDES:
-        rows = _rows(profile, side)
-        gpu = [r for r in rows if r["cat"] in _KERNEL_CATS]
-        pick = gpu or [r for r in rows if r["cat"] == "cpu_op"]
-        totals: dict[str, float] = defaultdict(float)
-        for r in pick:
-            totals[r["name"]] += r["dur_us"]
-        out[side] = dict(totals)
+    return {side: sorted(({"name": n, "calls": None, "total_us": us} for n, us in d.items()),
+                         key=lambda x: -x["total_us"])
+            for side, d in _parse_kernel_summary(summary).items()}
+
+
+def kernel_times(profile: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
+    """Total time per kernel name for each side, in µs.
+
+    From the timeline rows: device kernels (and copies) when a side ran any; otherwise, on the
+    CPU, the top-level host work of each lane: aten ops and the candidate's own C kernels
+    (``stitch::<kernel>`` ranges, shown by kernel name). Without rows, the Verifier's
+    ``kernels`` / ``reference_kernels`` summaries (``[{name, total_us}]``).
+    """
+    return {side: {k["name"]: k["total_us"] for k in ks}
+            for side, ks in kernel_stats(profile).items()}
+
+
+_ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
+             "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
+# Ceilings measured on these machines (docs: /work/shared/FACTS.md), looked up by the device
+# name a profile carries. bytes_per_s counts bytes read + written.
+KNOWN_CEILINGS = {
+    "H200": {"bytes_per_s": 4.3e12, "source": "device-to-device copy measured on an H200"},
+}
+
+
+def kernel_work(graph: Any, plan: Any = None, candidate: Any = None
+                ) -> dict[str, dict[str, dict[str, float]]]:
+    """Minimum bytes moved and FLOPs per kernel or op, per side, from the captured graph.
+
+    Reference: each ``aten::<op>`` sums its nodes (``Node.bytes``, ``Node.flops``). Candidate:
+    a kernel the offline Coder named ``k<i>_<task>`` covers that task's ops, so its minimum
+    traffic is what the fused group reads from outside and what leaves it (intermediates stay
+    in registers); ops the program still calls count as on the reference. Kernels the graph
+    cannot account for (an LLM's own names) are left out rather than guessed.
+    """
+    out: dict[str, dict[str, dict[str, float]]] = {"reference": {}, "candidate": {}}
+    if graph is None:
+        return out
+    nodes = {n.name: n for n in graph.nodes}
+    calls = [n for n in graph.calls() if n.target != "getitem"]
+
+    def add(side: str, key: str, nbytes: float, flops: float) -> None:
+        d = out[side].setdefault(key, {"bytes": 0.0, "flops": 0.0})
+        d["bytes"] += nbytes
+        d["flops"] += flops
+
+    for n in calls:
+        add("reference", "aten::" + n.opname, n.bytes, n.flops)
+    fused: set[str] = set()
+    tasks = {t.id: t for t in (getattr(plan, "tasks", None) or [])}
+    users = graph.users()
+    for k in getattr(candidate, "kernels", None) or []:
+        tid = k.name.split("_", 1)[1] if "_" in k.name else None
+        task = tasks.get(tid)
+        if task is None:
+            continue
+        members = [o for o in task.ops if o in nodes and nodes[o].op == "call_function"]
+        group = set(members)
+        reads = {i for m in members for i in nodes[m].inputs() if i not in group and i in nodes}
+        writes = {m for m in members if any(u not in group for u in users.get(m, []))}
+        add("candidate", k.name, sum(_nbytes(nodes[i]) for i in reads | writes),
+            sum(nodes[m].flops for m in members))
+        fused |= group
+    if candidate is not None:
+        for n in calls:
+            if n.name not in fused:
+                add("candidate", "aten::" + n.opname, n.bytes, n.flops)
     return out
+
+
+def _nbytes(n: Any) -> float:
+    if n.shape is None:
+        return 0.0
+    size = 1
+    for d in n.shape:
+        size *= int(d)
+    return float(size * _ITEMSIZE.get(str(n.dtype), 4))
+
+
+def ceilings(profile: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The machine's ceilings (``bytes_per_s``, ``flops_per_s``) when the profile names them
+    (``profile["ceilings"]``) or names a device this module knows; None when unknown."""
+    profile = profile or {}
+    c = profile.get("ceilings")
+    if isinstance(c, Mapping) and any(isinstance(c.get(k), (int, float))
+                                      for k in ("bytes_per_s", "flops_per_s")):
+        return dict(c)
+    name = str(profile.get("device_name") or "")
+    for key, known in KNOWN_CEILINGS.items():
+        if key.lower() in name.lower():
+            return dict(known)
+    return None
+
+
+def kernel_table_html(profile: Mapping[str, Any] | None, *, work: Mapping[str, Any] | None = None,
+                      ceilings: Mapping[str, Any] | None = None) -> str:
+    """Time per kernel with achieved bandwidth and FLOP rate (and % of the machine's ceiling
+    where it is known): one table per side, the candidate first."""
+    stats = kernel_stats(profile)
+    work = work or {}
+    if not stats:
+        return "<i>No per-kernel times: profiling was off or the run failed.</i>"
+    bw_max = (ceilings or {}).get("bytes_per_s")
+    fl_max = (ceilings or {}).get("flops_per_s")
+    parts = []
+    for side in ("candidate", "reference"):
+        ks = stats.get(side)
+        if not ks:
+            continue
+        whole = sum(k["total_us"] for k in ks) or 1.0
+        body = []
+        for k in ks[:15]:
+            w = (work.get(side) or {}).get(k["name"], {})
+            sec = k["total_us"] * 1e-6 / max(1, k["calls"] or 1)   # one call's time
+            bw = w["bytes"] / sec if w.get("bytes") and sec > 0 else None
+            fl = w["flops"] / sec if w.get("flops") and sec > 0 else None
+            cells = [f"<code>{html.escape(_short(k['name']))}</code>",
+                     str(k["calls"] if k["calls"] is not None else "-"),
+                     f"{k['total_us']:.1f}", f"{k['total_us'] / whole:.0%}",
+                     _si(w.get("bytes"), "B"), _si(bw, "B/s"), _si(w.get("flops"), "FLOP"),
+                     _si(fl, "FLOP/s")]
+            if bw_max or fl_max:
+                pct = []
+                if bw and bw_max:
+                    pct.append(f"{bw / bw_max:.0%} of {_si(bw_max, 'B/s')}")
+                if fl and fl_max:
+                    pct.append(f"{fl / fl_max:.0%} of {_si(fl_max, 'FLOP/s')}")
+                cells.append(", ".join(pct) or "-")
+            body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        head = ["kernel / op", "calls", "total µs", "share", "min bytes", "achieved",
+                "FLOPs", "achieved"] + (["vs ceiling"] if bw_max or fl_max else [])
+        parts.append(f"<div><b>{side}</b> (one traced forward)<table class='stitch-kernels'>"
+                     "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>"
+                     f"<tbody>{''.join(body)}</tbody></table></div>")
+    note = ("" if bw_max or fl_max else
+            "<small>The machine's bandwidth and FLOP ceilings are not known for this run, so "
+            "rates are shown without a percentage.</small>")
+    return "<div class='stitch-kernel-table'><b>Time per kernel</b>" + "".join(parts) + note + \
+        "</div>"
+
+
+def _si(x: float | None, unit: str) -> str:
+    if x is None or x == 0:
+        return "-"
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= factor:
+            return f"{x / factor:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def kernel_name(name: str) -> str:
+    """``stitch::k0_t1`` (the runtime's range around a C kernel call) -> ``k0_t1``."""
+    return name[len("stitch::"):] if name.startswith("stitch::") else name
 
 
 def _parse_kernel_summary(summary: Any) -> dict[str, dict[str, float]]:
@@ -297,29 +572,49 @@ def ncu_figure(ncu: Mapping[str, Any] | None, *, title: str = "Nsight Compute th
 
 def history_figure(points: list[Mapping[str, Any]], *, title: str = "Speedup per iteration"
                    ) -> go.Figure:
-    """Best speedup per iteration; ``points`` are ``{iteration, speedup_vs_eager,
-    speedup_vs_compile, status, candidate_id}``. Failed candidates show as 0."""
+    """Every verified candidate as a dot at its iteration (your edits as diamonds, failures
+    as crosses on the axis) and the best passing speedup so far as a line. ``points`` are
+    ``{iteration, speedup_vs_eager, speedup_vs_compile, status, candidate_id, origin}``."""
     fig = go.Figure()
     its = [p.get("iteration", i) for i, p in enumerate(points)]
     for key, label, color in (("speedup_vs_eager", "vs eager", "#2f6fdf"),
                               ("speedup_vs_compile", "vs torch.compile", "#e08a1e")):
-        ys = [p.get(key) for p in points]
-        if all(y is None for y in ys):
+        ok = [(it, p) for it, p in zip(its, points) if p.get(key) is not None]
+        if not ok:
             continue
         fig.add_trace(go.Scatter(
-            x=its, y=[y if y is not None else None for y in ys], mode="lines+markers",
-            name=label, line={"color": color},
-            customdata=[[p.get("candidate_id", ""), p.get("status", "")] for p in points],
-            hovertemplate="iteration %{x}: %{y:.2f}x<br>%{customdata[0]} %{customdata[1]}"
+            x=[it for it, _ in ok], y=[p[key] for _, p in ok], mode="markers", name=label,
+            legendgroup=label, marker={"color": color, "size": 9, "symbol": [
+                "diamond" if p.get("origin") == "user" else "circle" for _, p in ok]},
+            customdata=[[p.get("candidate_id", ""), p.get("origin", "")] for _, p in ok],
+            hovertemplate="iteration %{x}: %{y:.2f}x<br>%{customdata[0]} (%{customdata[1]})"
                           "<extra>" + label + "</extra>"))
+        best: dict[int, float] = {}
+        for it, p in ok:
+            best[it] = max(best.get(it, 0.0), p[key])
+        xs, ys, run = [], [], 0.0
+        for it in sorted(best):
+            run = max(run, best[it])
+            xs.append(it)
+            ys.append(run)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"best so far {label}",
+                                 legendgroup=label, line={"color": color, "shape": "hv"},
+                                 hoverinfo="skip"))
+    failed = [(it, p) for it, p in zip(its, points) if p.get("status") not in (None, "pass")]
+    if failed:
+        fig.add_trace(go.Scatter(
+            x=[it for it, _ in failed], y=[0.0] * len(failed), mode="markers", name="failed",
+            marker={"color": "#cf222e", "symbol": "x", "size": 9},
+            customdata=[[p.get("candidate_id", ""), p.get("status", "")] for _, p in failed],
+            hovertemplate="iteration %{x}: %{customdata[0]} %{customdata[1]}<extra></extra>"))
     fig.add_hline(y=1.0, line_dash="dot", line_color="#9aa0a6")
     if not points:
         fig.add_annotation(text="no verified candidates yet", showarrow=False,
                            xref="paper", yref="paper", x=0.5, y=0.5)
-    fig.update_layout(title=title, height=280, margin={"l": 10, "r": 10, "t": 40, "b": 40},
+    fig.update_layout(title=title, height=300, margin={"l": 10, "r": 10, "t": 40, "b": 40},
                       xaxis={"type": "linear", "title": {"text": "iteration"}, "dtick": 1,
                              "range": [-0.25, max([1, *its]) + 0.25]},
-                      yaxis={"type": "linear", "title": {"text": "speedup (x)"},
+                      yaxis={"type": "linear", "title": {"text": "speedup (x, 1 = eager)"},
                              "rangemode": "tozero"})
     return fig
 

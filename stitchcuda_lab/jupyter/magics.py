@@ -7,9 +7,13 @@ IPython's ``UsageError`` (shown without a traceback).
 
     %load_ext stitchcuda_lab
     %config StitchMagics.iters = 2            # any Settings field
-    %%stitch --device auto --agent offline -o s
+    %%stitch --device auto --agent offline -o s --panel p
     class Model(nn.Module): ...
     def get_inputs(): ...
+
+``-o NAME`` keeps the Session in ``NAME`` (the ``%timeit -o`` convention), ``--panel NAME`` the
+panel; the panel's messages then name those variables. After a kernel restart,
+``%stitch_open -o s`` reopens the newest session where it stopped.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from traitlets import Bool, Float, Int, Unicode
 from ..errors import StitchError
 from ..errors import UsageError as StitchUsageError
 from ..settings import AGENTS, Settings
+from .quiet import quiet_profiler
 
 DEVICES = ("auto", "cpu", "cuda")
 _TRAITS = {"bool": Bool, "int": Int, "float": Float, "str": Unicode}
@@ -47,7 +52,10 @@ _SettingTraits = type(Magics)("_SettingTraits", (Magics,),
 @magics_class
 class StitchMagics(_SettingTraits):
     """The %%stitch magics. Configurable: ``%config StitchMagics.<setting> = value`` for every
-    Settings field."""
+    Settings field, and ``editor``."""
+
+    editor = Unicode("auto", help="kernel editor: auto (CodeMirror when anywidget is there), "
+                     "codemirror, textarea").tag(config=True)
 
     def __init__(self, shell: Any = None, **kw: Any):
         super().__init__(shell, **kw)
@@ -76,7 +84,9 @@ class StitchMagics(_SettingTraits):
     @argument("--iters", type=int, default=None, help="refine iterations after the first")
     @argument("--auto", action="store_true", help="run the whole loop without stopping")
     @argument("-o", "--output", dest="output", default=None,
-              help="store the Session in this variable")
+              help="store the Session in this variable (like %%timeit -o)")
+    @argument("--panel", dest="panel_var", default=None,
+              help="store the session panel in this variable")
     @argument("--model-class", dest="model_class", default=None,
               help="name of the nn.Module class in the cell when it is not called Model")
     @argument("--name", default=None, help="the problem's name (default: cell)")
@@ -91,15 +101,20 @@ class StitchMagics(_SettingTraits):
         args = self._parse(self.stitch, line)
         if args.device is not None:
             _check_device(args.device)
+        for var in (args.output, args.panel_var):
+            if var is not None and not var.isidentifier():
+                raise UsageError(f"%%stitch: {var!r} is not a Python variable name")
         settings = self.settings(device=args.device, agent=args.agent, iters=args.iters)
         source = _cell_source(cell, args.model_class)
-        session = self._create(source, args.name or "cell", settings)
+        with quiet_profiler():           # the eager profile of the analysis logs to fd 2
+            session = self._create(source, args.name or "cell", settings)
         if self.shell is not None:
             # like %%cython, the cell's names become usable in the notebook too
             self.shell.ex(cell)
             if args.output:
                 self.shell.user_ns[args.output] = session
-        return self._show(session, auto=args.auto)
+        return self._show(session, auto=args.auto,
+                          names={"session": args.output, "panel": args.panel_var})
 
     def _create(self, source: str, name: str, settings: Any) -> Any:
         from ..problem import problem_from_source
@@ -117,22 +132,27 @@ class StitchMagics(_SettingTraits):
         self.sessions[str(session.id)] = session
         self.last = str(session.id)
 
-    def _show(self, session: Any, *, auto: bool = False, advance: bool = True) -> None:
+    def _show(self, session: Any, *, auto: bool = False, advance: bool = True,
+              names: dict[str, str | None] | None = None) -> None:
         """Display the panel, advance the session in place (progress shows live), return.
 
         A user mistake found on the way (a missing API key, a bad setting) raises UsageError
         as well as showing in the panel; with ``--auto`` any error fails the cell, since no one
         may be watching the panel (papermill, CI)."""
         from .panel import SessionPanel
-        panel = SessionPanel(session, threaded=False)
+        names = {k: v for k, v in (names or {}).items() if v}
+        panel = SessionPanel(session, threaded=False, names=names, editor=self.editor)
         self.panels[str(session.id)] = panel
+        if self.shell is not None and names.get("panel"):
+            self.shell.user_ns[names["panel"]] = panel
         handle = display(panel, display_id=True)
         if advance and not _finished(session):
-            if auto:
-                panel._run("Running the whole loop", lambda: session.advance(auto=True),
-                           advance=False)
-            else:
-                panel._run("Planning", lambda: None)
+            with quiet_profiler():
+                if auto:
+                    panel._run("Running the whole loop", lambda: session.advance(auto=True),
+                               advance=False)
+                else:
+                    panel._run("Planning", lambda: None)
             if handle is not None:
                 handle.update(panel)   # the text/HTML snapshot papermill keeps shows the result
         panel.threaded = True
@@ -156,13 +176,37 @@ class StitchMagics(_SettingTraits):
         return SessionList(rows, root)
 
     @magic_arguments()
-    @argument("id", help="session id or folder")
+    @argument("id", nargs="?", default=None,
+              help="session id or folder (default: the newest under the sessions root)")
+    @argument("-o", "--output", dest="output", default=None,
+              help="store the Session in this variable")
+    @argument("--panel", dest="panel_var", default=None,
+              help="store the session panel in this variable")
     @line_magic
     def stitch_open(self, line: str) -> Any:
-        """Open a session (also one a crash interrupted) and show its panel."""
+        """Open a session (also one a crash or a kernel restart interrupted) where it stopped,
+        and show its panel."""
         args = self._parse(self.stitch_open, line)
-        session = self._open(args.id)
-        return self._show(session, advance=False)
+        sid = args.id or self._newest()
+        session = self.sessions.get(sid) or self._open(sid)
+        self._register(session)
+        if self.shell is not None and args.output:
+            self.shell.user_ns[args.output] = session
+        return self._show(session, advance=False,
+                          names={"session": args.output, "panel": args.panel_var})
+
+    def _newest(self) -> str:
+        from ..store import SessionStore
+        root = self.settings().sessions_dir
+        try:
+            rows = SessionStore(root).list()
+        except StitchError as e:
+            raise UsageError(str(e)) from None
+        rows = [r for r in rows if r.get("status") != "unreadable"]
+        if not rows:
+            raise UsageError(f"no stitch sessions under {root}: run a %%stitch cell first "
+                             "(or %config StitchMagics.sessions_dir = '<folder>')")
+        return str(rows[0]["id"])
 
     @magic_arguments()
     @argument("id", nargs="?", default=None, help="session id (default: the last one)")
@@ -173,6 +217,9 @@ class StitchMagics(_SettingTraits):
         from . import bridge
         args = self._parse(self.stitch_approve, line)
         session = self._get(args.id)
+        panel = self.panels.get(str(session.id))
+        if panel is not None and panel.busy:
+            panel.wait()                 # a click is being worked on: approve after it
         try:
             ph = bridge.phase(session)
             waiting = [c for c in bridge.candidates(session) if c.id in bridge.pending(session)]
@@ -217,6 +264,28 @@ class StitchMagics(_SettingTraits):
             raise UsageError(str(e)) from None
         self._refresh(session)
         print(session.state)
+
+    @magic_arguments()
+    @argument("id", nargs="?", default=None, help="session id (default: the last one)")
+    @line_magic
+    def stitch_close(self, line: str) -> Any:
+        """Give a session up in this kernel (what a kernel restart does): its lock is released,
+        its panels stop posting, its folder stays; ``%stitch_open ID`` carries it on later."""
+        args = self._parse(self.stitch_close, line)
+        sid = args.id or self.last
+        if sid is None or sid not in self.sessions:
+            raise UsageError(f"no open stitch session {sid or ''} in this kernel"
+                             + (f"; open ones: {', '.join(self.sessions)}" if self.sessions
+                                else ""))
+        session = self.sessions.pop(sid)
+        panel = self.panels.pop(sid, None)
+        if panel is not None:
+            panel.wait()
+            panel.detach(f"closed in this kernel: %stitch_open {sid} reopens it")
+        session.close()
+        if self.last == sid:
+            self.last = next(reversed(self.sessions), None)
+        print(f"closed session {sid}; %stitch_open {sid} reopens it where it stopped")
 
     # ---- helpers --------------------------------------------------------------------------
 

@@ -5,6 +5,10 @@ button posts an event to the Session (through ``bridge``) and then lets the Sess
 it needs a person again. Long steps run in a background thread so the notebook stays responsive;
 progress comes from the Session's ``on_progress`` callback, errors land in the panel's error box.
 
+What the person types is never lost: editor text is kept per candidate and kernel until it is
+verified or discarded, whatever redraws in between, and **Approve** with an edited editor
+verifies the edit as a new version (its own id, the shown candidate as parent).
+
 >>> panel = SessionPanel(session)        # doctest: +SKIP
 >>> panel                                # shows the tabs in a notebook
 >>> panel.plan_approve.click()           # the same as clicking "Approve plan"
@@ -16,6 +20,7 @@ import dataclasses
 import difflib
 import html
 import json
+import re
 import threading
 import traceback
 from collections.abc import Callable
@@ -28,41 +33,57 @@ from ..errors import StitchError
 from ..candidate import Candidate
 from ..plan import Plan, Task
 from ..verdict import Verdict
-from . import bridge, figures
+from . import bridge, diagnostics, figures
+from .editor import make_editor
 
 _MONO = "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"
 _TAB_TITLES = ("Plan", "Kernels", "Profile", "History")
 
 
 class SessionPanel:
-    """A view over ``session``. ``threaded=False`` runs steps inline (tests, scripts)."""
+    """A view over ``session``. ``threaded=False`` runs steps inline (tests, scripts).
 
-    def __init__(self, session: Any, *, threaded: bool = True, export_dir: str | None = None):
+    ``names`` says which notebook variables hold the session and the panel (``{"session":
+    "s", "panel": "p"}``, what ``%%stitch -o s --panel p`` made), so messages name what
+    exists; ``editor`` picks the code editor (auto, codemirror, textarea).
+    """
+
+    def __init__(self, session: Any, *, threaded: bool = True, export_dir: str | None = None,
+                 names: dict[str, str] | None = None, editor: str = "auto"):
         self.session = session
         self.threaded = threaded
+        self.names = dict(names or {})
+        self.editor_kind = editor
         self.model: Any = None                     # the finished model, once loaded
         self.exported: Path | None = None
         self.figures: dict[str, Any] = {}          # name -> plotly Figure shown last
         self._thread: threading.Thread | None = None
         self._busy = False
+        self._step = ""                            # the running step's label
         self.last_exception: BaseException | None = None   # the last step's error, if any
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._task_rows: list[_TaskRow] = []
-        self._editors: dict[str, W.Textarea] = {}
+        self._editors: dict[str, Any] = {}         # kernel name -> editor of the shown candidate
+        self._drafts: dict[str, dict[str, str]] = {}   # candidate id -> kernel -> typed text
+        self._drawn: tuple | None = None           # what the Kernels tab shows now
         self._selected: str | None = None          # candidate id shown in Kernels/Profile
         self._follow_latest = True
+        self._detached = ""                        # why this panel no longer drives the session
 
-        # header: title, phase, progress, error box
+        # header: title, what next, progress, notices and errors, best / why it stopped
         self.title = W.HTML()
         self._css = W.HTML(_PANEL_CSS + _CODE_CSS, layout=W.Layout(display="none"))
         self.status = W.HTML()
+        self.next_step = W.HTML()
         self.progress = W.IntProgress(value=0, min=0, max=100, description="",
                                       layout=W.Layout(width="220px", visibility="hidden"))
         self.progress_label = W.Label("")
+        self.notice = W.HTML("", layout=W.Layout(display="none"))
         self.error_box = W.HTML("", layout=W.Layout(display="none"))
+        self.summary = W.HTML()
         header = W.VBox([self._css, self.title,
                          W.HBox([self.status, self.progress, self.progress_label]),
-                         self.error_box])
+                         self.next_step, self.notice, self.error_box, self.summary])
 
         # Plan tab
         self.plan_rows = W.VBox()
@@ -74,29 +95,35 @@ class SessionPanel:
         plan_tab = W.VBox([self.plan_notes, self.plan_rows, self.plan_approve])
 
         # Kernels tab
-        self.version = W.Dropdown(description="version", layout=W.Layout(width="420px"))
+        self.version = W.Dropdown(description="version", layout=W.Layout(width="560px"))
         self.version.observe(self._on_version, names="value")
+        self.draft_note = W.HTML()
         self.kernel_box = W.VBox()
         self.kernel_approve = W.Button(description="Approve", button_style="success", icon="check",
-                                       tooltip="Accept this candidate as the result")
-        self.kernel_verify = W.Button(description="Verify edit", button_style="primary",
-                                      icon="play", tooltip="Verify the edited kernels")
+                                       tooltip="Verify this candidate; with edits, verify your "
+                                               "edit as a new version")
+        self.kernel_discard = W.Button(description="Discard edits", icon="undo",
+                                       tooltip="Put the shown version's code back in the editors")
         self.kernel_regen = W.Button(description="Regenerate", icon="refresh",
-                                     tooltip="Ask the Coder for new candidates")
+                                     tooltip="Set the waiting candidates aside and ask the Coder "
+                                             "for new ones")
         self.kernel_approve.on_click(lambda _: self.approve_candidate())
-        self.kernel_verify.on_click(lambda _: self.verify_edit())
+        self.kernel_discard.on_click(lambda _: self.discard_edits())
         self.kernel_regen.on_click(lambda _: self.regenerate())
-        kernels_tab = W.VBox([self.version, self.kernel_box,
-                              W.HBox([self.kernel_approve, self.kernel_verify, self.kernel_regen])])
+        kernels_tab = W.VBox([self.version, self.draft_note, self.kernel_box,
+                              W.HBox([self.kernel_approve, self.kernel_discard,
+                                      self.kernel_regen])])
 
         # Profile tab
         self.verdict_html = W.HTML()
+        self.profile_note = W.HTML()
         self.timeline_out = W.Output()
+        self.kernel_table = W.HTML()
         self.kernels_out = W.Output()
         self.ncu_out = W.Output()
         self.ncu_note = W.HTML()
-        profile_tab = W.VBox([self.verdict_html, self.timeline_out, self.kernels_out,
-                              self.ncu_note, self.ncu_out])
+        profile_tab = W.VBox([self.verdict_html, self.profile_note, self.timeline_out,
+                              self.kernel_table, self.kernels_out, self.ncu_note, self.ncu_out])
 
         # History tab
         self.history_out = W.Output()
@@ -124,7 +151,7 @@ class SessionPanel:
             self.tabs.set_title(i, t)
         self.widget = W.VBox([header, self.tabs], layout=W.Layout(width="100%"))
         self.widget.add_class("stitch-panel")
-        self._buttons = [self.plan_approve, self.kernel_approve, self.kernel_verify,
+        self._buttons = [self.plan_approve, self.kernel_approve, self.kernel_discard,
                          self.kernel_regen, self.next_button, self.stop_button, self.model_button]
         for b in self._buttons:
             b.layout.width = "auto"       # the full label, never "Run next iterat..."
@@ -145,13 +172,13 @@ class SessionPanel:
         p = bridge.plan(s)
         if p is not None:
             lines.append(str(p))
-        best = _best(s)
-        if best:
-            lines.append(f"best: {best[0]}")
-            lines.append(f"  {best[1]}")
+        lines.append(_plain(self.summary.value))
+        nxt = _plain(self.next_step.value)
+        if nxt:
+            lines.append(nxt)
         if self.error:
             lines.append(self.error)
-        return "\n".join(lines)
+        return "\n".join(x for x in lines if x)
 
     def html(self) -> str:
         s = self.session
@@ -161,16 +188,13 @@ class SessionPanel:
         p = bridge.plan(s)
         if p is not None:
             parts.append(p._repr_html_())
-        best = _best(s)
-        if best:
-            parts.append(f"<div>best: {html.escape(str(best[0]))}</div>{best[1]._repr_html_()}")
-        parts.append(self.error_box.value)
+        parts += [self.summary.value, self.next_step.value, self.error_box.value]
         return "<div class='stitch-session'>" + "".join(parts) + "</div>"
 
     # ---- refresh --------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Redraw every tab from the Session."""
+        """Redraw every tab from the Session (typed edits survive: they are kept as drafts)."""
         with self._lock:
             s = self.session
             ph = bridge.phase(s)
@@ -179,26 +203,42 @@ class SessionPanel:
             self.title.value = f"<b>stitch</b> session <code>{sid}</code> · {name}"
             self.status.value = f"phase: <b>{html.escape(ph or 'new')}</b>&nbsp;&nbsp;"
             err = bridge.error(s)
-            if err and not self.error_box.value:
-                self._show_error(str(err))
+            if err:
+                self._show_error(f"The session failed: {err}",
+                                 "its events are kept: fix the cause, then %stitch_open "
+                                 f"{getattr(s, 'id', '')} starts where it stopped")
             self._refresh_plan()
             self._refresh_kernels()
             self._refresh_profile()
             self._refresh_history()
+            self._refresh_summary()
             self._update_buttons()
 
+    def _refresh_summary(self) -> None:
+        s = self.session
+        self.summary.value = summary_html(s)
+        if not self._detached:
+            self.next_step.value = f"<div class='stitch-next'>▶ {next_step_html(self)}</div>"
+
     def _update_buttons(self) -> None:
+        if self._detached:
+            return
         busy, s = self.busy, self.session
         ph = bridge.phase(s)
         done = bridge.is_done(s)
         sel = self.selected()
+        edits = self.edited_kernels()
         self.plan_approve.disabled = busy or ph != "planned"
-        self.kernel_approve.disabled = busy or sel is None or sel.id not in bridge.pending(s)
-        self.kernel_verify.disabled = busy or sel is None or done or not sel.kernels
+        self.kernel_approve.disabled = busy or sel is None or done or not (
+            edits or sel.id in bridge.pending(s))
+        self.kernel_approve.description = "Approve edit" if edits else "Approve"
+        self.kernel_discard.disabled = busy or not edits
         self.kernel_regen.disabled = busy or ph not in ("coded", "verified")
-        self.next_button.disabled = busy or ph not in ("coded", "verified")
+        self.next_button.disabled = busy or ph not in ("coded", "verified", "plan_approved",
+                                                       "refining", "candidate_approved")
         self.stop_button.disabled = busy
         self.model_button.disabled = busy or _best(s) is None
+        self._refresh_draft_note(sel, edits)
 
     # Plan tab
     def _refresh_plan(self) -> None:
@@ -208,12 +248,16 @@ class SessionPanel:
             self.plan_rows.children = ()
             self._task_rows = []
             return
+        if self._task_rows and [r.task for r in self._task_rows] == p.tasks and \
+                all(r.locked == p.approved for r in self._task_rows):
+            return        # unchanged: keep what the person is typing in the rows
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in p.notes)
         state = "approved" if p.approved else "waiting for your approval"
         self.plan_notes.value = (f"<b>Plan</b> by the {html.escape(p.agent)} planner for "
                                  f"<code>{html.escape(p.device)}</code> — {state}"
                                  + (f"<ul>{notes}</ul>" if notes else ""))
-        self._task_rows = [_TaskRow(t, self._move, editable=not p.approved) for t in p.tasks]
+        self._task_rows = [_TaskRow(t, self._move, editable=not p.approved,
+                                    editor=self.editor_kind) for t in p.tasks]
         self._layout_task_rows()
 
     def _layout_task_rows(self) -> None:
@@ -242,13 +286,18 @@ class SessionPanel:
 
     # Kernels tab
     def _refresh_kernels(self) -> None:
-        cs = bridge.candidates(self.session)
-        vs = bridge.verdicts(self.session)
+        s = self.session
+        cs = bridge.candidates(s)
+        vs = bridge.verdicts(s)
+        best = _best(s)
         options = []
         for c in cs:
             v = vs.get(c.id)
-            label = (f"{c.id} · iter {c.iteration} · {c.origin} · "
-                     f"{v.status if v else 'not verified'}")
+            label = (f"{c.id} · iter {c.iteration} · {c.origin}"
+                     + (f" (edit of {c.parent})" if c.origin == "user" and c.parent else "")
+                     + f" · {v.status if v else _waiting(s, c)}"
+                     + (" · ★ best" if best and best[0].id == c.id else "")
+                     + (" · ✎ unsaved edits" if self._draft_edits(c) else ""))
             options.append((label, c.id))
         ids = [c.id for c in cs]
         if self._selected not in ids or self._follow_latest:
@@ -266,6 +315,13 @@ class SessionPanel:
         self._follow_latest = bool(ids) and change["new"] == ids[-1]
         self._draw_candidate()
         self._refresh_profile()
+        self._update_buttons()
+
+    def select(self, candidate_id: str) -> None:
+        """Show ``candidate_id`` in the Kernels and Profile tabs (what the version menu does)."""
+        if candidate_id not in [c.id for c in bridge.candidates(self.session)]:
+            raise StitchError(f"no candidate {candidate_id!r} in this session")
+        self.version.value = candidate_id
 
     def selected(self) -> Candidate | None:
         for c in bridge.candidates(self.session):
@@ -275,36 +331,98 @@ class SessionPanel:
 
     def _draw_candidate(self) -> None:
         c = self.selected()
+        v = bridge.verdict_for(self.session, c)
+        done = bridge.is_done(self.session)
+        key = (c.id if c else None, v.status if v else None, (v.build_log if v else ""), done)
+        if key == self._drawn:
+            return            # unchanged: the editors (and the cursor in them) stay as they are
+        self._drawn = key
         self._editors = {}
         if c is None:
             self.kernel_box.children = (W.HTML("<i>No candidate yet: approve the plan first.</i>"),)
             return
         prev = bridge.previous(self.session, c)
         prev_code = {k.name: k.code for k in prev.kernels} if prev else {}
-        v = bridge.verdict_for(self.session, c)
-        items: list[W.Widget] = [W.HTML(f"<b>{html.escape(str(c))}</b>"
-                                        + (f"<div>{html.escape(c.notes)}</div>"
-                                           if c.notes else ""))]
+        log = (v.build_log if v else "") or ""
+        diags = diagnostics.parse(log, [k.name for k in c.kernels],
+                                  lines={k.name: k.code.count("\n") + 1 for k in c.kernels})
+        drafts = self._drafts.get(c.id, {})
+        head = (f"<b>{html.escape(str(c))}</b>"
+                + (f"<br><small>parent <code>{html.escape(c.parent)}</code></small>"
+                   if c.parent else "")
+                + (f"<div class='stitch-notes'>{html.escape(c.notes)}</div>" if c.notes else ""))
+        items: list[W.Widget] = [W.HTML(head)]
         for k in c.kernels:
-            ed = W.Textarea(value=k.code, layout=W.Layout(width="100%", height="260px"))
-            ed.add_class("stitch-code")
+            mine = [d.to_dict() for d in diags if d.kernel == k.name]
+            text = drafts.get(k.name, k.code)
+            ed = make_editor(text, lang=k.lang, original=prev_code.get(k.name), diagnostics=mine,
+                             read_only=done, kind=self.editor_kind,
+                             focus_line=_focus_line(text, k, mine))
+            ed.add_class("stitch-kernel-editor")
+            ed.observe(lambda ch, c_id=c.id, name=k.name: self._on_typed(c_id, name, ch["new"]),
+                       names="value")
             self._editors[k.name] = ed
-            diff = _diff_html(prev_code.get(k.name), k.code, k.name,
-                              prev.id if prev else None, c.id)
-            items += [W.HTML(f"<b>{html.escape(k.name)}</b> <small>({html.escape(k.lang)}; "
-                             f"entry {html.escape(', '.join(k.entry) or '-')})</small>"),
-                      ed, W.HTML(diff)]
+            items.append(W.HTML(
+                f"<b>{html.escape(k.name)}</b> <small>({html.escape(k.lang)}; entry "
+                f"{html.escape(', '.join(k.entry) or '-')}; {k.code.count(chr(10)) + 1} lines"
+                + (f"; diff against <code>{html.escape(prev.id)}</code> shown inline"
+                   if prev and k.name in prev_code and prev_code[k.name] != k.code
+                   and hasattr(ed, "show_diff") else "") + ")</small>"))
+            items.append(ed)
+            if mine:
+                items.append(W.HTML(_diagnostics_html(mine)))
+            if not hasattr(ed, "show_diff"):    # a textarea: the diff as text below it
+                items.append(W.HTML(_diff_html(prev_code.get(k.name), k.code, k.name,
+                                               prev.id if prev else None, c.id)))
         if not c.kernels:
             items.append(W.HTML("<i>This candidate has no kernels of its own.</i>"))
-        log = (v.build_log if v else "") or ""
+        failed_build = v is not None and v.status == "build_error"
         items.append(W.HTML(
-            "<details><summary>compile log</summary>"
-            f"<pre style='font-family:{_MONO};font-size:11px;max-height:240px;overflow:auto'>"
-            f"{html.escape(log) or '(empty)'}</pre></details>"))
+            f"<details{' open' if failed_build else ''}><summary>compile log"
+            f"{' (the build failed: the messages are marked on their lines above)' if diags else ''}"
+            f"</summary><pre class='stitch-log' style='font-family:{_MONO};font-size:11px;"
+            f"max-height:240px;overflow:auto'>{html.escape(log) or '(empty)'}</pre></details>"))
         self.kernel_box.children = items
 
+    def _on_typed(self, candidate_id: str, name: str, text: str) -> None:
+        c = next((x for x in bridge.candidates(self.session) if x.id == candidate_id), None)
+        original = next((k.code for k in c.kernels if k.name == name), None) if c else None
+        d = self._drafts.setdefault(candidate_id, {})
+        if text == original:
+            d.pop(name, None)
+        else:
+            d[name] = text
+        if not d:
+            self._drafts.pop(candidate_id, None)
+        self._update_buttons()
+
+    def _draft_edits(self, c: Candidate) -> dict[str, str]:
+        code = {k.name: k.code for k in c.kernels}
+        return {n: t for n, t in self._drafts.get(c.id, {}).items()
+                if n in code and t != code[n]}
+
+    def _refresh_draft_note(self, sel: Candidate | None, edits: dict[str, str]) -> None:
+        if sel is None or not edits:
+            self.draft_note.value = ""
+            return
+        code = {k.name: k.code for k in sel.kernels}
+        parts = []
+        for name, text in edits.items():
+            changed = sum(1 for ln in difflib.ndiff(code[name].splitlines(), text.splitlines())
+                          if ln[:1] in "+-")
+            parts.append(f"<code>{html.escape(name)}</code> ({changed} line(s) changed)")
+        if bridge.is_done(self.session):
+            tail = ("the session has finished, so it cannot verify edits any more; start a new "
+                    "<code>%%stitch</code> session to try them")
+        else:
+            tail = (f"<b>Approve edit</b> verifies your code as a new version under "
+                    f"<code>{html.escape(sel.id)}</code>; <b>Discard edits</b> puts "
+                    f"<code>{html.escape(sel.id)}</code>'s code back")
+        self.draft_note.value = (f"<div class='stitch-draft'>✎ You edited {', '.join(parts)}: "
+                                 f"{tail}.</div>")
+
     def edit_kernel(self, name: str, code: str) -> None:
-        """Put ``code`` in kernel ``name``'s editor (what typing in it does); then verify_edit()."""
+        """Put ``code`` in kernel ``name``'s editor (what typing in it does); then Approve."""
         if name not in self._editors:
             raise StitchError(f"the shown candidate has no kernel {name!r}",
                               hint=f"kernels: {', '.join(self._editors) or '(none)'}")
@@ -313,10 +431,18 @@ class SessionPanel:
     def edited_kernels(self) -> dict[str, str]:
         """Kernels whose editor text differs from the selected candidate's code."""
         c = self.selected()
+        return self._draft_edits(c) if c is not None else {}
+
+    def discard_edits(self) -> None:
+        """Put the shown candidate's code back in its editors."""
+        c = self.selected()
         if c is None:
-            return {}
-        code = {k.name: k.code for k in c.kernels}
-        return {n: ed.value for n, ed in self._editors.items() if ed.value != code.get(n)}
+            return
+        self._drafts.pop(c.id, None)
+        for k in c.kernels:
+            if k.name in self._editors:
+                self._editors[k.name].value = k.code
+        self._update_buttons()
 
     # Profile tab
     def _refresh_profile(self) -> None:
@@ -335,14 +461,20 @@ class SessionPanel:
             self.verdict_html.value = "<i>No verdict yet.</i>"
             for out in (self.timeline_out, self.kernels_out, self.ncu_out):
                 out.outputs = ()
-            self.ncu_note.value = ""
+            self.ncu_note.value = self.profile_note.value = self.kernel_table.value = ""
             self.figures = {k: f for k, f in self.figures.items() if k == "history"}
             return
         self.verdict_html.value = note + verdict_html(v)
         prof = v.profile or {}
+        shown = next((x for x in bridge.candidates(self.session) if x.id == v.candidate_id), c)
+        work = figures.kernel_work(getattr(self.session, "graph", None),
+                                   bridge.plan(self.session), shown)
+        self.profile_note.value = figures.agreement_html(prof, v.timings)
         self.figures["timeline"] = figures.timeline_figure(
-            prof, title=f"Timeline · reference vs {v.candidate_id}")
+            prof, timings=v.timings, title=f"Timeline · reference vs {v.candidate_id}")
         self.figures["kernels"] = figures.kernel_figure(prof)
+        self.kernel_table.value = figures.kernel_table_html(
+            prof, work=work, ceilings=figures.ceilings(prof))
         self.figures.pop("ncu", None)
         _show(self.timeline_out, self.figures["timeline"])
         _show(self.kernels_out, self.figures["kernels"])
@@ -361,22 +493,7 @@ class SessionPanel:
         pts = bridge.history(self.session)
         self.figures["history"] = figures.history_figure(pts)
         _show(self.history_out, self.figures["history"])
-        vs = bridge.verdicts(self.session)
-        best = _best(self.session)
-        rows = []
-        for c in bridge.candidates(self.session):
-            v = vs.get(c.id)
-            star = "★" if best and best[0].id == c.id else ""
-            sp = (f"{v.speedup_vs_eager:.2f}x" if v and v.speedup_vs_eager is not None else "-")
-            rows.append(f"<tr><td>{star}</td><td><code>{html.escape(c.id)}</code></td>"
-                        f"<td>{c.iteration}</td><td>{html.escape(c.origin)}</td>"
-                        f"<td>{html.escape(c.parent or '-')}</td>"
-                        f"<td>{html.escape(v.status if v else 'not verified')}</td>"
-                        f"<td>{sp}</td></tr>")
-        self.versions_html.value = (
-            "<table class='stitch-versions'><thead><tr><th></th><th>candidate</th><th>iter</th>"
-            "<th>origin</th><th>parent</th><th>status</th><th>vs eager</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>" if rows else "<i>No versions yet.</i>")
+        self.versions_html.value = versions_html(self.session)
 
     # ---- actions --------------------------------------------------------------------------
 
@@ -401,26 +518,45 @@ class SessionPanel:
                   lambda: bridge.approve_plan(self.session, edited))
 
     def approve_candidate(self) -> None:
+        """Verify the shown candidate; with edited editors, verify the edit instead (a new
+        version), never the code the editors no longer show."""
         c = self.selected()
-        if c is not None:
-            self._run("Approving", lambda: bridge.approve_candidate(self.session, c))
+        if c is None:
+            return
+        if self.edited_kernels():
+            self.verify_edit()
+            return
+        if c.id not in bridge.pending(self.session):
+            v = bridge.verdict_for(self.session, c)
+            self._notify(f"{c.id} was verified already ({v.status if v else 'waiting'}): edit a "
+                         "kernel and press Approve edit to verify a new version, or Run next "
+                         "iteration.")
+            return
+        self._run(f"Verifying {c.id}", lambda: bridge.approve_candidate(self.session, c))
 
     def verify_edit(self) -> None:
+        """Verify the editors' text as a new version under the shown candidate, and show it."""
         c = self.selected()
         edits = self.edited_kernels()
         if c is None:
             return
         if not edits:
-            self._show_error("No kernel was edited: change a kernel's code, then Verify edit.")
+            self._notify("No kernel was edited: change a kernel's code, then Approve edit.")
+            return
+        new = bridge.edited(c, edits)
+        if new.id in bridge.verdicts(self.session):
+            # the same edit of the same version was verified before: show that version
+            self._drafts.pop(c.id, None)
+            self._follow_latest = False
+            self.select(new.id)
+            self._notify(f"This edit of {c.id} was verified before: it is version {new.id}.")
             return
 
         def go() -> None:
-            edited = c
-            for name, code in edits.items():
-                edited = dataclasses.replace(edited.with_kernel(name, code), parent=c.id)
-            self._follow_latest = True
-            bridge.post_edited(self.session, edited)
-        self._run("Verifying your edit", go)
+            bridge.post_edited(self.session, new)
+            self._drafts.pop(c.id, None)        # posted: the edit is a version of its own now
+            self._selected, self._follow_latest = new.id, True
+        self._run(f"Verifying your edit of {c.id}", go)
 
     def regenerate(self) -> None:
         self._run("Regenerating", lambda: bridge.regenerate(self.session))
@@ -435,16 +571,41 @@ class SessionPanel:
             if not bridge.is_done(self.session):
                 bridge.stop(self.session)
             self.exported = Path(self.session.export(target))
-            self.export_html.value = (f"Exported to <code>{html.escape(str(self.exported))}</code>"
-                                      "; <code>session.model()</code> loads the best candidate.")
+            sv = self.names.get("session")
+            again = (f"<code>{html.escape(sv)}.model()</code> loads the best candidate"
+                     if sv else "<b>Load finished model</b> loads the best candidate here")
+            self.export_html.value = (f"Exported to <code>{html.escape(str(self.exported))}"
+                                      f"</code>; {again}.")
         self._run("Stopping and exporting", go, advance=False)
 
     def load_model(self) -> None:
         def go() -> None:
             self.model = self.session.model()
-            self.export_html.value = ("Loaded: <code>panel.model</code> is the best candidate "
-                                      f"as a module ({html.escape(type(self.model).__name__)}).")
+            best = _best(self.session)
+            what = (f"{html.escape(best[0].id)} as a module "
+                    f"(<code>{html.escape(type(self.model).__name__)}</code>)" if best else "")
+            self.export_html.value = f"Loaded the best candidate {what}. {self.where_model()}"
         self._run("Loading the finished model", go, advance=False)
+
+    def where_model(self) -> str:
+        """Where code finds the loaded model, naming only variables that exist."""
+        pv, sv = self.names.get("panel"), self.names.get("session")
+        sid = html.escape(str(getattr(self.session, "id", "")))
+        if pv:
+            out = f"In code it is <code>{html.escape(pv)}.model</code>"
+            return out + (f"; <code>{html.escape(sv)}.model()</code> builds a fresh one."
+                          if sv else ".")
+        if sv:
+            return f"In code, <code>{html.escape(sv)}.model()</code> builds the same module."
+        return ("To use it in code, keep the session in a variable: <code>%stitch_open "
+                f"{sid} -o s</code>, then <code>s.model()</code>.")
+
+    def detach(self, why: str) -> None:
+        """Stop driving the session (it was closed here): every button off, the reason shown."""
+        self._detached = why
+        for b in self._buttons:
+            b.disabled = True
+        self.next_step.value = f"<div class='stitch-next'>⏸ This panel is {html.escape(why)}.</div>"
 
     def advance(self) -> None:
         """Let the Session run until it needs a person (in the background)."""
@@ -454,22 +615,29 @@ class SessionPanel:
         """Do ``action`` (post an event), then let the Session advance, in the background
         unless ``threaded`` is off. Errors go to the error box; ``last_exception`` keeps the
         last one so a caller running inline can re-raise it."""
-        self.last_exception = None
-        if self.busy:
-            self._show_error("A step is still running; wait for it to finish.")
+        if self._detached:
+            self._notify(f"This panel is {self._detached}.")
             return
-        self._busy = True
+        if self.busy:
+            self._notify(f"“{self._step}” is still running; wait for it to finish.")
+            return
+        self.last_exception = None
+        self._busy, self._step = True, label
         self._clear_error()
-        self._set_progress(label, 0)
+        self._clear_notice()
+        self._set_progress(label, 0.0)
         for b in self._buttons:
             b.disabled = True
+        self.next_step.value = f"<div class='stitch-next'>⏳ {html.escape(label)} …</div>"
         hook = _install_progress(self.session, self._on_progress)
 
         def work() -> None:
+            ok = False
             try:
                 action()
                 if advance and not bridge.is_done(self.session):
                     self.session.advance()
+                ok = True
             except StitchError as e:
                 self.last_exception = e
                 self._show_error(e.message, e.hint)
@@ -479,7 +647,7 @@ class SessionPanel:
             finally:
                 hook()
                 self._busy = False
-                self._set_progress("", None)
+                self._finish_progress(label, ok)
                 try:
                     self.refresh()
                 except Exception as e:  # noqa: BLE001
@@ -492,10 +660,13 @@ class SessionPanel:
         else:
             work()
 
-    # ---- progress and errors --------------------------------------------------------------
+    # ---- progress, notices and errors -----------------------------------------------------
 
     def _on_progress(self, *args: Any, **kw: Any) -> None:
-        """Accepts ``(message)``, ``(message, fraction)`` or ``(message, done, total)``."""
+        """Accepts ``(message)``, ``(message, fraction)`` or ``(message, done, total)``.
+
+        The bar shows the running step: "verifying X (2/3)" counts that step's candidates;
+        a fraction of the whole session is shown only when it moves the bar forward."""
         msg = kw.get("message") or next((a for a in args if isinstance(a, str)), "")
         nums = [a for a in args if isinstance(a, (int, float)) and not isinstance(a, bool)]
         frac = kw.get("fraction")
@@ -505,18 +676,25 @@ class SessionPanel:
             frac = nums[0] / nums[1]
         elif frac is None and len(nums) == 1:
             frac = nums[0]
+        m = re.search(r"\((\d+)/(\d+)\)", msg)
+        if m and int(m[2]):
+            frac = (int(m[1]) - 1) / int(m[2])     # the i-th of n has started
+        if frac is not None and frac < self.progress.value / 100:
+            frac = None                            # never move backwards within a step
         self._set_progress(msg, frac)
 
     def _set_progress(self, message: str, fraction: float | None) -> None:
         self.progress_label.value = message
-        if fraction is None and not message:
-            self.progress.layout.visibility = "hidden"
-            self.progress.value = 0
-            return
         self.progress.layout.visibility = "visible"
+        self.progress.bar_style = "info"
         if fraction is not None:
             self.progress.value = int(max(0.0, min(1.0, float(fraction))) * 100)
-            self.progress.bar_style = "info"
+
+    def _finish_progress(self, label: str, ok: bool) -> None:
+        """The step's end: the bar at 100% and what happened, until the next step starts."""
+        self.progress.value = 100
+        self.progress.bar_style = "success" if ok else "danger"
+        self.progress_label.value = f"{label}: {'done' if ok else 'failed (see the error)'}"
 
     def _show_error(self, message: str, hint: str | None = None, detail: str | None = None) -> None:
         body = f"<b>Error:</b> {html.escape(message)}"
@@ -534,17 +712,33 @@ class SessionPanel:
         self.error_box.value = ""
         self.error_box.layout.display = "none"
 
+    def _notify(self, message: str) -> None:
+        """A note for the person (not an error); cleared when the next step starts."""
+        self.notice.value = (f"<div class='stitch-notice' style='border:1px solid #d4a72c;"
+                             f"background:#fff8c5;padding:4px 10px;border-radius:4px'>"
+                             f"{html.escape(message)}</div>")
+        self.notice.layout.display = None
+
+    def _clear_notice(self) -> None:
+        self.notice.value = ""
+        self.notice.layout.display = "none"
+
     @property
     def error(self) -> str:
         """The error box's text ('' when there is none)."""
-        import re
-        return html.unescape(re.sub(r"<[^>]+>", " ", self.error_box.value)).strip()
+        return _plain(self.error_box.value)
+
+    @property
+    def note(self) -> str:
+        """The notice line's text ('' when there is none)."""
+        return _plain(self.notice.value)
 
 
 class _TaskRow:
     """One Task in the Plan tab: approve checkbox, ops, share, technique/params edits, order."""
 
-    def __init__(self, task: Task, move: Callable[[_TaskRow, int], None], *, editable: bool):
+    def __init__(self, task: Task, move: Callable[[_TaskRow, int], None], *, editable: bool,
+                 editor: str = "auto"):
         self.task = task
         self.index = 0
         self.locked = not editable
@@ -555,9 +749,11 @@ class _TaskRow:
         self.technique = W.Text(value=task.technique, placeholder="technique",
                                 layout=W.Layout(flex="1 1 auto", min_width="320px"),
                                 disabled=not editable)
-        self.params = W.Text(value=json.dumps(task.params) if task.params else "",
-                             placeholder='params, e.g. {"block": 256}',
-                             layout=W.Layout(width="220px"), disabled=not editable)
+        self.params = make_editor(json.dumps(task.params, indent=1) if task.params else "",
+                                  lang="json", read_only=not editable, height="auto",
+                                  kind=editor)
+        self.params.layout = W.Layout(width="260px", min_height="30px")
+        self.params.add_class("stitch-params")
         self.up = W.Button(icon="arrow-up", tooltip="move up", layout=W.Layout(width="34px"))
         self.down = W.Button(icon="arrow-down", tooltip="move down", layout=W.Layout(width="34px"))
         self.up.on_click(lambda _: move(self, -1))
@@ -569,8 +765,8 @@ class _TaskRow:
                 + _refs_html(task.refs))
         self.widget = W.VBox([
             W.HBox([self.approve, W.HTML(info, layout=W.Layout(flex="1"))]),
-            W.HBox([W.HTML("&nbsp;" * 6), self.technique, self.params, self.up, self.down],
-                   layout=W.Layout(width="100%")),
+            W.HBox([W.HTML("&nbsp;" * 6), self.technique, W.HTML("params"), self.params,
+                    self.up, self.down], layout=W.Layout(width="100%")),
         ], layout=W.Layout(border="1px solid #d0d7de", padding="4px", margin="2px 0"))
 
     def edited(self) -> Task:
@@ -581,13 +777,14 @@ class _TaskRow:
                 params = json.loads(raw)
             except json.JSONDecodeError as e:
                 from ..errors import PlanError
-                raise PlanError(f"task {self.task.id}: params are not valid JSON ({e.msg})",
+                raise PlanError(f"task {self.task.id}: params are not valid JSON ({e.msg} at "
+                                f"line {e.lineno}, column {e.colno})",
                                 hint='write them like {"block": 256, "vec": 4}') from None
             if not isinstance(params, dict):
                 from ..errors import PlanError
                 raise PlanError(f"task {self.task.id}: params must be a JSON object",
                                 hint='write them like {"block": 256}')
-        elif raw == "":
+        else:
             params = {}
         status = self.task.status
         if self.task.kind != "keep":
@@ -633,6 +830,129 @@ def _knowledge_base() -> Any:
     return _KB[0]
 
 
+# ---- what the panel says ------------------------------------------------------------------
+
+def _waiting(session: Any, c: Candidate) -> str:
+    if c.id in bridge.pending(session):
+        return "waiting for approval"
+    if c.id in (getattr(session.state, "approved", None) or []):
+        return "being verified"
+    return "set aside"
+
+
+def _counts(session: Any) -> str:
+    vs = bridge.verdicts(session)
+    by: dict[str, int] = {}
+    for v in vs.values():
+        by[v.status] = by.get(v.status, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in sorted(by.items(), key=lambda kv: -kv[1]))
+
+
+def summary_html(session: Any) -> str:
+    """Which candidate is best and why; why the session stopped, when it did."""
+    vs = bridge.verdicts(session)
+    best = _best(session)
+    parts = []
+    ph = bridge.phase(session)
+    if ph in ("done", "stopped"):
+        why = bridge.message(session) or ("stopped by you" if ph == "stopped" else "finished")
+        parts.append(f"<b>Session {html.escape(ph)}:</b> {html.escape(why.rstrip('.'))}.")
+    if best is not None:
+        c, v = best
+        passing = [x for x in vs.values() if x.status == "pass"]
+        sp = (f"{v.speedup_vs_eager:.2f}x vs eager" if v.speedup_vs_eager is not None
+              else "speed not measured")
+        if v.speedup_vs_compile is not None:
+            sp += f", {v.speedup_vs_compile:.2f}x vs torch.compile"
+        why = ("the only candidate that passed" if len(passing) == 1 else
+               f"the fastest of {len(passing)} passing candidates")
+        origin = ("your edit" if c.origin == "user" else f"{c.origin}, iteration {c.iteration}"
+                  + (", a variant of your edit" if c.params.get("hand_edit") else ""))
+        slower = (" It is not faster than eager PyTorch: keeping the reference is the honest "
+                  "result." if (v.speedup_vs_eager or 0) <= 1.0 else "")
+        parts.append(f"<b>Best:</b> <code>{html.escape(c.id)}</code> ({html.escape(origin)}): "
+                     f"{html.escape(sp)}, verified correct on {len(v.trials)} trial(s); "
+                     f"{why} ({html.escape(_counts(session))}).{slower}")
+    elif vs:
+        parts.append(f"<b>No candidate has passed yet</b> ({html.escape(_counts(session))}): "
+                     "a failed candidate is never a result.")
+    return ("<div class='stitch-summary'>" + " ".join(parts) + "</div>") if parts else ""
+
+
+def next_step_html(panel: SessionPanel) -> str:
+    """What the person can do now, in one sentence."""
+    s = panel.session
+    needs, ph = bridge.needs(s), bridge.phase(s)
+    sv = panel.names.get("session")
+    if ph == "failed":
+        return ("The session failed (see the error). Its events are kept: "
+                f"<code>%stitch_open {html.escape(str(s.id))}</code> reopens it.")
+    if ph in ("done", "stopped"):
+        use = (f"<code>{html.escape(sv)}.model()</code> or <b>Load finished model</b>" if sv
+               else "<b>Load finished model</b>")
+        return (f"Next: <b>Stop and export</b> writes the best candidate as a KernelBench "
+                f"file; {use} gives it as a module." if _best(s) else
+                "Nothing passed: change the plan or the kernels in a new <code>%%stitch</code> "
+                "session.")
+    if needs == "approve_plan":
+        return ("Next: check the tasks in <b>Plan</b> (untick, reorder, edit technique or "
+                "params), then press <b>Approve plan</b>.")
+    if needs == "approve_candidate":
+        waiting = [c for c in bridge.candidates(s) if c.id in bridge.pending(s)]
+        ids = ", ".join(f"<code>{html.escape(c.id)}</code>" for c in waiting)
+        return (f"Next: {ids} {'waits' if len(waiting) == 1 else 'wait'} in <b>Kernels</b>: "
+                "press <b>Approve</b> to verify (edit the code first if you like), or <b>Run "
+                "next iteration</b> to verify everything waiting.")
+    if needs == "next":
+        return ("Next: <b>Run next iteration</b> lets the Coder refine from the verdicts; or "
+                "edit a kernel in <b>Kernels</b> and <b>Approve edit</b>; or <b>Stop and "
+                "export</b>.")
+    if ph == "new":
+        return "The Planner runs first: its plan appears in <b>Plan</b>."
+    if needs in ("code", "verify"):
+        doing = {"code": "writing candidates", "verify": "verifying"}[needs]
+        return (f"The session stopped while {doing} (a restart or an error): <b>Run next "
+                "iteration</b> carries on from there.")
+    return "Nothing to do."
+
+
+def versions_html(session: Any) -> str:
+    """Every version as a tree: each row under its parent, edits marked as yours."""
+    cs = bridge.candidates(session)
+    if not cs:
+        return "<i>No versions yet.</i>"
+    vs = bridge.verdicts(session)
+    best = _best(session)
+    ids = {c.id for c in cs}
+    children: dict[str | None, list[Candidate]] = {}
+    for c in cs:
+        children.setdefault(c.parent if c.parent in ids else None, []).append(c)
+    rows: list[str] = []
+
+    def walk(parent: str | None, depth: int, seen: set[str]) -> None:
+        for c in children.get(parent, []):
+            if c.id in seen:
+                continue            # the loop keeps versions a tree; a view never loops
+            seen.add(c.id)
+            v = vs.get(c.id)
+            star = "★" if best and best[0].id == c.id else ""
+            sp = f"{v.speedup_vs_eager:.2f}x" if v and v.speedup_vs_eager is not None else "-"
+            what = ("your edit" if c.origin == "user"
+                    else str(c.params.get("variant", "")) if isinstance(c.params, dict) else "")
+            indent = "&nbsp;&nbsp;&nbsp;" * depth + ("└ " if depth else "")
+            rows.append(f"<tr><td>{star}</td><td>{indent}<code>{html.escape(c.id)}</code></td>"
+                        f"<td>{c.iteration}</td><td>{html.escape(c.origin)}</td>"
+                        f"<td>{html.escape(c.parent or '-')}</td>"
+                        f"<td>{html.escape(v.status if v else _waiting(session, c))}</td>"
+                        f"<td>{sp}</td><td><small>{html.escape(what)}</small></td></tr>")
+            walk(c.id, depth + 1, seen)
+
+    walk(None, 0, set())
+    return ("<table class='stitch-versions'><thead><tr><th></th><th>candidate</th><th>iter</th>"
+            "<th>origin</th><th>parent</th><th>status</th><th>vs eager</th><th>what</th></tr>"
+            f"</thead><tbody>{''.join(rows)}</tbody></table>")
+
+
 def verdict_html(v: Verdict) -> str:
     """The Verifier's verdict: status, trials, errors, tolerances, timings and speedups."""
     color = "#1a7f37" if v.status == "pass" else "#cf222e"
@@ -670,6 +990,32 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.2e}"
 
 
+def _plain(markup: str) -> str:
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup or "")).split())
+
+
+def _focus_line(text: str, k: Any, diags: list[dict]) -> int:
+    """Where the editor opens: the first error, else the entry function (after the helpers)."""
+    errors = [d["line"] for d in diags if d["severity"] == "error"]
+    if errors:
+        return max(1, min(errors) - 3)
+    lines = text.splitlines()
+    for name in k.entry or [k.name]:
+        pat = re.compile(rf"\b{re.escape(name)}\s*\(")
+        for i, ln in enumerate(lines, 1):
+            if pat.search(ln) and not ln.lstrip().startswith(("//", "/*", "*")):
+                return max(1, i - 2)
+    return 0
+
+
+def _diagnostics_html(items: list[dict]) -> str:
+    rows = "".join(
+        f"<li><code>line {d['line']}{':' + str(d['col']) if d.get('col') else ''}</code> "
+        f"<b>{html.escape(d['severity'])}</b>: {html.escape(d['message'])}</li>"
+        for d in items)
+    return f"<ul class='stitch-diagnostics' style='margin:2px 0;color:#82071e'>{rows}</ul>"
+
+
 def _diff_html(old: str | None, new: str, name: str, old_id: str | None, new_id: str) -> str:
     if old is None:
         return "<small><i>no previous version of this kernel to compare with</i></small>"
@@ -688,7 +1034,10 @@ def _diff_html(old: str | None, new: str, name: str, old_id: str | None, new_id:
 
 
 _CODE_CSS = (f"<style>.stitch-code textarea{{font-family:{_MONO}!important;font-size:12px;"
-             "white-space:pre;tab-size:4}</style>")
+             "white-space:pre;tab-size:4}.stitch-params .cm-editor{max-height:90px}"
+             ".stitch-draft{background:#ddf4ff;border:1px solid #54aeff;padding:4px 8px;"
+             "border-radius:4px;margin:4px 0}.stitch-next{margin:2px 0 4px 0}"
+             ".stitch-summary{margin:2px 0}</style>")
 _PANEL_CSS = ("<style>.stitch-panel table{border-collapse:collapse;margin:4px 0}"
               ".stitch-panel td,.stitch-panel th{padding:1px 10px 1px 0;text-align:left;"
               "line-height:1.4}.stitch-panel th{border-bottom:1px solid #d0d7de}</style>")

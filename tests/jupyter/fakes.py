@@ -147,6 +147,9 @@ class FakeSession:
     def best(self):
         return self.state.best_pair()
 
+    def close(self) -> None:
+        self.closed = True
+
     def model(self):
         import torch
         if self.best() is None:

@@ -34,8 +34,39 @@ def test_timeline_bars_start_at_their_event_times_relative_to_each_side():
 
 def test_timeline_colours_by_category_with_one_legend_entry_each():
     fig = figures.timeline_figure(_profile())
-    shown = [t.name for t in fig.data if t.showlegend]
-    assert sorted(shown) == ["cpu_op", "kernel"]
+    shown = [t.legendgroup for t in fig.data if t.showlegend]
+    assert sorted(shown) == ["cpu_op", "gap", "kernel"]
+    names = {t.legendgroup: t.name for t in fig.data}
+    assert names["cpu_op"] == "cpu_op: aten op on the host"
+    assert names["gap"].startswith("gap: nothing running")
+
+
+def test_gaps_between_top_level_rows_are_drawn_and_measured():
+    rows = [{"lane": "CPU", "name": "a", "start_us": 0, "dur_us": 10, "cat": "cpu_op"},
+            {"lane": "CPU", "name": "a.child", "start_us": 2, "dur_us": 3, "cat": "cpu_op"},
+            {"lane": "CPU", "name": "b", "start_us": 40, "dur_us": 60, "cat": "cpu_op"}]
+    gaps = figures.gaps(rows)
+    assert [(g["start_us"], g["dur_us"]) for g in gaps] == [(10, 30)]
+    fig = figures.timeline_figure({"reference": rows})
+    gap = next(t for t in fig.data if t.legendgroup == "gap")
+    assert list(gap.base) == [10] and list(gap.x) == [30]
+    assert "30.0 µs" in gap.customdata[0][0]
+
+
+def test_timed_medians_sit_beside_the_trace_and_agreement_compares_them():
+    prof = _profile()        # reference spans 20 µs, the candidate 10 µs
+    timings = {"eager": 0.021, "ours": 0.004}        # ms
+    fig = figures.timeline_figure(prof, timings=timings)
+    med = [t for t in fig.data if t.legendgroup == "timed median"]
+    assert [(list(t.y), list(t.x)) for t in med] == [(["reference · timed median"], [21.0]),
+                                                      (["candidate · timed median"], [4.0])]
+    agree = figures.agreement(prof, timings)
+    assert agree["reference"]["traced_us"] == 20.0 and agree["candidate"]["timed_us"] == 4.0
+    assert round(agree["candidate"]["ratio"], 2) == 2.5
+    note = figures.agreement_html(prof, timings)
+    assert "does not match" in note and "candidate" in note and "+150%" in note
+    ok = figures.agreement_html(prof, {"eager": 0.020, "ours": 0.0105})
+    assert "agrees with the verdict's timing within 20%" in ok
 
 
 def test_empty_profile_gives_a_timeline_with_a_note():
@@ -56,13 +87,34 @@ def test_kernel_times_use_the_cpu_ops_when_there_are_no_kernels():
     assert times["reference"] == {"aten::add": 10.0, "aten::relu": 8.0}
 
 
-def test_kernel_summary_is_preferred_over_rows():
-    prof = _profile(kernels={"candidate": [{"name": "fused_0", "total_us": 3.5, "calls": 1}],
-                             "reference": {"add_kernel": 5.0}})
+def test_kernel_summary_is_used_when_there_are_no_rows():
+    prof = {"kernels": {"candidate": [{"name": "fused_0", "total_us": 3.5, "calls": 1}],
+                        "reference": {"add_kernel": 5.0}}}
     fig = figures.kernel_figure(prof)
     by_name = {t.name: dict(zip(t.y, t.x)) for t in fig.data}
     assert by_name == {"reference": {"add_kernel": 5.0}, "candidate": {"fused_0": 3.5}}
     assert fig.layout.xaxis.type == "linear"
+
+
+def test_the_candidates_c_kernel_shows_as_itself_on_the_cpu():
+    # what a CPU verify records: the runtime's stitch:: range around the C kernel call
+    cand = [{"lane": "CPU 1", "name": "aten::empty", "start_us": 0, "dur_us": 18,
+             "cat": "cpu_op"},
+            {"lane": "CPU 1", "name": "stitch::k0_t1", "start_us": 219, "dur_us": 900,
+             "cat": "user_annotation"}]
+    prof = {"candidate": cand, "kernels": [{"name": "aten::empty", "total_us": 18.0}],
+            "reference_kernels": []}
+    assert figures.kernel_times(prof)["candidate"] == {"k0_t1": 900.0, "aten::empty": 18.0}
+
+
+def test_kernel_table_shows_achieved_rates_against_the_ceiling():
+    prof = {"candidate": [{"lane": "stream 7", "name": "k0_t1", "start_us": 0, "dur_us": 10,
+                           "cat": "kernel"}]}
+    work = {"candidate": {"k0_t1": {"bytes": 8e6, "flops": 2e6}}}
+    table = figures.kernel_table_html(prof, work=work, ceilings={"bytes_per_s": 4.3e12})
+    assert "800 GB/s" in table and "200 GFLOP/s" in table and "19% of 4.3 TB/s" in table
+    bare = figures.kernel_table_html(prof, work=work)
+    assert "not known for this run" in bare and "vs ceiling" not in bare
 
 
 def test_ncu_chart_from_kernel_rows():
@@ -90,6 +142,18 @@ def test_history_plots_speedups_per_iteration_on_numeric_axes():
     assert fig.layout.xaxis.type == "linear" and fig.layout.yaxis.type == "linear"
     eager = next(t for t in fig.data if t.name == "vs eager")
     assert list(eager.x) == [0, 1] and list(eager.y) == [1.5, 1.75]
+
+
+def test_history_draws_the_best_so_far_and_marks_edits_and_failures():
+    pts = [{"iteration": 0, "speedup_vs_eager": 2.0, "origin": "offline", "status": "pass"},
+           {"iteration": 0, "speedup_vs_eager": 2.5, "origin": "user", "status": "pass"},
+           {"iteration": 0, "speedup_vs_eager": None, "origin": "user", "status": "build_error"},
+           {"iteration": 1, "speedup_vs_eager": 1.2, "origin": "offline", "status": "pass"}]
+    fig = figures.history_figure(pts)
+    by = {t.name: t for t in fig.data}
+    assert list(by["best so far vs eager"].y) == [2.5, 2.5]    # never drops
+    assert list(by["vs eager"].marker.symbol) == ["circle", "diamond", "circle"]
+    assert list(by["failed"].x) == [0] and list(by["failed"].y) == [0.0]
 
 
 def test_nested_ops_draw_thinner_inside_their_parent():

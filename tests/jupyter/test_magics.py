@@ -205,3 +205,50 @@ def test_an_llm_agent_without_its_key_is_a_usage_error_before_any_session(real_s
     with pytest.raises(UsageError, match="ANTHROPIC_API_KEY"):
         shell.run_cell_magic("stitch", "--agent claude", SOURCE)
     assert not _magics(shell).sessions
+
+
+def test_o_and_panel_put_the_session_and_the_panel_in_variables(shell):
+    shell.run_cell_magic("stitch", "--auto --iters 0 -o s --panel p", SOURCE)
+    s, p = shell.user_ns["s"], shell.user_ns["p"]
+    assert p is _magics(shell).panels[s.id] and p.session is s
+    p.threaded = False
+    p.model_button.click()
+    msg = p.export_html.value
+    assert "<code>p.model</code>" in msg and "<code>s.model()</code>" in msg
+    assert "panel.model" not in msg
+    shell.user_ns.pop("p", None)
+
+
+def test_without_variables_the_messages_say_how_to_get_one(shell):
+    shell.run_cell_magic("stitch", "--auto --iters 0", SOURCE)
+    sid = _magics(shell).last
+    p = _magics(shell).panels[sid]
+    p.threaded = False
+    p.model_button.click()
+    assert f"%stitch_open {sid} -o s" in p.export_html.value
+
+
+def test_a_bad_variable_name_is_a_usage_error(shell):
+    with pytest.raises(UsageError, match="not a Python variable name"):
+        shell.run_cell_magic("stitch", "-o 2s", SOURCE)
+
+
+def test_approve_waits_for_a_step_the_panel_is_running(shell):
+    shell.run_cell_magic("stitch", "-o s", SOURCE)
+    s = shell.user_ns["s"]
+    panel = _magics(shell).panels[s.id]
+    panel.plan_approve.click()                     # threaded: returns while it works
+    shell.run_line_magic("stitch_approve", "")     # waits, then approves the candidate
+    assert not panel.busy and s.state.phase == "verified" and not panel.error
+
+
+def test_stitch_close_lets_the_session_go_and_its_panel_stops_posting(shell, capsys):
+    shell.run_cell_magic("stitch", "-o s --panel p", SOURCE)
+    s, p = shell.user_ns["s"], shell.user_ns.pop("p")
+    shell.run_line_magic("stitch_close", "")
+    assert s.id not in _magics(shell).sessions and "reopens it" in capsys.readouterr().out
+    assert p.plan_approve.disabled and "closed in this kernel" in p.next_step.value
+    p.approve_plan()
+    assert s.state.phase == "planned" and "closed in this kernel" in p.note
+    with pytest.raises(UsageError, match="no open stitch session"):
+        shell.run_line_magic("stitch_close", s.id)

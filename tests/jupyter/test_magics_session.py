@@ -64,3 +64,48 @@ def test_stitch_auto_runs_to_done_and_the_session_reopens(shell):
     shell.run_line_magic("stitch_open", sid)
     reopened = magics.sessions[sid]
     assert reopened.state.phase == "done" and reopened.best()[0].id == s.best()[0].id
+
+
+def test_no_profiler_log_lines_reach_the_notebook(shell, capfd):
+    shell.run_line_magic("config", "StitchMagics.profile = True")
+    shell.run_cell_magic("stitch", "--iters 0 -o s", SOURCE)
+    err = capfd.readouterr().err
+    assert "USDT" not in err and "profiler_start" not in err, err[-500:]
+
+
+def test_after_a_restart_stitch_open_resumes_the_newest_session(shell):
+    shell.run_cell_magic("stitch", "--agent offline --iters 0 -o s", SOURCE)
+    shell.run_line_magic("stitch_approve", "")                  # plan approved, candidate waits
+    s = shell.user_ns.pop("s")
+    sid, pending = s.id, list(s.state.pending)
+    magics = shell.magics_manager.registry["StitchMagics"]
+    s.close()                       # what a kernel restart does: the lock goes, the folder stays
+    magics.sessions.clear()
+    magics.panels.clear()
+    shell.run_line_magic("stitch_open", "-o s --panel p")
+    s2, p = shell.user_ns["s"], shell.user_ns.pop("p")
+    assert s2 is not s and s2.id == sid and s2.state.pending == pending
+    assert "Approve" in p.next_step.value
+    shell.run_line_magic("stitch_approve", "")                  # carries on where it stopped
+    assert s2.best() is not None
+
+
+def test_a_verified_hand_edit_is_what_the_next_iteration_refines(shell):
+    shell.run_cell_magic("stitch", "--agent offline --iters 2 -o s --panel p", SOURCE)
+    s, p = shell.user_ns["s"], shell.user_ns.pop("p")
+    p.threaded = False
+    p.plan_approve.click()
+    p.kernel_approve.click()
+    first = p.selected()
+    k = first.kernels[0]
+    line = next(ln for ln in k.code.splitlines() if "=" in ln and "v" in ln and "[" not in ln)
+    p.edit_kernel(k.name, k.code.replace(line, line + "  /* checked by hand */"))
+    p.kernel_approve.click()
+    mine = p.selected()
+    assert s.state.verdicts[mine.id].status == "pass", s.state.verdicts[mine.id].summary()
+    p.next_button.click()
+    assert not p.error, p.error
+    round1 = [c for c in s.state.candidates.values() if c.iteration == 1]
+    assert round1 and all(c.parent == mine.id for c in round1)
+    assert all("/* checked by hand */" in c.kernels[0].code for c in round1)
+    assert all(s.state.verdicts[c.id].status == "pass" for c in round1)

@@ -83,7 +83,8 @@ def test_wrong_edit_is_caught_by_the_verifier_and_a_fix_passes(panel):
     first = panel.selected()
     ed = panel._editors["fused_0"]
     ed.value = ed.value.replace("+ 1.0f", "+ 2.0f /* BUG */")
-    panel.kernel_verify.click()
+    assert panel.kernel_approve.description == "Approve edit"
+    panel.kernel_approve.click()
     assert not panel.error, panel.error
     edited = panel.selected()
     assert edited.parent == first.id and edited.origin == "user"
@@ -91,20 +92,101 @@ def test_wrong_edit_is_caught_by_the_verifier_and_a_fix_passes(panel):
     assert v.status == "incorrect"
     assert "incorrect" in panel.verdict_html.value
     assert "mismatches" in panel.verdict_html.value
-    diff = "".join(w.value for w in panel.kernel_box.children if hasattr(w, "value")
-                   and isinstance(w.value, str))
-    assert "+ 2.0f /* BUG */" in diff and "diff against the previous version" in diff
     # fix it
     panel._editors["fused_0"].value = first.kernels[0].code.replace("+ 1.0f", "+ 1.0f ")
-    panel.kernel_verify.click()
+    panel.kernel_approve.click()
     fixed = panel.selected()
     assert panel.session.state.verdicts[fixed.id].status == "pass"
 
 
-def test_verify_without_an_edit_says_so(panel):
+def _kernel_text(panel):
+    return "".join(w.value for w in panel.kernel_box.children
+                   if isinstance(getattr(w, "value", None), str))
+
+
+def test_approve_with_an_edited_editor_verifies_the_edit_not_the_original(panel):
     _approve_plan(panel)
-    panel.kernel_verify.click()
-    assert "No kernel was edited" in panel.error
+    original = panel.selected()
+    panel.edit_kernel("fused_0", original.kernels[0].code.replace("+ 1.0f", "+ 1.0f /* mine */"))
+    panel.kernel_approve.click()
+    s = panel.session.state
+    assert original.id not in s.verdicts and original.id in s.pending   # never verified
+    mine = panel.selected()
+    assert mine.id != original.id and mine.parent == original.id and mine.origin == "user"
+    assert "/* mine */" in mine.kernels[0].code and s.verdicts[mine.id].status == "pass"
+    assert "/* mine */" in panel._editors["fused_0"].value     # the editor shows the edit
+
+
+def test_typed_text_survives_redraws_and_switching_versions(panel):
+    _approve_plan(panel)
+    panel.kernel_approve.click()
+    first = panel.selected()
+    panel.edit_kernel("fused_0", first.kernels[0].code + "\n// half-way through an idea")
+    panel.refresh()                                     # what every finished step does
+    assert panel._editors["fused_0"].value.endswith("half-way through an idea")
+    assert "✎" in panel.draft_note.value and "Approve edit" in panel.draft_note.value
+    panel.next_button.click()                           # a new round arrives and is shown
+    assert panel.selected().id != first.id
+    panel.select(first.id)
+    assert panel._editors["fused_0"].value.endswith("half-way through an idea")
+    assert any("unsaved edits" in label for label, _ in panel.version.options)
+
+
+def test_discard_edits_puts_the_versions_code_back(panel):
+    _approve_plan(panel)
+    c = panel.selected()
+    panel.edit_kernel("fused_0", "/* scratch */")
+    assert not panel.kernel_discard.disabled
+    panel.kernel_discard.click()
+    assert panel._editors["fused_0"].value == c.kernels[0].code
+    assert panel.kernel_approve.description == "Approve" and panel.kernel_discard.disabled
+
+
+def test_a_fix_that_restores_the_original_code_is_its_own_selected_version(panel):
+    _approve_plan(panel)
+    panel.kernel_approve.click()
+    first = panel.selected()
+    code = first.kernels[0].code
+    panel.edit_kernel("fused_0", code.replace("+ 1.0f", "+ 2.0f /* BUG */"))
+    panel.kernel_approve.click()
+    broken = panel.selected()
+    panel.edit_kernel("fused_0", code)                  # the fix is exactly the first code
+    panel.kernel_approve.click()
+    fixed = panel.selected()
+    s = panel.session.state
+    assert fixed.id not in (first.id, broken.id)
+    assert (fixed.parent, broken.parent, first.parent) == (broken.id, first.id, None)
+    assert s.verdicts[fixed.id].status == "pass" and s.verdicts[broken.id].status == "incorrect"
+    assert fixed.id in panel.verdict_html.value
+    # History draws the tree: each version under its parent, none under its own child
+    rows = panel.versions_html.value.split("<tr>")[2:]
+    order = [next(i for i in (first.id, broken.id, fixed.id) if i in r.split("</td>")[1])
+             for r in rows]
+    assert order == [first.id, broken.id, fixed.id]
+    assert "your edit" in panel.versions_html.value
+
+
+def test_the_same_edit_twice_shows_the_version_it_already_is(panel):
+    _approve_plan(panel)
+    panel.kernel_approve.click()
+    first = panel.selected()
+    edit = first.kernels[0].code.replace("+ 1.0f", "+ 1.0f /* same */")
+    panel.edit_kernel("fused_0", edit)
+    panel.kernel_approve.click()
+    mine = panel.selected()
+    panel.select(first.id)
+    panel.edit_kernel("fused_0", edit)
+    panel.kernel_approve.click()
+    assert panel.selected().id == mine.id and "verified before" in panel.note
+    assert not panel.error
+
+
+def test_approve_without_an_edit_on_a_verified_candidate_says_what_to_do(panel):
+    _approve_plan(panel)
+    panel.kernel_approve.click()
+    assert panel.kernel_approve.disabled           # nothing to approve: no edit, not pending
+    panel.approve_candidate()
+    assert "verified already" in panel.note and not panel.error
 
 
 def test_profile_tab_draws_timeline_and_kernel_figures(panel):
@@ -171,3 +253,66 @@ def test_failed_session_shows_its_message(fake_session):
     fake_session.post(loop.Failed("the worker died"))
     p = SessionPanel(fake_session, threaded=False)
     assert "the worker died" in p.error
+
+
+def test_the_verdict_says_its_status_once(panel):
+    from stitchcuda_lab.jupyter.panel import _plain
+    _approve_plan(panel)
+    panel.kernel_approve.click()
+    v = panel.session.state.last_verdict()
+    for markup in (panel.verdict_html.value, v._repr_html_()):
+        assert _plain(markup).split().count("pass") == 1, _plain(markup)
+
+
+def test_the_panel_says_what_to_do_next_at_every_stop(panel):
+    assert "Approve plan" in panel.next_step.value
+    _approve_plan(panel)
+    assert "Approve" in panel.next_step.value and panel.selected().id in panel.next_step.value
+    panel.kernel_approve.click()
+    assert "Run next iteration" in panel.next_step.value
+    panel.stop_button.click()
+    assert "Stop and export" in panel.next_step.value or "Load finished model" in \
+        panel.next_step.value
+
+
+def test_the_panel_says_which_candidate_is_best_and_why(panel):
+    _approve_plan(panel)
+    panel.kernel_approve.click()
+    first = panel.selected()
+    panel.edit_kernel("fused_0", first.kernels[0].code.replace("+ 1.0f", "+ 2.0f /* BUG */"))
+    panel.kernel_approve.click()
+    text = panel.text()
+    assert f"Best: {first.id}" in text and "1.50x vs eager" in text
+    assert "the only candidate that passed" in text and "1 incorrect" in text
+
+
+def test_a_finished_session_says_why_it_stopped(fake_session):
+    fake_session.advance(auto=True)
+    p = SessionPanel(fake_session, threaded=False)
+    assert "Session done: iterations done." in p.text()
+    assert "the fastest of 3 passing candidates" in p.text()
+
+
+def test_an_error_is_cleared_when_the_next_step_succeeds(panel):
+    panel.regenerate()                       # refused: no candidates yet
+    assert panel.error
+    _approve_plan(panel)
+    assert panel.error == "" and panel.error_box.layout.display == "none"
+
+
+def test_each_step_ends_at_100_percent_with_what_happened(panel):
+    _approve_plan(panel)
+    assert panel.progress.value == 100 and panel.progress.bar_style == "success"
+    assert panel.progress_label.value.endswith(": done")
+    panel.regenerate()
+    panel.regenerate()
+    panel.session.post(loop.Stop("test"))
+    panel.regenerate()                       # refused by the loop: the bar says it failed
+    assert panel.progress.bar_style == "danger" and "failed" in panel.progress_label.value
+
+
+def test_a_click_while_a_step_runs_is_a_note_not_an_error(panel):
+    panel._busy, panel._step = True, "Verifying abc"
+    panel.next_button.click()
+    assert "still running" in panel.note and panel.error == ""
+    panel._busy = False

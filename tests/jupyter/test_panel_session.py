@@ -41,11 +41,22 @@ class ScriptedPlanner:
 
 
 class ScriptedCoder:
+    """Writes KERNEL; from iteration 1 on it starts from the code it is given (what an LLM
+    coder does with ``previous``), so a refine round shows what it was handed."""
+
     name = "scripted"
 
+    def __init__(self, kernel: str = KERNEL):
+        self.kernel = kernel
+        self.given: list = []
+
     def code(self, problem, graph, plan, settings, *, iteration, previous=None, feedback=None):
+        self.given.append(previous)
+        code = previous.kernels[0].code + f"\n/* refined {iteration} */" if previous else \
+            self.kernel
         return [Candidate(program=PROGRAM, iteration=iteration, origin="offline",
-                          kernels=[KernelSource("fused_0", "c", KERNEL, ["fused_add_relu"])],
+                          parent=previous.id if previous else None,
+                          kernels=[KernelSource("fused_0", "c", code, ["fused_add_relu"])],
                           replaced=["aten.add.Tensor", "aten.relu.default"])]
 
 
@@ -110,3 +121,63 @@ def test_regenerate_button_asks_the_coder_again(real_session):
     assert not panel.error, panel.error
     assert s.state.phase == "coded" and s.state.pending      # a fresh round awaits approval
     assert [h["event"] for h in s.state.history].count("regenerate") == 1
+
+
+def test_refine_after_a_passing_edit_starts_from_the_edit(settings):
+    from stitchcuda_lab.jupyter.panel import SessionPanel
+    from stitchcuda_lab.problem import problem_from_source
+    from stitchcuda_lab.session import Session
+
+    coder = ScriptedCoder()
+    s = Session.create(problem_from_source(SOURCE), settings.replace(iters=2),
+                       planner=ScriptedPlanner(), coder=coder)
+    try:
+        panel = SessionPanel(s, threaded=False)
+        panel.advance()
+        panel.plan_approve.click()
+        panel.kernel_approve.click()
+        first = panel.selected()
+        panel.edit_kernel("fused_0", KERNEL.replace("float v = x[i] + 1.0f;",
+                                                    "float v = 1.0f + x[i];  /* mine */"))
+        panel.kernel_approve.click()
+        mine = panel.selected()
+        assert s.state.verdicts[mine.id].status == "pass" and mine.parent == first.id
+        panel.next_button.click()                 # the Coder's next round, approved, verified
+        assert not panel.error, panel.error
+        assert coder.given[-1].id == mine.id      # handed the person's edit, not the best
+        new = panel.selected()
+        assert new.parent == mine.id and "/* mine */" in new.kernels[0].code
+    finally:
+        s.close()
+
+
+BROKEN = KERNEL.replace("out[i] = v > 0.0f ? v : 0.0f;", "out[i] = v > 0.0f ? v : 0.0f")
+
+
+def test_a_compile_error_is_marked_on_the_line_the_person_sees(settings):
+    from stitchcuda_lab.jupyter.panel import SessionPanel
+    from stitchcuda_lab.problem import problem_from_source
+    from stitchcuda_lab.session import Session
+
+    s = Session.create(problem_from_source(SOURCE), settings.replace(iters=0),
+                       planner=ScriptedPlanner(), coder=ScriptedCoder(BROKEN))
+    try:
+        panel = SessionPanel(s, threaded=False, editor="codemirror")
+        panel.advance()
+        panel.plan_approve.click()
+        panel.kernel_approve.click()
+        c = panel.selected()
+        v = s.state.verdicts[c.id]
+        assert v.status == "build_error", v.summary()
+        ed = panel._editors["fused_0"]
+        errors = [d for d in ed.diagnostics if d["severity"] == "error"]
+        assert errors, v.build_log
+        # gcc reports the missing ';' at the next line: either way a line of the kernel shown
+        lines = BROKEN.splitlines()
+        assert errors[0]["line"] in (5, 6), (errors, v.build_log)
+        assert lines[errors[0]["line"] - 1].strip() in ("out[i] = v > 0.0f ? v : 0.0f", "}")
+        assert "<details open>" in panel.kernel_box.children[-1].value   # the log is open
+        assert f"line {errors[0]['line']}" in "".join(
+            w.value for w in panel.kernel_box.children if isinstance(getattr(w, "value", 0), str))
+    finally:
+        s.close()

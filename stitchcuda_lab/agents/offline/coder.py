@@ -6,7 +6,9 @@ per thread, row strategy (block/warp per row), C chunk size, running one fused g
 library instead (a fusion boundary that did not pay), or the GEMMs of a ``tensor_core_gemm``
 task back in fp32 cuBLAS (does the 3xTF32 split pay here?). A candidate that failed is
 answered with safer variants (scalar loads, then the failing groups in the library). What
-changed is in ``Candidate.params["variant"]``.
+changed is in ``Candidate.params["variant"]``. A person's edit is refined by merging each
+variant into the edited code (``hand_edit.py``); variants that would change edited lines are
+dropped, and ``why_empty`` says so when none is left.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ...candidate import Candidate, KernelSource
 from .emit_c import emit_c
 from .emit_cuda import default_params, emit_cuda, launch_config
 from .fusion import LIBRARY_CLASSES, Unsupported, build_spec
+from .hand_edit import hand_edited, refine_hand_edit
 from .planner import SPLIT_TARGETS
 from .rewrite import lower
 from .program import CannotRender, KernelCall, render, render_fallback
@@ -46,8 +49,14 @@ class OfflineCoder:
     def code(self, problem: Problem, graph: Graph, plan: Plan, settings: Settings, *,
              iteration: int, previous: Candidate | None = None,
              feedback: Verdict | None = None) -> list[Candidate]:
+        self.why_empty = ""      # why a refine round has no candidate (the session says it)
         if iteration == 0 or previous is None:
             return [self.candidate(problem, graph, plan, {}, iteration=iteration)]
+        if hand_edited(previous):   # keep the person's code; vary only what merges around it
+            found, note = refine_hand_edit(self, problem, graph, plan, previous, iteration,
+                                           feedback)
+            self.why_empty = "" if found else note
+            return found
         base = dict(previous.params.get("tasks", {}))
         variants = self.variants(graph, plan, base, iteration, feedback)
         out = []

@@ -1,0 +1,101 @@
+"""The Profile tab against a verdict from a real CPU verify run (offline agents, C kernels).
+
+What the panel draws must compare with what the verdict says: the candidate's own C kernel
+shows as itself, its minimum traffic comes from the graph, and the timeline's totals agree with
+the verdict's timed medians within 20%.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from stitchcuda_lab.jupyter import figures
+
+pytestmark = pytest.mark.e2e
+
+CHAIN = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, cols, scale):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(cols) * 0.1)
+        self.scale = scale
+
+    def forward(self, x):
+        y = x * self.scale + self.bias
+        y = torch.sigmoid(y) * y
+        return torch.tanh(y)
+
+def get_inputs():
+    return [torch.randn(512, 1024)]
+
+def get_init_inputs():
+    return [1024, 1.7]
+'''
+
+
+@pytest.fixture(scope="module")
+def verified(tmp_path_factory):
+    from stitchcuda_lab import loop
+    from stitchcuda_lab.jupyter.panel import SessionPanel
+    from stitchcuda_lab.problem import problem_from_source
+    from stitchcuda_lab.session import Session
+    from stitchcuda_lab.settings import Settings
+
+    root = tmp_path_factory.mktemp("agreement")
+    settings = Settings(sessions_dir=str(root / "sessions"), cache_dir=str(root / "cache"),
+                        device="cpu", trials=5, timing_trials=20, warmup=3, compile_modes="",
+                        timeout=300.0, profile=True, iters=0)
+    s = Session.create(problem_from_source(CHAIN), settings)
+    s.advance()
+    s.post(loop.PlanApproved())
+    s.advance(auto=True)
+    panel = SessionPanel(s, threaded=False)
+    best = s.best()
+    assert best is not None, {k: v.summary() for k, v in s.state.verdicts.items()}
+    yield s, panel, best[0], best[1]
+    s.close()
+
+
+def test_the_candidates_c_kernel_shows_in_time_per_kernel(verified):
+    _, panel, cand, verdict = verified
+    kernel = cand.kernels[0].name
+    times = figures.kernel_times(verdict.profile)
+    assert kernel in times["candidate"], times
+    assert times["candidate"][kernel] == max(times["candidate"].values())
+    assert f"<code>{kernel}</code>" in panel.kernel_table.value
+
+
+def test_the_kernel_table_has_the_kernels_minimum_traffic_from_the_graph(verified):
+    s, panel, cand, _ = verified
+    work = figures.kernel_work(s.graph, s.state.plan, cand)
+    kernel = cand.kernels[0].name
+    # reads x and the bias, writes the output: 512*1024*4*2 + 1024*4 bytes
+    assert work["candidate"][kernel]["bytes"] == 512 * 1024 * 4 * 2 + 1024 * 4
+    assert "B/s" in panel.kernel_table.value
+
+
+def test_the_timeline_draws_the_verdicts_timed_medians(verified):
+    _, panel, _, verdict = verified
+    fig = panel.figures["timeline"]
+    med = {t.y[0]: t.x[0] for t in fig.data if t.legendgroup == "timed median"}
+    assert med["candidate · timed median"] == pytest.approx(verdict.timings["ours"] * 1000)
+    assert med["reference · timed median"] == pytest.approx(verdict.timings["eager"] * 1000)
+    assert panel.profile_note.value         # the agreement line is shown either way
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "Verifier (toolchain/verify.py): Verdict.profile is a single torch.profiler forward per "
+    "side, taken apart from the timing protocol (one call, not the median of the timed trials, "
+    "without their cache flush, with profiler overhead); on the 2-core CPU runner its span was "
+    "0.09x-0.98x (reference) and 1.5x-2.0x (candidate) of the verdict's medians. The Verifier "
+    "rewrite records the profile under the timing protocol; the fields the figure reads are "
+    "listed in stitchcuda_lab/jupyter/README.md, Profile tab"))
+def test_timeline_totals_agree_with_the_verdicts_times_within_20_percent(verified):
+    _, _, _, verdict = verified
+    agree = figures.agreement(verdict.profile, verdict.timings)
+    assert set(agree) == {"reference", "candidate"}
+    off = {side: round(a["ratio"], 2) for side, a in agree.items() if abs(a["ratio"] - 1) > 0.2}
+    assert not off, f"traced span / timed median: {off} ({agree})"
