@@ -549,24 +549,27 @@ class Job:
         return {"ours": ours, "ours_wall": res["wall_ms"]}
 
     def check_timed(self, seeds: list[int], rounds_left: int) -> None:
-        """Maybe one of the round's calls, picked now, compared with the reference: about
-        CHECKED_CALLS rounds of each contender are checked, which ones decided only now."""
+        """Some of the round's calls, picked now, compared with the reference: CHECKED_CALLS
+        of each contender's timed calls in all (all of them when there are fewer), spread over
+        the rounds, which ones decided only after each round."""
+        import math
+
         import torch
-        check = bool(seeds) and self.checks_left > 0 and (
-            rounds_left <= self.checks_left or secrets.randbelow(rounds_left) < self.checks_left)
-        i = secrets.randbelow(len(seeds)) if check else -1
-        picked = self.ask({"op": "outputs", "calls": [i] if check else []}).get("picked", {})
-        if not check:
-            return
-        self.checks_left -= 1
-        with torch.no_grad():
-            ref_out = [r.detach() for r in tensors(self.ref.model(*self.draw(seeds[i])))]
-        got, res = self.read(picked.get(str(i)), ref_out)
-        if got is None or not all(r["ok"] for r in res):
-            why = "; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])
-            raise Reject("timed_output_mismatch", "a timed call's output, checked after the "
-                         f"round, is wrong ({why or 'missing'}): the candidate computes "
-                         "differently when it is timed")
+        n = 0
+        if seeds and self.checks_left > 0:
+            n = min(len(seeds), math.ceil(self.checks_left / max(1, rounds_left)))
+        picked_calls = sorted(secrets.SystemRandom().sample(range(len(seeds)), n)) if n else []
+        picked = self.ask({"op": "outputs", "calls": picked_calls}).get("picked", {})
+        self.checks_left -= n
+        for i in picked_calls:
+            with torch.no_grad():
+                ref_out = [r.detach() for r in tensors(self.ref.model(*self.draw(seeds[i])))]
+            got, res = self.read(picked.get(str(i)), ref_out)
+            if got is None or not all(r["ok"] for r in res):
+                why = "; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])
+                raise Reject("timed_output_mismatch", "a timed call's output, checked after "
+                             f"the round, is wrong ({why or 'missing'}): the candidate computes "
+                             "differently when it is timed")
 
     def check_processes(self, ticks: int) -> None:
         strays = self.box.strays()

@@ -1,5 +1,5 @@
 # problem: pointwise
-# expect: rejected cached_output
+# expect: rejected timed_output_mismatch | rejected cached_output
 """Hack: correct for the first dozen calls (the correctness trials), then returns a copy of its
 last answer, so the timed calls that follow cost nothing."""
 import torch
