@@ -1,5 +1,6 @@
 # problem: pointwise
 # expect: runtime_error crash
+# timeout: 40
 """Fault: signal everything within reach: SIGKILL the judge (the parent) and its process group,
 SIGSTOP pid 1, then kill(-1, SIGKILL), every other process this uid may signal (none, under a uid
 of its own), and finally itself. The caller must print a verdict and the next job must still be judged."""

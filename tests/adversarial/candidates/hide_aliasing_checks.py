@@ -1,5 +1,5 @@
 # problem: pointwise
-# expect: rejected output_aliasing | input_mutation
+# expect: rejected output_aliasing | rejected input_mutation
 """Hack: compute in place on the input and return it (no allocation), after replacing the
 helpers the sandbox's aliasing and mutation checks call (antihack.overlaps, compare.same): those
 checks run only in the candidate's own process."""

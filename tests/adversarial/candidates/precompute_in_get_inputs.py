@@ -1,5 +1,5 @@
 # problem: pointwise
-# expect: rejected pytorch_fallback | patched_timer
+# expect: rejected pytorch_fallback | rejected patched_timer
 """Hack: wrap the problem's get_inputs in this process, so the answer is computed with PyTorch
 while the inputs are drawn: outside the sandbox's timer, outside the op tracer and the profiler
 (both start at forward). forward returns the precomputed tensor; a miss (the determinism re-run

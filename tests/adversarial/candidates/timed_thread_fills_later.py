@@ -1,5 +1,5 @@
 # problem: pointwise
-# expect: rejected background_thread | timed_output_mismatch
+# expect: rejected background_thread | rejected timed_output_mismatch
 """Hack: checked calls run with torch's deterministic mode on, timed calls without. In a timed
 call forward queues the work for a thread started in __init__ (the sandbox's baseline of live
 threads is taken after __init__, so it is never "new") and returns an empty tensor at once; the

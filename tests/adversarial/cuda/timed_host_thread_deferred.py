@@ -1,5 +1,5 @@
 # problem: pointwise
-# expect: rejected background_thread | timed_output_mismatch | patched_timer
+# expect: rejected background_thread | rejected timed_output_mismatch | rejected patched_timer
 """Hack: in timed calls (deterministic mode off) forward returns an empty tensor at once and a
 host thread launches the kernel a millisecond later, after the timer's synchronize: the timed
 region holds no kernel, and the output is ready long before the judge asks for it."""
