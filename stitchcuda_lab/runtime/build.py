@@ -86,14 +86,16 @@ def compile_c(source: str, *, name: str = "kernel", flags: tuple[str, ...] = (),
               user: int | None = None) -> bytes:
     """``cc -O3 -march=native -fopenmp -shared -fPIC -std=c11 ... -lm`` -> the .so's bytes.
 
-    ``user``: the uid the compiler runs as (the Verifier builds a candidate's kernels under the
-    candidate's unprivileged user, so even the compiler cannot read what that user may not).
+    ``user``: the uid the compiler runs as. The Verifier gives each build a user of its own, in
+    a folder only that user may enter: the compiler cannot read what an unprivileged user may
+    not, and the candidate's process cannot swap the source while it compiles.
     """
     check_source(source, name)
     _check_flags(flags, _C_FLAGS_OK.fullmatch, name)
     cc = c_compiler()
-    with tempfile.TemporaryDirectory(prefix="stitch_cc_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="stitch_cc_", ignore_cleanup_errors=True) as tmp:
         if user is not None and os.geteuid() == 0:
+            os.chmod(tmp, 0o700)
             os.chown(tmp, user, user)
         src = Path(tmp) / f"{_safe(name)}.c"
         out = Path(tmp) / f"{_safe(name)}.so"

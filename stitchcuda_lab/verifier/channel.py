@@ -40,9 +40,9 @@ def recv(fd: int, timeout: float = math.inf) -> dict | None:
     (n,) = struct.unpack("<Q", head)
     if n > MAX_MESSAGE:
         raise ProtocolError(f"a frame of {n} bytes (at most {MAX_MESSAGE})")
-    body = read_exact(fd, n, deadline + 60)
-    if body is None:
-        return None
+    body = read_exact(fd, n, deadline)
+    if body is None:   # a frame cut short: the other side stalled or died mid-message
+        raise ProtocolError(f"a frame of {n} bytes cut short")
     try:
         msg = json.loads(body)
     except ValueError:

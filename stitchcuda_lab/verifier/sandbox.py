@@ -33,6 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from . import channel
+from .antihack import live_threads, new_threads, overlaps
+from .compare import same
+from .exchange import draw, tensors, write_outputs
+from .profile import trace_to_file
 
 
 class Refused(Exception):
@@ -90,12 +94,18 @@ class Harness:
         torch.set_num_threads(int(job["threads"]))
         runtime.kernels.use_builder(self.build)
         self.prob = _load_module(self.folder / "problem.py", "stitch_problem")
+        # what the harness uses is bound now, before any candidate code: replacing the
+        # problem's get_inputs or a harness function later changes nothing here
+        self.draw = _bound_draw(self.prob.get_inputs)
         seed_all(job["weight_seed"])
         self.init = list(self.prob.get_init_inputs())
         seed_all(job["weight_seed"])
         with torch.no_grad():
             self.model = self.prob.Model(*self.init).to(self.device)
         self.timer = Timer(self.device)
+        from .antihack import make_tracer
+        self.threads = live_threads()     # before the candidate's __init__ runs
+        self.tracer = make_tracer()
         return {"problem_loaded": True}
 
     def load_candidate(self, cmd: dict) -> dict:
@@ -117,8 +127,6 @@ class Harness:
         self.sync()
         self.flags = flags_problem
         self.check_flags()
-        self.threads = antihack.live_threads()
-        self.tracer = antihack.make_tracer()
         return {"loaded": True, "build_ms": (time.perf_counter() - t0) * 1e3,
                 "kept_ops": [str(k) for k in getattr(cand, "KEPT_OPS", [])]}
 
@@ -139,17 +147,12 @@ class Harness:
     def trial(self, cmd: dict) -> dict:
         """One checked call on inputs drawn from the command's seed."""
         import torch
-
-        from . import antihack
-        from .compare import same
-        from .exchange import draw, tensors, write_outputs
-        inputs = draw(self.prob, self.device, int(cmd["seed"]))
+        inputs = self.draw(self.device, int(cmd["seed"]))
         saved = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         poison(self.device, cmd.get("sizes", []))
         trace_path = None
         with torch.no_grad(), nan_filled_empty():
             if cmd.get("trace"):
-                from .profile import trace_to_file
                 trace_path = str(self.folder / f"trace_{cmd['tag']}.json")
                 with self.tracer:
                     out = trace_to_file(lambda: tensors(self.model(*inputs)), self.device,
@@ -162,7 +165,7 @@ class Harness:
             torch.cuda.current_stream().synchronize()
         snap = [o.detach().clone() for o in out]
         self.check_flags()
-        started = antihack.new_threads(self.threads)
+        started = new_threads(self.threads)
         if started:
             raise Refused("background_thread", "threads still running after the call: "
                           + ", ".join(started[:4]))
@@ -175,12 +178,12 @@ class Harness:
             time.sleep(0.05 if cmd.get("first") else 0.005)
             if any(not same(o, s) for o, s in zip(out, snap)):
                 raise Refused("background_thread", "outputs changed after the call returned")
-        if any(antihack.overlaps(o, x) for o in out for x in inputs
+        if any(overlaps(o, x) for o in out for x in inputs
                if isinstance(x, torch.Tensor)):
             raise Refused("output_aliasing", "an output shares memory with an input")
         if any(isinstance(a, torch.Tensor) and not same(a, b) for a, b in zip(inputs, saved)):
             raise Refused("input_mutation", "the forward changed its inputs")
-        if any(antihack.overlaps(o, h) for o in out for h in self.held):
+        if any(overlaps(o, h) for o in out for h in self.held):
             raise Refused("cached_output", "an output reuses the memory of an earlier call's "
                           "output")
         # determinism: a second call on the same inputs
@@ -189,7 +192,7 @@ class Harness:
             out2 = tensors(self.model(*again))
         _plain(out2)
         self.sync()
-        if any(antihack.overlaps(a, b) for a in out2 for b in out):
+        if any(overlaps(a, b) for a in out2 for b in out):
             raise Refused("cached_output", "a second call returned the first call's memory")
         self.held.extend(out + out2)
         entries = write_outputs(snap, self.out_dir, f"t{cmd['tag']}")
@@ -200,14 +203,22 @@ class Harness:
         return {"outputs": entries, "second": second, "trace": trace_path, "aten_ops": ops}
 
     def call(self, cmd: dict) -> dict:
-        """One timed call on inputs drawn from the command's seed (the draw is not timed)."""
-        import torch
+        """One timed call on inputs drawn from the command's seed (the draw is not timed).
 
-        from .exchange import draw, tensors
-        xs = draw(self.prob, self.device, int(cmd["seed"]))
+        Before the reply the outputs are checked plain and copied, and no thread may still
+        run: work deferred past the timer then lands inside the judge's clock, or is caught."""
+        import torch
+        xs = self.draw(self.device, int(cmd["seed"]))
         with torch.no_grad():
             ms, wall, out = self.timer.call(lambda: tensors(self.model(*xs)))
-        self.kept_outputs.append(out)
+        _plain(out)
+        started = new_threads(self.threads)
+        if started:
+            raise Refused("background_thread", "threads still running after a timed call: "
+                          + ", ".join(started[:4]))
+        self.kept_outputs.append([o.detach().clone() for o in out])
+        if self.device.startswith("cuda"):
+            torch.cuda.current_stream().synchronize()
         return {"ms": ms, "wall_ms": wall}
 
     def flush(self, cmd: dict) -> dict:
@@ -215,7 +226,6 @@ class Harness:
         return {"flushed": True}
 
     def outputs(self, cmd: dict) -> dict:
-        from .exchange import write_outputs
         self.check_flags()    # after the round, outside the judge's clock
         picked = {}
         for i in cmd["calls"]:
@@ -265,6 +275,15 @@ def poison(device: str, sizes: list[int]) -> None:
     if device.startswith("cuda"):
         torch.cuda.current_stream().synchronize()
     del blocks
+
+
+def _bound_draw(get_inputs):
+    """``exchange.draw`` over the problem's own ``get_inputs``, as it was when loaded."""
+    class _Problem:
+        pass
+    p = _Problem()
+    p.get_inputs = get_inputs
+    return lambda device, seed: draw(p, device, seed)
 
 
 def _plain(out: list) -> None:

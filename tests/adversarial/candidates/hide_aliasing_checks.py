@@ -3,7 +3,6 @@
 """Hack: compute in place on the input and return it (no allocation), after replacing the
 helpers the sandbox's aliasing and mutation checks call (antihack.overlaps, compare.same): those
 checks run only in the candidate's own process."""
-import torch
 import torch.nn as nn
 
 from stitchcuda_lab import runtime

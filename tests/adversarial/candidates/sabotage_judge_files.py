@@ -7,7 +7,6 @@ identity; also try the worker's and other sandboxes' logs and folders."""
 import glob
 import os
 
-import torch
 import torch.nn as nn
 
 EVIL = ("import torch, torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x): return x\n"
