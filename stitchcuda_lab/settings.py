@@ -54,11 +54,22 @@ class Settings:
     profile: bool = True
     ncu: bool = False               # per-kernel hardware counters (slow; GPU only)
     tensor_cores: bool = True       # large fp32 GEMMs may run as the fp32-accurate 3xTF32 split
+    # --- LLM agents (none of these reach the Verifier's processes: see LLM_FIELDS)
     model: str = "claude-sonnet-5-5"
-    max_tokens: int = 8192
+    max_tokens: int = 8192          # output budget of one reply
+    max_tokens_limit: int = 32000   # a reply cut off at max_tokens is retried with up to this
+    thinking: int = 4096            # Claude models: tokens to think before answering (0: off)
     temperature: float = 0.2
-    base_url: str | None = None
+    base_url: str | None = None     # a Messages API (claude) or chat completions (openai) server
     llm_timeout: float = 120.0
+    llm_retries: int = 4            # overloads, rate limits, broken streams: tries after the first
+    llm_backoff: float = 2.0        # seconds before the first retry (doubles, 60 s at most)
+    llm_repairs: int = 2            # invalid or repeated replies sent back to the model
+    candidates: int = 1             # candidates sampled per iteration
+    memory_tokens: int = 3000       # budget of the coder's summary of earlier attempts
+    max_cost: float | None = None   # USD: no LLM request starts once the session spent this
+    max_total_tokens: int | None = None   # tokens (in + out): the same, counted in tokens
+    price: str | None = None        # "in,out[,cache_write,cache_read]" USD per million tokens
     rag_top_k: int = 4
     judge: bool = False             # LLM agents: an LLM judge scores verdicts beside the rules
 
@@ -92,6 +103,14 @@ class Settings:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+# The LLM agents' configuration: never in the environment of a process that runs candidates.
+LLM_FIELDS = ("agent", "model", "max_tokens", "max_tokens_limit", "thinking", "temperature",
+              "base_url", "llm_timeout", "llm_retries", "llm_backoff", "llm_repairs",
+              "candidates", "memory_tokens", "max_cost", "max_total_tokens", "price",
+              "rag_top_k", "judge")
+LLM_ENV = tuple("STITCH_" + name.upper() for name in LLM_FIELDS)
 
 
 def _coerce(f: dataclasses.Field, raw: str, key: str) -> Any:

@@ -34,19 +34,22 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import ConfigError, WorkerError
+from ..redact import has_credentials
+from ..settings import LLM_ENV
 from ..verdict import Verdict
 from .options import VerifyOptions
 
 __all__ = ["Worker", "get_worker", "resolve_device", "clean_env", "VerifyOptions"]
 
-_SECRET = re.compile(r"(_API_KEY$|_TOKEN$|SECRET|^ANTHROPIC_|^OPENAI_API|PASSWORD)", re.I)
+_SECRET = re.compile(r"(_API_KEY$|_TOKEN$|SECRET|^ANTHROPIC_|^OPENAI_|PASSWORD)", re.I)
 START_TIMEOUT = 120.0
 
 
 def clean_env(base: dict[str, str] | None = None, **extra: str) -> dict[str, str]:
-    """The environment for a worker: the caller's, less API keys, tokens and secrets."""
+    """The environment for a worker: the caller's, less API keys, tokens and secrets, the LLM
+    agents' configuration (``settings.LLM_ENV``) and any value holding a URL with credentials."""
     env = {k: v for k, v in (os.environ if base is None else base).items()
-           if not _SECRET.search(k)}
+           if not _SECRET.search(k) and k.upper() not in LLM_ENV and not has_credentials(v)}
     env.update(extra)
     return env
 
