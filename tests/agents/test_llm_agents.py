@@ -51,7 +51,7 @@ def settings(settings, monkeypatch, tmp_path):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic-config"))
-    return settings.replace(model=DEFAULT_MODEL)
+    return settings.replace(model=DEFAULT_MODEL, thinking=0, llm_backoff=0.01)
 
 
 class Shelf:
@@ -241,14 +241,15 @@ def test_openai_invalid_json_arguments_are_repaired(settings, problem, graph):
     assert plan.tasks[0].id == "t1"
 
 
-def test_openai_truncation_is_reported(settings, problem, graph):
+def test_openai_truncation_is_asked_again_with_a_larger_budget(settings, problem, graph):
     cut = recorded("openai_plan_reply.json")
     cut["choices"][0]["finish_reason"] = "length"
-    with FakeAPI([{"chat": cut}]) as api:
+    with FakeAPI([{"chat": cut}, {"chat": recorded("openai_plan_reply.json")}]) as api:
         s = settings.replace(base_url=api.url + "/v1", model="qwen2.5-coder-32b-instruct")
         planner, _ = make_agents("openai", s, knowledge=Shelf())
-        with pytest.raises(ServiceError, match="cut off at max_tokens"):
-            planner.plan(problem, graph, s)
+        plan = planner.plan(problem, graph, s)
+    assert [r["body"]["max_tokens"] for r in api.requests] == [8192, 16384]
+    assert plan.tasks[0].id == "t1"
 
 
 def test_openai_needs_a_key_without_a_local_server(settings):

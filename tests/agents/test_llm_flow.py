@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "llm")
 from fake_api import HERE, FakeAPI, ok
 
 from stitchcuda_lab.agents import rubric
-from stitchcuda_lab.agents.llm import make_replay_agents, trajectories
+from stitchcuda_lab.agents.llm import make_replay_agents
 from stitchcuda_lab.agents.llm.client import DEFAULT_MODEL
-from stitchcuda_lab.agents.llm.replay import load_exchanges
+from stitchcuda_lab.export import trajectory_records
 from stitchcuda_lab.problem import load_problem
 from stitchcuda_lab.session import Session
 from stitchcuda_lab.settings import Settings
@@ -79,7 +79,7 @@ def test_refine_prompt_carries_the_verifier_feedback(flow):
     user = flow["api"].requests[2]["body"]["messages"][0]["content"]
     assert "status: incorrect" in user and "mismatching elements" in user
     assert "erff(v * 0.70710678f)" in user          # the previous kernel, to fix
-    assert "Iteration 1: the previous candidate failed (incorrect)" in user
+    assert "Iteration 1: the last attempt failed (incorrect)" in user
 
 
 def test_coder_prompt_teaches_the_runtime_contract(flow):
@@ -135,12 +135,13 @@ def test_rubric_scores_the_passing_candidate(flow):
 
 
 def test_trajectories_pair_each_coder_reply_with_its_verdict(flow):
-    exchanges = load_exchanges(flow["session"].dir)
     verdicts = [p["verdict"] for p in _kinds(flow["records"], "verdict_ready")]
-    rows = trajectories(exchanges, verdicts)
+    rows = [r for r in trajectory_records(flow["session"]) if r["role"] == "coder"]
     assert [r["iteration"] for r in rows] == [0, 1]
+    assert [r["skill"] for r in rows] == ["generation", "refinement"]
     assert [r["reward"] for r in rows] == [-1, rubric.reward(verdicts[1])]
     assert rows[0]["verdict"]["status"] == "incorrect"
+    assert all(r["model"] == DEFAULT_MODEL and r["usage"]["output_tokens"] for r in rows)
     assert all(json.dumps(r) for r in rows)
 
 
@@ -180,7 +181,7 @@ def test_hybrid_offline_first_candidate_then_claude(tmp_path, monkeypatch):
     assert [(c["iteration"], c["origin"]) for c in proposed] == [(0, "offline"), (1, "claude")]
     assert api.count == 1                       # the plan and the first candidate are offline
     user = api.requests[0]["body"]["messages"][0]["content"]
-    assert f"## Your previous candidate {proposed[0]['id']}" in user
-    assert "## Verifier feedback" in user
+    assert f"candidate {proposed[0]['id']} (iteration 0)" in user
+    assert "Verifier feedback" in user
     assert proposed[1]["parent"] == proposed[0]["id"]
     assert [e["role"] for e in _kinds(records, "llm_exchange")] == ["coder"]
