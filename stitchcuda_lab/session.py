@@ -81,6 +81,7 @@ class Session(Shown):
         self.readonly = False
         self._spend: Spend | None = None
         self._facts: dict[str, Any] | None = None
+        self._paused: str | None = None     # why the last advance stopped short, if it did
 
     # ------------------------------------------------------------------ construction
     @property
@@ -196,6 +197,7 @@ class Session(Shown):
         if self.readonly:
             raise InvalidEvent(f"session {self.id} was opened read-only",
                                hint="open it with Session.open(..., lock=True) to carry it on")
+        self._paused = None
         try:
             while not self.state.finished:
                 needs = self.state.needs
@@ -223,13 +225,15 @@ class Session(Shown):
         except BudgetExceeded as e:
             # A clean stop: nothing is lost and `resume` with a higher cap carries on.
             self.record("budget_reached", {"message": e.message, "spend": self.spend().to_dict()})
-            self._checkpoint(paused=e.message)
+            self._paused = e.message
+            self._checkpoint()
             raise
         except BaseException as e:
             # The session stays resumable: the error is logged, not made terminal.
             if not isinstance(e, KeyboardInterrupt):
                 self.record("error", {"type": type(e).__name__, "message": str(e)})
-                self._checkpoint(paused=str(getattr(e, "message", e)))
+                self._paused = str(getattr(e, "message", e))
+                self._checkpoint()
             raise
         self._checkpoint()
         return self.state
@@ -467,10 +471,11 @@ class Session(Shown):
         return f"<div>{head}{plan}{verdict}</div>"
 
     # ------------------------------------------------------------------ helpers
-    def _checkpoint(self, paused: str | None = None) -> None:
+    def _checkpoint(self) -> None:
         if self.readonly:
             return
         s = self.state
+        paused = self._paused
         meta: dict[str, Any] = {"needs": s.needs, "last_seq": self.log.last_seq,
                                 "iteration": s.iteration, "paused": paused}
         if s.finished:
@@ -513,15 +518,16 @@ class Session(Shown):
         self.record("llm_exchange", payload)
         spend.add(payload)
 
-    def _guard(self) -> None:
+    def _guard(self, client: Any = None) -> None:
         """Before each LLM request: stop once the session's spending cap is reached."""
         cap_cost, cap_tokens = self.settings.max_cost, self.settings.max_total_tokens
         if cap_cost is None and cap_tokens is None:
             return
         total = self.spend().total
-        if cap_cost is not None and total.unpriced and total.unpriced == total.exchanges:
+        if cap_cost is not None and client is not None and getattr(client, "price", 0) is None:
             raise BudgetExceeded(
-                "--max-cost cannot be enforced: the model has no known price",
+                f"--max-cost cannot be enforced: {getattr(client, 'model', 'the model')} has "
+                "no known price, so no request was sent",
                 hint="set STITCH_PRICE=in,out (USD per million tokens) or cap tokens with "
                      "--max-tokens")
         if cap_cost is not None and total.cost_usd >= cap_cost:

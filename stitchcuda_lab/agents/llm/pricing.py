@@ -67,7 +67,7 @@ def price_for(model: str, *, base_url: str | None = None,
         if re.search(pattern, model):
             return Price(rate_in, rate_out, rate_in * CACHE_WRITE, rate_in * CACHE_READ,
                          f"published rate for {pattern.strip('^$')}")
-    if base_url and is_local(base_url):
+    if base_url and is_local(base_url) and not model.startswith("claude"):
         return Price(0.0, 0.0, 0.0, 0.0, f"a server on this machine ({urlsplit(base_url).hostname})")
     return None
 

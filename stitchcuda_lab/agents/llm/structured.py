@@ -19,7 +19,8 @@ connections). Everything else lives here, in ``ask``:
 Every exchange, failed ones included, is recorded through ``recorder`` (a callable taking one
 JSON-able dict, the payload of a session event of kind ``llm_exchange``) with its attempt,
 outcome, error, usage and cost; never request headers or keys. ``guard`` (set by the session)
-runs before every request and raises ``BudgetExceeded`` when the session's cap is reached.
+runs before every request, given the client, and raises ``BudgetExceeded`` when the session's
+cap is reached (or cannot be enforced: a cost cap on an unpriced model).
 
 >>> tool = Tool("submit_x", "Submit x.", {"type": "object", "required": ["x"]})
 >>> req = Request(role="planner", task="plan", system="s", user="u", tool=tool)
@@ -157,7 +158,7 @@ class StructuredClient:
         self.price = price
         self.recorder = recorder
         self.progress = progress
-        self.guard: Callable[[], None] | None = None
+        self.guard: Callable[[StructuredClient], None] | None = None
         self.sleep = sleep
         self.base_url = ""
 
@@ -174,7 +175,7 @@ class StructuredClient:
         refused = False
         while True:
             if self.guard is not None:
-                self.guard()
+                self.guard(self)
             attempt += 1
             try:
                 turn = self._send(request, repair, budget)
