@@ -38,7 +38,7 @@ from typing import Any
 
 from ..errors import BuildError
 from ..verdict import TrialResult, Verdict
-from . import antihack, profile, timing
+from . import antihack, mismatch, profile, timing
 from .options import VerifyOptions
 
 DEFAULT_TOL = {"float32": 1e-4, "float64": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
@@ -227,6 +227,12 @@ def compare(out: Any, ref: Any, atol: float, rtol: float) -> dict:
         reason = "uninitialized_output" if unwritten else "output_mismatch"
         msg = (f"{n_bad} of {a.numel()} elements out of tolerance (atol={atol:g}, rtol={rtol:g})"
                + (f", {unwritten} NaN where the reference has numbers" if unwritten else ""))
+        try:    # where and how they differ, for the Coder; never a reason to fail the job
+            where = mismatch.describe(a, b, bad)
+        except Exception:  # noqa: BLE001
+            where = ""
+        if where:
+            msg += f"; {where}"
     return {"ok": n_bad == 0, "reason": reason, "abs": max_abs, "rel": max_rel,
             "mismatches": n_bad, "msg": msg}
 
