@@ -272,3 +272,40 @@ def test_only_the_client_module_imports_anthropic():
     users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                    if pattern.search(p.read_text()))
     assert users == ["agents/llm/client.py"]
+
+
+def test_replay_takes_the_recorded_course_through_a_broken_stream_and_a_repair(settings, problem,
+                                                                             graph):
+    from fake_api import broken
+    records = []
+    script = [broken("coder_iter1_reply.json"), ok("coder_malformed_reply.json"),
+              ok("coder_iter1_reply.json")]
+    with FakeAPI(script) as api:
+        client = ClaudeClient(settings.replace(base_url=api.url), recorder=records.append)
+        live = LLMCoder(client, knowledge=Shelf()).code(
+            problem, graph, _plan(settings, problem, graph), settings, iteration=0)
+    assert [r["outcome"] for r in records] == ["error", "invalid", "accepted"]
+    again_records = []
+    replay = ReplayClient(copy.deepcopy(records), recorder=again_records.append)
+    again = LLMCoder(replay, knowledge=Shelf()).code(
+        problem, graph, _plan(settings, problem, graph), settings, iteration=0)
+    assert again[0].id == live[0].id and replay.remaining() == {}
+    assert [r["outcome"] for r in again_records] == ["error", "invalid", "accepted"]
+
+
+def test_replay_gives_up_where_the_recording_gave_up(settings, problem, graph):
+    from stitchcuda_lab.errors import ReplyError
+    records = []
+    script = [ok("coder_malformed_reply.json")] * 3 + [ok("coder_iter1_reply.json")]
+    with FakeAPI(script) as api:
+        client = ClaudeClient(settings.replace(base_url=api.url), recorder=records.append)
+        coder = LLMCoder(client, knowledge=Shelf())
+        with pytest.raises(ReplyError):
+            coder.code(problem, graph, _plan(settings, problem, graph), settings, iteration=0)
+        coder.code(problem, graph, _plan(settings, problem, graph), settings, iteration=1)
+    replay = LLMCoder(ReplayClient(copy.deepcopy(records)), knowledge=Shelf())
+    with pytest.raises(ReplyError, match="as recorded.*missing required property") as e:
+        replay.code(problem, graph, _plan(settings, problem, graph), settings, iteration=0)
+    assert e.value.kind == "invalid"
+    (cand,) = replay.code(problem, graph, _plan(settings, problem, graph), settings, iteration=1)
+    assert cand.kernels[0].name == "bias_gelu_scale"

@@ -47,6 +47,7 @@ class ReplayClient(StructuredClient):
         for call in _calls(exchanges):
             self._calls.setdefault(call[0]["role"], deque()).append(call)
         self._current: deque[dict[str, Any]] = deque()
+        self._last: dict[str, Any] = {}
         self._served = 0
 
     @classmethod
@@ -70,9 +71,11 @@ class ReplayClient(StructuredClient):
 
     def _send(self, request: Request, repair: Repair | None, max_tokens: int) -> Turn:
         if not self._current:   # the recording gave up on this call here
-            raise ReplyError(f"the recorded {request.role} call (task {request.task}) ended "
-                             "without a usable reply", kind="invalid")
-        e = self._current.popleft()
+            last = self._last.get("error") or {}
+            raise ReplyError(f"as recorded, the {request.role} call (task {request.task}) ended "
+                             f"without a usable reply: {last.get('message', 'no reply')}",
+                             kind=self._last.get("outcome") or "invalid")
+        e = self._last = self._current.popleft()
         if self.strict and e.get("prompt", {}).get("user") != request.user:
             raise ServiceError(f"replayed {request.role} exchange {self._served} was recorded "
                                "for a different prompt", hint="replay without strict")
