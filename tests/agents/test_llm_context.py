@@ -222,3 +222,26 @@ def test_the_coder_reads_where_the_outputs_differ():
     prof = profile_text(v.profile)
     assert "reference (eager) kernels" in prof and "aten::gelu" in prof
     assert '"lane"' not in prof                        # timeline rows are not dumped
+
+
+@pytest.mark.gpu
+def test_doctor_measures_the_gpu_and_leaves_its_precision_alone():
+    from stitchcuda_lab.doctor import device_facts
+    before = torch.backends.cuda.matmul.allow_tf32
+    f = device_facts("cuda")
+    assert torch.backends.cuda.matmul.allow_tf32 == before
+    props = torch.cuda.get_device_properties(0)
+    assert f["sms"] == props.multi_processor_count and f["name"] == props.name
+    assert f["bandwidth_gbs"] > 100 and f["fp32_tflops"] > 1 and f["fp16_tflops"] > f["fp32_tflops"]
+    if torch.cuda.get_device_capability(0)[0] >= 8:
+        assert f["tf32_tflops"] > f["fp32_tflops"]
+    assert f"{f['sms']} SMs" in hardware_text(f)
+
+
+@pytest.mark.gpu
+def test_mismatches_are_located_where_the_tensors_are():
+    ref = torch.randn(1024, 1000, device="cuda")
+    out = ref.clone()
+    out[:, 996:] = float("nan")
+    r = _compare(out, ref)
+    assert "indices 996-999 only (the last 4)" in r["msg"] and "NaN where the reference" in r["msg"]
