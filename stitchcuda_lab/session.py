@@ -643,8 +643,10 @@ def progress_line(info: dict[str, Any], spend: Spend | None = None) -> str:
         if spend is not None:
             line += f"; session {spend.total.line()}"
         return line
-    if phase == "streaming":
-        return ""          # the character count alone is noise in a log
+    if phase in ("streaming", "done"):
+        return ""          # a character count is noise in a log; "result" follows "done"
+    if phase == "start":
+        return f"{who}: asking {info.get('model', '')}".rstrip()
     return f"{who} {phase}".strip()
 
 
