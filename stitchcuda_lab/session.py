@@ -487,8 +487,12 @@ class Session(Shown):
         best = s.best_pair()
         meta["best_candidate"] = best[0].id if best else None
         meta["speedup_vs_eager"] = best[1].speedup_vs_eager if best else None
-        spend = self.spend().total
-        meta["spend"] = {"total_tokens": spend.total_tokens, "cost_usd": round(spend.cost_usd, 6)}
+        spend = self.spend()
+        meta["spend"] = {"total_tokens": spend.total.total_tokens,
+                         "cost_usd": round(spend.total.cost_usd, 6),
+                         "by_iteration": {k: {"total_tokens": u.total_tokens,
+                                              "cost_usd": round(u.cost_usd, 6)}
+                                          for k, u in spend.by_iteration.items()}}
         try:
             self.log.update_meta(**meta)
         except (OSError, StoreError):   # a full disk: the log itself stays valid

@@ -214,7 +214,9 @@ def test_spend_is_summed_per_exchange_iteration_and_session(settings, problem, g
     assert any("session 22.0k tokens" in line and "$0.0767" in line for line in lines), lines
     again = Session.open(s.dir, settings, lock=False)          # from the log, on reopening
     assert again.spend().to_dict() == spend.to_dict()
-    assert again.log.meta()["spend"]["cost_usd"] == pytest.approx(spend.total.cost_usd, abs=1e-6)
+    meta = again.log.meta()["spend"]
+    assert meta["cost_usd"] == pytest.approx(spend.total.cost_usd, abs=1e-6)
+    assert meta["by_iteration"]["plan"]["total_tokens"] == 3184 + 2930 + 412
 
 
 def test_max_cost_stops_before_the_next_request_and_resume_carries_on(settings, problem, graph):
