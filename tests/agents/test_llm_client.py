@@ -495,3 +495,14 @@ def test_recorded_requests_are_what_was_sent(settings, api_key):
     sent = copy.deepcopy(api.requests[1]["body"]["messages"][2]["content"][0]["content"])
     assert records[1]["prompt"]["repair"] == sent
     assert records[1]["prompt"]["previous"]["input"]["kernels"][0]["lang"] == "cpp"
+
+
+def test_a_prompt_over_the_context_window_stops_with_what_to_shorten(settings, api_key):
+    full = recorded("truncated_reply.json")
+    full["stop_reason"] = "model_context_window_exceeded"
+    records = []
+    with (FakeAPI([ok(full)]) as api,
+          pytest.raises(ServiceError, match="exceed claude-sonnet-5-5's context window") as e):
+        client(settings, api, recorder=records.append).ask(coder_request())
+    assert "STITCH_RAG_TOP_K" in e.value.hint and api.count == 1
+    assert records[0]["outcome"] == "too_long"

@@ -49,8 +49,9 @@ Progress = Callable[[dict[str, Any]], None]
 MAX_BACKOFF = 60.0       # seconds, the longest wait between two tries
 MAX_RETRY_AFTER = 300.0  # a server asking for longer than this is not waited for
 
-# Outcomes of one exchange, as records and trajectories name them.
-OUTCOMES = ("accepted", "invalid", "repeated", "truncated", "refused", "error")
+# Outcomes of one exchange, as records and trajectories name them ("error": the request
+# failed or its stream broke; "too_long": the prompt exceeds the context window).
+OUTCOMES = ("accepted", "invalid", "repeated", "truncated", "refused", "error", "too_long")
 
 REFUSAL_NOTE = (
     "Note: this is performance engineering on a numerical PyTorch model. The task is to write "
