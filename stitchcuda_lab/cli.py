@@ -21,7 +21,8 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import StitchError, UsageError
+from .errors import BudgetExceeded, StitchError, UsageError
+from .redact import redact_urls
 from .settings import AGENTS, Settings
 
 PROG = "stitchcuda-lab"
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("problem", help="a .py file with Model, get_inputs, get_init_inputs")
     _run_options(p)
     p.add_argument("--agent", choices=AGENTS, default=None)
+    _llm_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress log on stderr")
 
@@ -66,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="sessions root (default: settings)")
     p.add_argument("--iters", type=int, default=None,
                    help="refine iterations (default: as the session was created)")
+    _llm_options(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true")
 
@@ -82,6 +85,22 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helptext, add_help=False)
         p.add_argument("rest", nargs=argparse.REMAINDER)
     return ap
+
+
+def _llm_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("LLM agents")
+    g.add_argument("--model", default=None,
+                   help="model name (a Claude model, or what a local server serves)")
+    g.add_argument("--base-url", default=None, dest="base_url",
+                   help="a server speaking the Messages API (claude agent: vLLM, Ollama, "
+                        "llama.cpp) or chat completions (openai agent); see docs/LOCAL_MODELS.md")
+    g.add_argument("--candidates", type=int, default=None, metavar="K",
+                   help="candidates sampled per iteration (default 1)")
+    g.add_argument("--max-cost", type=float, default=None, dest="max_cost", metavar="USD",
+                   help="no LLM request starts once the session has spent this much")
+    g.add_argument("--max-tokens", type=int, default=None, dest="max_total_tokens",
+                   metavar="N", help="the same cap in tokens (input + output, the session's "
+                                     "total; STITCH_MAX_TOKENS is one reply's budget)")
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:
@@ -126,13 +145,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _error(message: str, debug: bool) -> None:
     if debug:
-        traceback.print_exc()
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+        print(redact_urls(traceback.format_exc()), file=sys.stderr, end="")
+    print(f"{PROG}: error: {redact_urls(message)}", file=sys.stderr)
+
+
+def exit_code(e: BaseException) -> int:
+    """0 a cap stopped the run cleanly, 2 bad input or configuration, 1 anything else."""
+    if isinstance(e, BudgetExceeded):
+        return 0
+    return 2 if isinstance(e, UsageError) else 1
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
     over = {"sessions_dir": getattr(args, "out", None), "device": getattr(args, "device", None),
             "iters": getattr(args, "iters", None), "agent": getattr(args, "agent", None)}
+    for name in ("model", "base_url", "candidates", "max_cost", "max_total_tokens"):
+        over[name] = getattr(args, name, None)
     over.update(extra)
     return Settings.from_env(**{k: v for k, v in over.items() if v is not None})
 
@@ -143,7 +171,7 @@ def _progress_printer(quiet: bool):
 
     def show(message: str, fraction: float | None) -> None:
         pct = f"[{fraction:4.0%}] " if fraction is not None else "       "
-        print(f"{pct}{message}", file=sys.stderr, flush=True)
+        print(redact_urls(f"{pct}{message}"), file=sys.stderr, flush=True)
     return show
 
 
@@ -151,25 +179,48 @@ def _progress_printer(quiet: bool):
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from .errors import ServiceError, WorkerError
     from .session import Session
 
+    settings = _settings(args)
+    _check_llm_options(settings)
     # A file from disk may loop forever at import: validated in a process of its own.
-    session = Session.create(args.problem, _settings(args), isolate=True, time_forward=True,
+    session = Session.create(args.problem, settings, isolate=True, time_forward=True,
                              on_progress=_progress_printer(args.quiet))
+    return _drive(session, args, session.report)
+
+
+def _drive(session: Any, args: argparse.Namespace, report: Any = None) -> int:
+    """Run the session to its end; whatever stops it, print the result (one JSON object with
+    ``--json``) with the error, and leave the session resumable."""
     error: StitchError | None = None
     try:
         session.advance(auto=True)
-    except (ServiceError, WorkerError) as e:
-        error = e          # reported below with the honest baseline, exit 1
+    except StitchError as e:
+        error = e          # reported with the honest baseline and the session folder
+    except Exception as e:  # noqa: BLE001 - a bug still leaves one result and a resumable session
+        if getattr(args, "debug", False):
+            print(redact_urls(traceback.format_exc()), file=sys.stderr, end="")
+        error = StitchError(f"internal error: {type(e).__name__}: {e}",
+                            hint="run with --debug for the traceback; `resume` carries it on")
     finally:
         session.close()
-    result = optimize_result(session, problem_report=session.report, error=error)
-    _print_result(result, args.json)
-    if error is not None:
-        print(f"{PROG}: error: {error.one_line()}", file=sys.stderr)
-        return 1
-    return 0
+    _print_result(optimize_result(session, problem_report=report, error=error), args.json)
+    if error is None:
+        return 0
+    if isinstance(error, BudgetExceeded):
+        print(f"{PROG}: stopped: {redact_urls(error.one_line())}", file=sys.stderr)
+    else:
+        print(f"{PROG}: error: {redact_urls(error.one_line())}", file=sys.stderr)
+    return exit_code(error)
+
+
+def _check_llm_options(settings: Any) -> None:
+    if settings.candidates < 1:
+        raise UsageError(f"--candidates must be 1 or more, got {settings.candidates}")
+    if settings.max_cost is not None and settings.max_cost < 0:
+        raise UsageError(f"--max-cost must be 0 or more, got {settings.max_cost:g}")
+    if settings.max_total_tokens is not None and settings.max_total_tokens < 0:
+        raise UsageError(f"--max-tokens must be 0 or more, got {settings.max_total_tokens}")
 
 
 def optimize_result(session: Any, problem_report: Any = None,
@@ -189,7 +240,7 @@ def optimize_result(session: Any, problem_report: Any = None,
     if eager_ms is None and problem_report is not None and problem_report.eager_ms:
         eager_ms, eager_source = problem_report.eager_ms, "validation run"
     if error is not None:
-        status = "error"
+        status = "stopped" if isinstance(error, BudgetExceeded) else "error"
     elif bv is not None:
         status = bv.status
     elif verdicts:
@@ -229,7 +280,10 @@ def optimize_result(session: Any, problem_report: Any = None,
                         if cid in st.verdicts else None}
                        for cid, c in st.candidates.items()],
         "phase": st.phase,
-        "message": (error.message if error is not None else st.message),
+        "message": redact_urls(error.message if error is not None else st.message),
+        "error": _error_dict(error),
+        "failures": [dict(f) for f in st.failures],
+        "spend": session.spend().to_dict() if hasattr(session, "spend") else None,
         "problem": session.problem.name,
         "device": session.device,
         "agent": session.agent,
@@ -239,9 +293,17 @@ def optimize_result(session: Any, problem_report: Any = None,
     }
 
 
+def _error_dict(error: StitchError | None) -> dict[str, Any] | None:
+    if error is None:
+        return None
+    return {"type": type(error).__name__, "message": redact_urls(error.message),
+            "hint": redact_urls(error.hint) if error.hint else None,
+            "exit_code": exit_code(error)}
+
+
 def _print_result(r: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        print(json.dumps(r, default=str))
+        print(redact_urls(json.dumps(r, default=str)))
         return
     print(f"problem   {r['problem']} on {r['device']} ({r['agent']} agent)")
     print(f"session   {r['session_dir']}")
@@ -262,6 +324,14 @@ def _print_result(r: dict[str, Any], as_json: bool) -> None:
             print("result    no candidate beat eager: keep the reference program")
     else:
         print(f"result    no passing candidate ({r['status']}); the model stays as it is")
+    spend = r.get("spend") or {}
+    if spend.get("exchanges"):
+        from .spend import Usage
+        u = Usage(input_tokens=spend["input_tokens"], cache_write_tokens=spend["cache_write_tokens"],
+                  cache_read_tokens=spend["cache_read_tokens"], output_tokens=spend["output_tokens"],
+                  cost_usd=spend["cost_usd"], exchanges=spend["exchanges"],
+                  unpriced=spend["unpriced_exchanges"])
+        print(f"spend     {u.line()} over {u.exchanges} exchange(s)")
     if r["message"]:
         print(f"note      {r['message']}")
     for w in r["warnings"]:
@@ -355,29 +425,20 @@ def _show(args: argparse.Namespace, settings: Any) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from .errors import ServiceError, WorkerError
     from .session import Session
     settings = _settings(args)
+    _check_llm_options(settings)
     say = _progress_printer(args.quiet)
     s = Session.open(args.session, settings, iters=args.iters, on_progress=say)
-    error = None
-    try:
-        if s.state.finished:
-            if say:
-                say(f"session {s.id} has already finished ({s.state.phase})", None)
-        else:
-            if say:
-                say(f"resuming {s.id} at {s.state.phase} (needs {s.state.needs})", None)
-            s.advance(auto=True)
-    except (ServiceError, WorkerError) as e:
-        error = e
-    finally:
+    if s.state.finished:
+        if say:
+            say(f"session {s.id} has already finished ({s.state.phase})", None)
         s.close()
-    _print_result(optimize_result(s, error=error), args.json)
-    if error is not None:
-        print(f"{PROG}: error: {error.one_line()}", file=sys.stderr)
-        return 1
-    return 0
+        _print_result(optimize_result(s), args.json)
+        return 0
+    if say:
+        say(f"resuming {s.id} at {s.state.phase} (needs {s.state.needs})", None)
+    return _drive(s, args)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

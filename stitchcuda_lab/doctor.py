@@ -15,6 +15,7 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from .settings import Settings, env_name
 
@@ -148,6 +149,136 @@ def check_folder(name: str, path: str) -> Check:
                      + env_name("cache_dir" if "cache" in name else "sessions_dir"))
 
 
+def device_facts(device: str = "cpu", *, measure: bool = True) -> dict[str, Any]:
+    """What an agent should know about the device: name, cores/SMs, memory, caches and, with
+    ``measure``, the memory bandwidth (a large copy) and FLOP ceilings (a large GEMM) measured
+    here, so kernel choices rest on this machine's numbers, not a datasheet's."""
+    import torch
+    if device.startswith("cuda"):
+        index = torch.device(device).index or 0
+        p = torch.cuda.get_device_properties(index)
+        facts: dict[str, Any] = {
+            "device": device, "name": p.name, "capability": f"{p.major}{p.minor}",
+            "sms": p.multi_processor_count, "memory_gb": p.total_memory / 2**30,
+            "max_threads_per_sm": getattr(p, "max_threads_per_multi_processor", None),
+            "shared_memory_per_block_kb": _kb(getattr(p, "shared_memory_per_block_optin", None)
+                                              or getattr(p, "shared_memory_per_block", None)),
+            "l2_mb": round(getattr(p, "L2_cache_size", 0) / 2**20, 1) or None}
+    else:
+        facts = {"device": "cpu", "name": _cpu_name(), "cores": _cpu_count(),
+                 "memory_gb": _meminfo_gb(), "simd": _simd()}
+    if measure:
+        facts.update(_measure(device))
+    return {k: v for k, v in facts.items() if v is not None}
+
+
+def _measure(device: str) -> dict[str, float]:
+    """Copy bandwidth (GB/s) and GEMM throughput (TFLOP/s): the best of a few short runs."""
+    import time
+
+    import torch
+    cuda = device.startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+
+    def best(fn, reps: int = 3) -> float:
+        fn()
+        sync()
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    out: dict[str, float] = {}
+    n = (256 if cuda else 32) * 2**20 // 4          # float32 elements
+    buffers = [torch.empty(n, device=device).uniform_(), torch.empty(n, device=device)]
+    out["bandwidth_gbs"] = 2 * n * 4 / best(lambda: buffers[1].copy_(buffers[0])) / 1e9
+    buffers.clear()                                  # give the memory back before the GEMM
+    size = 4096 if cuda else 768
+    a = torch.randn(size, size, device=device)
+    b = torch.randn(size, size, device=device)
+    flops = 2 * size ** 3
+    if cuda:
+        switch = torch.backends.cuda.matmul
+        saved = switch.allow_tf32
+        try:
+            switch.allow_tf32 = False
+            out["fp32_tflops"] = flops / best(lambda: a @ b) / 1e12
+            if torch.cuda.get_device_capability(device)[0] >= 8:
+                switch.allow_tf32 = True
+                out["tf32_tflops"] = flops / best(lambda: a @ b) / 1e12
+        finally:
+            switch.allow_tf32 = saved    # this process's precision is left as it was
+        ah, bh = a.half(), b.half()
+        out["fp16_tflops"] = flops / best(lambda: ah @ bh) / 1e12
+    else:
+        out["fp32_tflops"] = flops / best(lambda: a @ b) / 1e12
+    return {k: round(v, 3) for k, v in out.items()}
+
+
+def _kb(n: int | None) -> int | None:
+    return n // 1024 if n else None
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:     # not on Linux
+        return os.cpu_count() or 1
+
+
+def _meminfo_gb() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 2**20
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _simd() -> str | None:
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return None
+    have = [f for f in ("avx512f", "avx2", "fma", "neon", "asimd") if f in flags]
+    return "SIMD: " + ", ".join(have) if have else None
+
+
+def check_device(settings: Settings) -> Check:
+    """The figures the LLM agents are shown (``device_facts``), measured on this machine."""
+    try:
+        import torch
+        device = "cuda" if settings.device != "cpu" and torch.cuda.is_available() else "cpu"
+        f = device_facts(device)
+    except Exception as e:  # noqa: BLE001  (informative only)
+        return Check("device facts", False, f"could not measure: {e}", required=False)
+    parts = [f.get("name", device)]
+    if f.get("sms"):
+        parts.append(f"{f['sms']} SMs")
+    if f.get("cores"):
+        parts.append(f"{f['cores']} cores")
+    parts.append(f"{f.get('bandwidth_gbs', 0):.0f} GB/s copy")
+    parts += [f"{f[k]:.1f} TFLOP/s {k.split('_')[0]}" for k in
+              ("fp32_tflops", "tf32_tflops", "fp16_tflops") if f.get(k)]
+    return Check("device facts", True, ", ".join(parts), required=False)
+
+
 def check_api_key(env: dict[str, str] | None = None) -> Check:
     env = dict(os.environ) if env is None else env
     present = bool(env.get("ANTHROPIC_API_KEY"))
@@ -169,7 +300,7 @@ def run_checks(settings: Settings) -> list[Check]:
             check_nvrtc(), check_cc(), check_ncu(),
             check_folder("cache folder", settings.cache_dir),
             check_folder("sessions folder", settings.sessions_dir),
-            check_api_key(), check_package("ipywidgets", "notebook"),
+            check_device(settings), check_api_key(), check_package("ipywidgets", "notebook"),
             check_package("plotly", "notebook"), check_package("anthropic", "llm")]
 
 

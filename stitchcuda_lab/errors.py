@@ -10,6 +10,8 @@ StitchError                     base; ``str(e)`` is a message a person can act o
  +-- BuildError                 generated code did not compile (carries the compiler log)
  +-- WorkerError                the isolated worker died, hung or could not start
  +-- ServiceError               an external service (LLM API) failed (CLI exit code 1)
+ |    +-- ReplyError            the model's replies stayed unusable after every recovery
+ +-- BudgetExceeded             the session reached its --max-cost / --max-tokens cap
  +-- StoreError                 a session folder or cache entry cannot be read or written
 
 Messages say what is wrong and what to do next; ``hint`` holds the second half when the
@@ -91,3 +93,23 @@ class ServiceError(StitchError):
 
 class StoreError(StitchError):
     """A session folder or a cache entry is unreadable or cannot be written."""
+
+
+class ReplyError(ServiceError):
+    """The model answered, but after retries and repairs no reply could be used.
+
+    ``kind`` says how the last one failed: ``invalid`` (schema or semantic checks), ``repeated``
+    (a candidate already verified), ``truncated`` (cut off at the largest budget) or
+    ``refused``. The loop records the attempt as failed and carries on with the next iteration.
+    """
+
+    def __init__(self, message: str, *, kind: str, hint: str | None = None):
+        self.kind = kind
+        super().__init__(message, hint=hint)
+
+
+class BudgetExceeded(StitchError):
+    """The session spent what ``max_cost`` or ``max_total_tokens`` allows; no request was sent.
+
+    The session stays resumable: raise the cap (``resume --max-cost``) to carry it on.
+    """

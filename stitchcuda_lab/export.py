@@ -6,7 +6,9 @@
     DIR/verdict.json        the Verifier's verdict
     DIR/README.md           what this is, the verdict and its timings
     DIR/trajectories.jsonl  with ``trajectories=True``: one record per recorded LLM exchange,
-                            {task, role, iteration, prompt, reply, verdict, reward}
+                            failed ones included ({skill, attempt, model, messages,
+                            completion, usage, outcome, error, verdict, reward}; see
+                            ``trajectory_records``), and trajectories/<skill>.jsonl by skill
 
 >>> export_session(session, "out/")   # doctest: +SKIP
 PosixPath('out')
@@ -19,7 +21,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .candidate import Candidate
+from .candidate import Candidate, KernelSource
 from .errors import UsageError
 from .verdict import Verdict
 
@@ -133,52 +135,164 @@ def _readme(cand: Candidate, verdict: Verdict | None, problem_name: str, session
     return "\n".join(lines)
 
 
-def trajectory_records(session: Session) -> list[dict[str, Any]]:
-    """One record per recorded LLM exchange, with the verdict its work led to.
+SKILLS = ("planning", "generation", "refinement", "review")
+_REWARD_FAILED = ("invalid", "repeated", "refused")    # a usable reply was asked for, none came
 
-    A coder exchange is paired with the candidates it produced (``candidate_id(s)`` in the
-    exchange, else the next candidates proposed after it; their best verdict counts). A planner
-    exchange is paired with the session's best verdict (or its last one).
+
+def trajectory_records(session: Session) -> list[dict[str, Any]]:
+    """One training record per recorded LLM exchange, failed ones included, each as it was.
+
+    An accepted coder reply carries the verdict of the candidate it produced (matched by the
+    candidate id, which depends only on the code); an accepted plan the session's best verdict
+    (``verdict_of: "session"``); a reply that was not accepted carries its own error and
+    outcome (``invalid``, ``repeated``, ``refused``: reward -1; ``truncated`` or a broken
+    stream, ``error``: no reward, since no complete answer was judged) and never the verdict
+    of the reply that repaired it. ``skill`` splits the records as the StitchCUDA paper
+    does: ``generation`` (a candidate from scratch), ``refinement`` (from earlier candidates
+    and their feedback), ``planning``, ``review``. ``messages`` and ``completion`` are the
+    conversation as sent and the answer, ready for a training pipeline.
     """
     recs = session.log.records()
     verdicts = session.state.verdicts
     final = session.best()
     final_v = final[1] if final else session.state.last_verdict()
+    device = getattr(session, "device", None)
     out = []
     for i, r in enumerate(recs):
         if r.kind != "llm_exchange":
             continue
         p = r.payload
-        ids = list(p.get("candidate_ids") or ([p["candidate_id"]] if p.get("candidate_id")
-                                               else []))
         role = p.get("role", "")
-        if not ids and role != "planner":
-            for later in recs[i + 1:]:
-                if later.kind in ("candidates_proposed", "candidate_edited"):
-                    cs = later.payload.get("candidates") or [later.payload.get("candidate")]
-                    ids = [Candidate.from_dict(c).id for c in cs if c]
-                    break
-        if ids:
+        outcome = p.get("outcome") or _legacy_outcome(p)
+        ids = _candidate_ids(p, role, outcome)
+        verdict, source = None, None
+        if role == "coder" and outcome == "accepted":
+            if not ids:   # an agent that records no candidate id: the proposal that followed
+                ids = _next_proposal(recs[i + 1:])
+                source = "next_proposal" if ids else None
             vs = [verdicts[c] for c in ids if c in verdicts]
             verdict = max(vs, key=lambda v: (reward_tier(v), v.speedup_vs_eager or 0.0),
                           default=None)
+            source = (source or "candidate") if verdict is not None else None
+        elif role == "planner" and outcome == "accepted":
+            verdict, source = final_v, "session" if final_v is not None else None
+        if verdict is not None:
+            reward: int | None = reward_tier(verdict)
+        elif outcome in _REWARD_FAILED:
+            reward = -1
         else:
-            verdict = final_v
+            reward = None
+        reply = p.get("reply") or {}
         out.append({
-            "session": session.id, "problem": session.problem.name,
-            "task": p.get("task"), "role": role, "iteration": p.get("iteration"),
-            "prompt": p.get("prompt"), "reply": p.get("reply"),
-            "candidates": ids,
-            "verdict": _verdict_brief(verdict), "reward": reward_tier(verdict),
+            "session": session.id, "problem": session.problem.name, "device": device,
+            "exchange": r.seq, "ask": p.get("ask"), "attempt": p.get("attempt", 1),
+            "role": role, "task": p.get("task"), "iteration": p.get("iteration"),
+            "skill": p.get("skill") or _legacy_skill(p, role), "sample": p.get("sample"),
+            "provider": p.get("provider"), "model": p.get("model"),
+            "prompt": p.get("prompt"), "messages": _messages(p), "reply": reply,
+            "completion": _completion(reply),
+            "usage": p.get("usage") or {}, "cost_usd": p.get("cost_usd"),
+            "outcome": outcome, "error": p.get("error") or _legacy_error(p),
+            "truncated": outcome == "truncated",
+            "candidates": ids, "candidate_id": ids[0] if len(ids) == 1 else None,
+            "verdict": _verdict_brief(verdict), "verdict_of": source, "reward": reward,
         })
     return out
 
 
 def write_trajectories(session: Session, path: Path) -> int:
+    """``path`` with every record, and beside it ``trajectories/<skill>.jsonl`` per skill."""
     rows = trajectory_records(session)
-    with open(path, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(row, sort_keys=True) + "\n" for row in rows)
+    _write_jsonl(path, rows)
+    folder = path.with_suffix("")
+    for skill in SKILLS:
+        picked = [r for r in rows if r["skill"] == skill]
+        if picked:
+            folder.mkdir(exist_ok=True)
+            _write_jsonl(folder / f"{skill}.jsonl", picked)
     return len(rows)
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(row, sort_keys=True, default=str) + "\n" for row in rows)
+
+
+def _legacy_outcome(p: dict[str, Any]) -> str:
+    """The outcome of a record written before records carried one."""
+    reply = p.get("reply") or {}
+    stop = reply.get("stop_reason")
+    if stop in ("max_tokens", "length"):
+        return "truncated"
+    if stop == "refusal":
+        return "refused"
+    if p.get("errors"):
+        return "invalid"
+    return "accepted"
+
+
+def _legacy_error(p: dict[str, Any]) -> dict[str, Any] | None:
+    errors = p.get("errors") or []
+    return {"kind": _legacy_outcome(p), "message": "; ".join(errors)} if errors else None
+
+
+def _legacy_skill(p: dict[str, Any], role: str) -> str:
+    if role == "planner":
+        return "planning"
+    if role == "reviewer":
+        return "review"
+    user = str((p.get("prompt") or {}).get("user", ""))
+    return "refinement" if ("## Baseline" in user or "## Last attempt" in user
+                            or "## Your previous candidate" in user) else "generation"
+
+
+def _candidate_ids(p: dict[str, Any], role: str, outcome: str) -> list[str]:
+    if p.get("candidate_ids"):
+        return list(p["candidate_ids"])
+    if p.get("candidate_id"):
+        return [p["candidate_id"]]
+    data = (p.get("reply") or {}).get("input")
+    if role != "coder" or outcome != "accepted" or not isinstance(data, dict):
+        return []
+    try:   # a submit_candidate input: its id is the candidate's (code only)
+        kernels = [KernelSource(name=k["name"], lang=k["lang"], code=k["code"])
+                   for k in data["kernels"]]
+        return [Candidate(program=data["program"], kernels=kernels).id]
+    except (KeyError, TypeError):
+        return []
+
+
+def _next_proposal(later: list[Any]) -> list[str]:
+    for rec in later:
+        if rec.kind == "llm_exchange":
+            return []           # another exchange came first: no pairing by position
+        if rec.kind in ("candidates_proposed", "candidate_edited"):
+            cs = rec.payload.get("candidates") or [rec.payload.get("candidate")]
+            return [Candidate.from_dict(c).id for c in cs if c]
+    return []
+
+
+def _messages(p: dict[str, Any]) -> list[dict[str, Any]]:
+    """The conversation as it was sent: system (instructions + context), user, and for a
+    repair the previous answer and the message that sent it back."""
+    prompt = p.get("prompt") or {}
+    system = "\n\n".join(x for x in (prompt.get("system"), prompt.get("context")) if x)
+    user = str(prompt.get("user", ""))
+    if prompt.get("note"):
+        user += "\n\n" + prompt["note"]
+    msgs = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    if prompt.get("repair"):
+        prev = prompt.get("previous") or {}
+        answer = (json.dumps(prev["input"], sort_keys=True) if prev.get("input") is not None
+                  else prev.get("text") or "")
+        msgs += [{"role": "assistant", "content": answer},
+                 {"role": "user", "content": prompt["repair"]}]
+    return msgs
+
+
+def _completion(reply: dict[str, Any]) -> dict[str, Any]:
+    return {"tool": reply.get("tool"), "input": reply.get("input"), "text": reply.get("text", ""),
+            "thinking": reply.get("thinking", "")}
 
 
 def _verdict_brief(v: Verdict | None) -> dict[str, Any] | None:
@@ -186,4 +300,5 @@ def _verdict_brief(v: Verdict | None) -> dict[str, Any] | None:
         return None
     return {"candidate_id": v.candidate_id, "status": v.status, "reason": v.reason,
             "correct": v.correct, "speedup_vs_eager": v.speedup_vs_eager,
-            "speedup_vs_compile": v.speedup_vs_compile, "max_abs_err": v.max_abs_err}
+            "speedup_vs_compile": v.speedup_vs_compile, "max_abs_err": v.max_abs_err,
+            "ours_ms": v.timings.get("ours")}

@@ -8,6 +8,7 @@ session rebuilds its state by replaying the recorded events.
     coded --CandidateApproved--> candidate_approved --VerdictReady (all approved)--> verified
     verified --CandidateApproved (one still pending) | CandidateEdited--> candidate_approved | coded
     verified --NextIteration--> refining --CandidatesProposed--> coded ...
+    plan_approved | refining --AttemptFailed (the coder's replies were unusable)--> verified
     verified | refining | plan_approved --Finished--> done;  any --Stop--> stopped;
     any --Failed--> failed
 
@@ -103,6 +104,17 @@ class VerdictReady(Event):
 
 
 @dataclass(frozen=True)
+class AttemptFailed(Event):
+    """The Coder could not produce a candidate this iteration (replies malformed, refused,
+    cut off or repeating earlier work, after every repair). The iteration ends without a
+    verdict; the failure is remembered and shown to the Coder next time."""
+
+    cause: str          # invalid | repeated | truncated | refused
+    reason: str
+    kind: ClassVar[str] = "attempt_failed"
+
+
+@dataclass(frozen=True)
 class NextIteration(Event):
     kind: ClassVar[str] = "next_iteration"
 
@@ -134,7 +146,8 @@ class Failed(Event):
 
 EVENTS: dict[str, type[Event]] = {c.kind: c for c in (
     PlanProposed, PlanEdited, PlanApproved, CandidatesProposed, CandidateEdited,
-    CandidateApproved, VerdictReady, NextIteration, Regenerate, Finished, Stop, Failed)}
+    CandidateApproved, VerdictReady, AttemptFailed, NextIteration, Regenerate, Finished, Stop,
+    Failed)}
 TERMINAL_KINDS = ("finished", "stop", "failed")
 
 
@@ -157,6 +170,18 @@ def event_from_payload(kind: str, payload: dict[str, Any]) -> Event:
 # ----------------------------------------------------------------------------- state
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One try of the Coder: a candidate with its verdict (None while unverified), or a
+    failure without a candidate (``failure`` says why, ``cause`` its kind)."""
+
+    iteration: int
+    candidate: Candidate | None = None
+    verdict: Verdict | None = None
+    cause: str = ""
+    failure: str = ""
+
+
 @dataclass
 class State:
     """Everything the loop knows. Round-trips through ``to_dict`` / ``from_dict``."""
@@ -173,6 +198,7 @@ class State:
     best_by_iteration: list[float | None] = field(default_factory=list)  # best speedup after i
     history: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""                                    # why it finished / stopped / failed
+    failures: list[dict[str, Any]] = field(default_factory=list)   # AttemptFailed, in order
 
     # --- queries
     def best_pair(self) -> tuple[Candidate, Verdict] | None:
@@ -186,6 +212,15 @@ class State:
 
     def last_verdict(self) -> Verdict | None:
         return next(reversed(self.verdicts.values()), None) if self.verdicts else None
+
+    def attempts(self) -> list[Attempt]:
+        """Every try so far in order: candidates with their verdicts, and failed iterations."""
+        out = [Attempt(iteration=c.iteration, candidate=c, verdict=self.verdicts.get(cid))
+               for cid, c in self.candidates.items()]
+        out += [Attempt(iteration=f["iteration"], cause=f["cause"], failure=f["reason"])
+                for f in self.failures]
+        order = {id(a): i for i, a in enumerate(out)}
+        return sorted(out, key=lambda a: (a.iteration, a.candidate is None, order[id(a)]))
 
     @property
     def finished(self) -> bool:
@@ -201,6 +236,7 @@ class State:
             "pending": list(self.pending), "approved": list(self.approved), "best": self.best,
             "best_by_iteration": list(self.best_by_iteration),
             "history": [dict(h) for h in self.history], "message": self.message,
+            "failures": [dict(f) for f in self.failures],
         }
 
     def to_json(self, **kw: Any) -> str:
@@ -216,7 +252,8 @@ class State:
             verdicts={k: Verdict.from_dict(v) for k, v in d.get("verdicts", {}).items()},
             pending=list(d.get("pending", [])), approved=list(d.get("approved", [])),
             best=d.get("best"), best_by_iteration=list(d.get("best_by_iteration", [])),
-            history=[dict(h) for h in d.get("history", [])], message=d.get("message", ""))
+            history=[dict(h) for h in d.get("history", [])], message=d.get("message", ""),
+            failures=[dict(f) for f in d.get("failures", [])])
 
     @classmethod
     def from_json(cls, s: str) -> State:
@@ -260,7 +297,7 @@ def _copy(s: State) -> State:
     return dataclasses.replace(s, candidates=dict(s.candidates), verdicts=dict(s.verdicts),
                                pending=list(s.pending), approved=list(s.approved),
                                best_by_iteration=list(s.best_by_iteration),
-                               history=list(s.history))
+                               history=list(s.history), failures=list(s.failures))
 
 
 def _refuse(s: State, event: Event, why: str | None = None) -> None:
@@ -365,12 +402,23 @@ def _on_verdict(s: State, e: VerdictReady) -> None:
     s.best = _best(s)
     if not s.approved:
         # Candidates still unapproved stay pending: the person may approve them from here.
-        s.phase = "verified"
-        bp = s.best_pair()
-        score = (bp[1].speedup_vs_eager or 0.0) if bp else None
-        while len(s.best_by_iteration) <= s.iteration:
-            s.best_by_iteration.append(None)
-        s.best_by_iteration[s.iteration] = score
+        _close_iteration(s)
+
+
+def _close_iteration(s: State) -> None:
+    """The iteration is over: record the best speedup so far for it."""
+    s.phase = "verified"
+    bp = s.best_pair()
+    score = (bp[1].speedup_vs_eager or 0.0) if bp else None
+    while len(s.best_by_iteration) <= s.iteration:
+        s.best_by_iteration.append(None)
+    s.best_by_iteration[s.iteration] = score
+
+
+def _on_attempt_failed(s: State, e: AttemptFailed) -> None:
+    _expect(s, e, "plan_approved", "refining")
+    s.failures.append({"iteration": s.iteration, "cause": e.cause, "reason": e.reason})
+    _close_iteration(s)
 
 
 def _best(s: State) -> str | None:
@@ -413,7 +461,7 @@ def _on_failed(s: State, e: Failed) -> None:
 _HANDLERS = {PlanProposed: _on_plan, PlanEdited: _on_plan, PlanApproved: _on_plan_approved,
              CandidatesProposed: _on_candidates, CandidateEdited: _on_candidate_edited,
              CandidateApproved: _on_candidate_approved, VerdictReady: _on_verdict,
-             NextIteration: _on_next, Regenerate: _on_regenerate, Finished: _on_finished,
+             AttemptFailed: _on_attempt_failed, NextIteration: _on_next, Regenerate: _on_regenerate, Finished: _on_finished,
              Stop: _on_stop, Failed: _on_failed}
 _NONTERMINAL = tuple(p for p in PHASES if p not in TERMINAL)
 _ALLOWED = {"PlanProposed": ("new", "planned"), "PlanEdited": ("planned",),
@@ -421,6 +469,7 @@ _ALLOWED = {"PlanProposed": ("new", "planned"), "PlanEdited": ("planned",),
             "CandidateEdited": ("coded", "candidate_approved", "verified"),
             "CandidateApproved": ("coded", "candidate_approved", "verified"),
             "VerdictReady": ("candidate_approved",), "NextIteration": ("verified",),
+            "AttemptFailed": ("plan_approved", "refining"),
             "Regenerate": ("coded", "verified"),
             "Finished": ("verified", "refining", "plan_approved"),
             "Stop": _NONTERMINAL, "Failed": _NONTERMINAL}
@@ -442,4 +491,6 @@ def _summary(e: Event) -> dict[str, Any]:
         return {"reason": e.reason}
     if isinstance(e, Failed):
         return {"message": e.message}
+    if isinstance(e, AttemptFailed):
+        return {"cause": e.cause, "reason": e.reason}
     return {}

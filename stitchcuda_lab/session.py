@@ -25,10 +25,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .agents import rubric
-from .errors import ConfigError, InvalidEvent, StitchError, StoreError
+from .errors import (
+    BudgetExceeded,
+    ConfigError,
+    InvalidEvent,
+    ReplyError,
+    StitchError,
+    StoreError,
+)
 from .graph import Graph, analyse
 from .loop import (
     EVENTS,
+    AttemptFailed,
     CandidateApproved,
     CandidatesProposed,
     Event,
@@ -46,6 +54,7 @@ from .record import Shown
 from .verdict import Verdict
 from .problem import Problem, ProblemReport, _user_error, load_problem, validate
 from .settings import Settings
+from .spend import Spend
 from .store import SessionLog, SessionStore, StoreWarning
 from .verifier.options import VerifyOptions
 from .verifier.worker import resolve_device
@@ -76,6 +85,9 @@ class Session(Shown):
         self._recorders_attached = False
         self.readonly = False
         self.report: ProblemReport | None = None    # what validation saw (Session.create)
+        self._spend: Spend | None = None
+        self._facts: dict[str, Any] | None = None
+        self._paused: str | None = None     # why the last advance stopped short, if it did
 
     # ------------------------------------------------------------------ construction
     @property
@@ -214,6 +226,7 @@ class Session(Shown):
         if self.readonly:
             raise InvalidEvent(f"session {self.id} was opened read-only",
                                hint="open it with Session.open(..., lock=True) to carry it on")
+        self._paused = None
         try:
             while not self.state.finished:
                 needs = self.state.needs
@@ -238,10 +251,18 @@ class Session(Shown):
                     self.post(self._next_or_finish())
                 else:  # pragma: no cover - the loop only has the needs above
                     raise InvalidEvent(f"unknown need {needs!r}")
+        except BudgetExceeded as e:
+            # A clean stop: nothing is lost and `resume` with a higher cap carries on.
+            self.record("budget_reached", {"message": e.message, "spend": self.spend().to_dict()})
+            self._paused = e.message
+            self._checkpoint()
+            raise
         except BaseException as e:
             # The session stays resumable: the error is logged, not made terminal.
             if not isinstance(e, KeyboardInterrupt):
                 self.record("error", {"type": type(e).__name__, "message": str(e)})
+                self._paused = str(getattr(e, "message", e))
+                self._checkpoint()
             raise
         if self.state.finished:
             self._progress(f"{self.state.phase}: {self.state.message}", 1.0)
@@ -260,8 +281,18 @@ class Session(Shown):
         it = self.state.iteration
         previous, feedback = self._reference()
         self._progress(f"iteration {it}: writing candidates", self._fraction(0.2))
-        cands = coder.code(self.problem, self.graph, self.state.plan, self.settings,
-                           iteration=it, previous=previous, feedback=feedback)
+        kw: dict[str, Any] = {}
+        if _takes(coder.code, "attempts"):
+            kw["attempts"] = self.state.attempts()
+        try:
+            cands = coder.code(self.problem, self.graph, self.state.plan, self.settings,
+                               iteration=it, previous=previous, feedback=feedback, **kw)
+        except ReplyError as e:
+            # The model answered but nothing usable came: the iteration fails, the loop goes on
+            # (the failure is shown to the coder next time).
+            self._progress(f"iteration {it}: no usable candidate ({e.kind}): {e.message}", None)
+            self.post(AttemptFailed(cause=e.kind, reason=e.message))
+            return
         cands = [c for c in cands or [] if c.id not in self.state.verdicts]   # nothing twice
         if not cands:
             why = getattr(coder, "why_empty", "") or (
@@ -313,6 +344,9 @@ class Session(Shown):
         s, iters = self.state, self.settings.iters
         if s.iteration >= iters:
             return Finished(f"ran {iters} refine iteration(s)")
+        _, coder = self._agents()
+        if not getattr(coder, "stops_early", True):   # sampling agents run to --iters
+            return NextIteration()
         bbi = s.best_by_iteration
         if s.iteration >= 1 and len(bbi) > s.iteration:
             prev, cur = bbi[s.iteration - 1], bbi[s.iteration]
@@ -385,6 +419,41 @@ class Session(Shown):
             self.record("baseline", {"timings": timings})
         return timings
 
+    def spend(self) -> Spend:
+        """Tokens and cost of the session's LLM exchanges: total, per iteration, per role."""
+        if self._spend is None:
+            self._spend = Spend.from_exchanges(
+                r.payload for r in self.log.records() if r.kind == "llm_exchange")
+        return self._spend
+
+    def facts(self) -> dict[str, Any]:
+        """What the agents are told about the machine: the device's figures (``doctor``) and
+        the Verifier's eager/torch.compile timings. Measured once and recorded."""
+        if self._facts is None:
+            recorded = next((r.payload for r in reversed(self.log.records())
+                             if r.kind == "facts"), None)
+            if recorded is None:
+                recorded = self._measure_facts()
+                if not self.readonly:
+                    self.record("facts", recorded)
+            self._facts = dict(recorded)
+        return self._facts
+
+    def _measure_facts(self) -> dict[str, Any]:
+        """Facts are advice: what cannot be measured is left out, with the reason."""
+        from .doctor import device_facts
+        out: dict[str, Any] = {}
+        self._progress(f"measuring {self.device} (bandwidth, FLOP/s)", None)
+        try:
+            out["device"] = device_facts(self.device)
+        except Exception as e:  # noqa: BLE001 - the agents can work without the figures
+            out["device_error"] = f"{type(e).__name__}: {e}"
+        try:
+            out["baseline"] = self.baseline()
+        except StitchError as e:
+            out["baseline_error"] = e.message
+        return out
+
     def export(self, directory: str | os.PathLike, *, trajectories: bool = False) -> Path:
         from .export import export_session
         return export_session(self, directory, trajectories=trajectories)
@@ -434,15 +503,24 @@ class Session(Shown):
         if self.readonly:
             return
         s = self.state
+        paused = self._paused
         meta: dict[str, Any] = {"needs": s.needs, "last_seq": self.log.last_seq,
-                                "iteration": s.iteration}
+                                "iteration": s.iteration, "paused": paused}
         if s.finished:
             meta["status"] = {"done": "done", "stopped": "stopped", "failed": "failed"}[s.phase]
+        elif paused is not None:
+            meta["status"] = "paused"
         elif s.needs in ("approve_plan", "approve_candidate", "next"):
             meta["status"] = "waiting"
         best = s.best_pair()
         meta["best_candidate"] = best[0].id if best else None
         meta["speedup_vs_eager"] = best[1].speedup_vs_eager if best else None
+        spend = self.spend()
+        meta["spend"] = {"total_tokens": spend.total.total_tokens,
+                         "cost_usd": round(spend.total.cost_usd, 6),
+                         "by_iteration": {k: {"total_tokens": u.total_tokens,
+                                              "cost_usd": round(u.cost_usd, 6)}
+                                          for k, u in spend.by_iteration.items()}}
         try:
             self.log.update_meta(**meta)
         except (OSError, StoreError):   # a full disk: the log itself stays valid
@@ -456,16 +534,41 @@ class Session(Shown):
             self._coder = self._coder or coder
         if not self._recorders_attached:
             for a in (self._planner, self._coder):
-                _attach_hooks(a, self._record_exchange, self._agent_progress)
+                _attach_hooks(a, recorder=self._record_exchange, progress=self._agent_progress,
+                              facts=self.facts, guard=self._guard)
             self._recorders_attached = True
         return self._planner, self._coder
 
     def _record_exchange(self, payload: dict[str, Any]) -> None:
+        spend = self.spend()          # read before this exchange is in the log
         self.record("llm_exchange", payload)
+        spend.add(payload)
+
+    def _guard(self, client: Any = None) -> None:
+        """Before each LLM request: stop once the session's spending cap is reached."""
+        cap_cost, cap_tokens = self.settings.max_cost, self.settings.max_total_tokens
+        if cap_cost is None and cap_tokens is None:
+            return
+        total = self.spend().total
+        if cap_cost is not None and client is not None and getattr(client, "price", 0) is None:
+            raise BudgetExceeded(
+                f"--max-cost cannot be enforced: {getattr(client, 'model', 'the model')} has "
+                "no known price, so no request was sent",
+                hint="set STITCH_PRICE=in,out (USD per million tokens) or cap tokens with "
+                     "--max-tokens")
+        if cap_cost is not None and total.cost_usd >= cap_cost:
+            raise BudgetExceeded(f"the session spent ${total.cost_usd:.4f} of its "
+                                 f"--max-cost ${cap_cost:g}; no further LLM request was sent",
+                                 hint="resume with a higher --max-cost to carry on")
+        if cap_tokens is not None and total.total_tokens >= cap_tokens:
+            raise BudgetExceeded(f"the session used {total.total_tokens} tokens of its "
+                                 f"--max-tokens {cap_tokens}; no further LLM request was sent",
+                                 hint="resume with a higher --max-tokens to carry on")
 
     def _agent_progress(self, info: dict[str, Any]) -> None:
-        what = " ".join(str(info[k]) for k in ("role", "task", "phase") if info.get(k))
-        self._progress(f"{info.get('provider', 'agent')}: {what}", None)
+        line = progress_line(info, self.spend())
+        if line:
+            self._progress(line, None)
 
     def _get_worker(self):
         if self._worker is None:
@@ -500,17 +603,55 @@ def _analyse(problem: Problem, device: str, settings: Settings) -> Graph:
                           problem.source) from None
 
 
-def _attach_hooks(agent: Any, recorder: Callable[[dict], None],
-                  progress: Callable[[dict], None]) -> None:
-    """Give agents that have the seams (``recorder``, ``progress`` attributes left None)
-    somewhere to record their LLM exchanges and report progress."""
-    for attr, fn in (("recorder", recorder), ("progress", progress)):
+def _attach_hooks(agent: Any, **hooks: Callable[..., Any]) -> None:
+    """Give agents that have the seams (``recorder``, ``progress``, ``facts``, ``guard``
+    attributes left None) somewhere to record exchanges, report progress, read the session's
+    facts and check its spending caps."""
+    for attr, fn in hooks.items():
         if hasattr(agent, attr) and getattr(agent, attr) is None:
             setattr(agent, attr, fn)
+
+
+def _takes(fn: Callable[..., Any], name: str) -> bool:
+    """Does ``fn`` name the keyword ``name``? Agents opt in explicitly (a ``**kwargs`` that
+    may forward to an older signature does not count), so older agents keep theirs."""
+    import inspect
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def progress_line(info: dict[str, Any], spend: Spend | None = None) -> str:
+    """One progress line for an agent event ("" for events not worth a line)."""
+    who = f"{info.get('provider', 'agent')}: {info.get('role', '')} {info.get('task', '')}".strip()
+    phase = info.get("phase")
+    if phase == "waiting":
+        return (f"{who}: {info.get('reason', 'busy')}, retrying in {info.get('seconds', 0):.1f} s "
+                f"({info.get('retry')}/{info.get('retries')})")
+    if phase == "retrying":
+        extra = f" with max_tokens={info['max_tokens']}" if info.get("max_tokens") else ""
+        return f"{who}: {info.get('reason')}, asking again{extra}"
+    if phase == "repair":
+        return (f"{who}: reply {info.get('reason')}, sent back to the model "
+                f"({info.get('repair')}/{info.get('repairs')})")
+    if phase == "result":
+        from .spend import Usage
+        one = Usage()
+        one.add({"usage": info.get("usage") or {}, "cost_usd": info.get("cost_usd")})
+        line = f"{who}: {info.get('outcome')} (attempt {info.get('attempt')}): {one.line()}"
+        if spend is not None:
+            line += f"; session {spend.total.line()}"
+        return line
+    if phase in ("streaming", "done"):
+        return ""          # a character count is noise in a log; "result" follows "done"
+    if phase == "start":
+        return f"{who}: asking {info.get('model', '')}".rstrip()
+    return f"{who} {phase}".strip()
 
 
 def _warn(message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-__all__ = ["NOISE", "Session"]
+__all__ = ["NOISE", "Session", "progress_line"]

@@ -81,12 +81,25 @@ class Settings:
     ncu: bool = _knob(False, "per-kernel hardware counters from Nsight Compute (GPU, slow)")
     tensor_cores: bool = _knob(True, "large fp32 GEMMs may run as the fp32-accurate 3xTF32 "
                                      "split")
+    # --- LLM agents (none of these reach the Verifier's processes: see LLM_ENV)
     model: str = _knob("claude-sonnet-5-5", "LLM model name")
     max_tokens: int = _knob(8192, "most tokens in one LLM reply")
+    max_tokens_limit: int = _knob(32000, "a reply cut off at max_tokens is asked again with up "
+                                         "to this budget")
+    thinking: int = _knob(4096, "Claude models: tokens to think before answering (0: off)")
     temperature: float = _knob(0.2, "LLM sampling temperature")
-    base_url: str | None = _knob(None, "LLM server URL (OpenAI-compatible server or proxy)",
-                                 secret=True)
+    base_url: str | None = _knob(None, "LLM server URL: a Messages API (claude) or chat "
+                                       "completions (openai) server", secret=True)
     llm_timeout: float = _knob(120.0, "seconds for one LLM request")
+    llm_retries: int = _knob(4, "overloads, rate limits, broken streams: tries after the first")
+    llm_backoff: float = _knob(2.0, "seconds before the first retry (doubles, 60 s at most)")
+    llm_repairs: int = _knob(2, "invalid or repeated replies sent back to the model")
+    candidates: int = _knob(1, "candidates sampled per iteration")
+    memory_tokens: int = _knob(3000, "budget of the coder's summary of earlier attempts")
+    max_cost: float | None = _knob(None, "USD: no LLM request starts once the session spent "
+                                         "this")
+    max_total_tokens: int | None = _knob(None, "tokens (in + out): the same, counted in tokens")
+    price: str | None = _knob(None, "'in,out[,cache_write,cache_read]' USD per million tokens")
     rag_top_k: int = _knob(4, "knowledge-base sections retrieved per prompt")
     rag_dir: str | None = _knob(None, "knowledge-base folder of <id>.md sections (none: the "
                                       "rag_docs/ shipped with the package)")
@@ -167,6 +180,14 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     env = os.environ if environ is None else environ
     return sorted({v for k, v in env.items() if looks_secret(k) and len(v) >= 8},
                   key=len, reverse=True)
+
+
+# The LLM agents' configuration: never in the environment of a process that runs candidates.
+LLM_FIELDS = ("agent", "model", "max_tokens", "max_tokens_limit", "thinking", "temperature",
+              "base_url", "llm_timeout", "llm_retries", "llm_backoff", "llm_repairs",
+              "candidates", "memory_tokens", "max_cost", "max_total_tokens", "price",
+              "rag_top_k", "judge")
+LLM_ENV = tuple("STITCH_" + name.upper() for name in LLM_FIELDS)
 
 
 def _coerce(f: dataclasses.Field, raw: str, key: str) -> Any:

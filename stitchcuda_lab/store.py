@@ -38,6 +38,7 @@ from typing import Any
 
 from .errors import SessionNotFound, StoreError
 from .settings import secret_values
+from .redact import redact_urls
 
 TERMINAL_KINDS = {"finished": "done", "stop": "stopped", "failed": "failed"}
 _INLINE_MAX = 200           # strings longer than this, and any dict/list, go to artifacts
@@ -272,12 +273,14 @@ class SessionLog:
         return v
 
     def _redact(self, data):
-        """``data`` (str or bytes) with every secret, raw or JSON-escaped, replaced."""
+        """``data`` (str or bytes) with every secret, raw or JSON-escaped, and every credential
+        inside a URL replaced."""
         is_str = isinstance(data, str)
         raw = data.encode() if is_str else data
         for secret in self.secrets:
             for form in {secret, json.dumps(secret)[1:-1]}:
                 raw = raw.replace(form.encode(), b"[redacted]")
+        raw = redact_urls(raw)
         return raw.decode() if is_str else raw
 
     # --- meta, lock, status
@@ -332,15 +335,18 @@ class SessionLog:
         return pid
 
     def status(self, records: list[Record] | None = None) -> str:
-        """done | stopped | failed | waiting | running | interrupted | new."""
+        """done | stopped | failed | waiting | paused | running | interrupted | new.
+
+        ``paused``: stopped cleanly by a spending cap or an error it could not get past
+        (``meta.json`` says which); ``resume`` carries it on."""
         recs = self.records(resolve=False) if records is None else records
         loop = [r for r in recs if r.kind in _LOOP_KINDS]
         if loop and loop[-1].kind in TERMINAL_KINDS:
             return TERMINAL_KINDS[loop[-1].kind]
         meta = self.meta()
         last = recs[-1].seq if recs else 0
-        if meta.get("status") == "waiting" and meta.get("last_seq") == last:
-            return "waiting"
+        if meta.get("status") in ("waiting", "paused") and meta.get("last_seq") == last:
+            return meta["status"]
         if self.holder() is not None:
             return "running"
         return "interrupted" if recs else "new"
@@ -357,8 +363,8 @@ class SessionLog:
 
 
 _LOOP_KINDS = {"plan_proposed", "plan_edited", "plan_approved", "candidates_proposed",
-               "candidate_edited", "candidate_approved", "verdict_ready", "next_iteration",
-               "finished", "stop", "failed"}
+               "candidate_edited", "candidate_approved", "verdict_ready", "attempt_failed",
+               "next_iteration", "finished", "stop", "failed"}
 
 
 def _write_error(path: Path, e: OSError, what: str = "cannot write") -> StoreError:

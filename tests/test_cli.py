@@ -280,3 +280,116 @@ def test_the_console_entry_point_runs_as_a_module(tmp_path):
                           check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and f"{f}:1:" in proc.stderr
+
+
+# --- the LLM agents through the CLI: the real Claude client against the local fake API -----
+
+LLM_FIXTURES = ROOT / "tests" / "fixtures" / "llm"
+
+
+@pytest.fixture
+def llm(monkeypatch, tmp_path):
+    """The claude agent with a key, the scripted Verifier, and the fake Messages API helpers."""
+    pytest.importorskip("anthropic")
+    sys.path.insert(0, str(LLM_FIXTURES))
+    import fake_api
+    import scripted
+    for name in ("ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-CLI-TEST-KEY-0000")
+    monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic-config"))
+    monkeypatch.setenv("STITCH_PROFILE", "0")
+    monkeypatch.setenv("STITCH_LLM_BACKOFF", "0.001")
+    worker = scripted.ScriptedWorker({1: 1.3, 2: 1.5, 3: 1.6})
+    import stitchcuda_lab.verifier.worker as tw
+    monkeypatch.setattr(tw, "get_worker", lambda device, settings: worker)
+    return fake_api, scripted, worker
+
+
+def _optimize(capsys, tmp_path, api, *extra):
+    return run(capsys, "optimize", LLM_FIXTURES / "bias_gelu_scale_problem.py", "--device",
+               "cpu", "--agent", "claude", "--base-url", api.url, "--out", tmp_path / "s",
+               "--json", *extra)
+
+
+@pytest.mark.parametrize("status,kind,words,code", [
+    (401, "authentication_error", "rejected the API key", 2),
+    (404, "not_found_error", "does not know the model", 2),
+    (400, "invalid_request_error", "rejected the request (400)", 1)])
+def test_an_error_mid_run_still_prints_one_json_object_with_the_session(
+        capsys, tmp_path, llm, status, kind, words, code):
+    fake, _, _ = llm
+    script = [fake.ok("plan_reply.json"), fake.error(status, kind, "no", None)]
+    with fake.FakeAPI(script) as api:
+        rc, out, err = _optimize(capsys, tmp_path, api, "--iters", "0")
+    assert rc == code
+    r = json.loads(out)                                     # exactly one JSON document
+    assert r["status"] == "error" and words in r["error"]["message"]
+    assert r["error"]["exit_code"] == code and r["spend"]["exchanges"] == 1
+    assert Path(r["session_dir"], "events.jsonl").exists() and r["tasks"]
+    assert err.splitlines()[-1].startswith("stitchcuda-lab: error: ") and words in err
+    rc, out, _ = run(capsys, "sessions", "--out", tmp_path / "s", "--json")
+    assert json.loads(out)[0]["status"] == "paused"
+
+
+def test_max_cost_stops_cleanly_and_resume_with_a_higher_cap_finishes(capsys, tmp_path, llm):
+    fake, scripted, _ = llm
+    plan_cost = (3184 * 3 + 412 * 15 + 2930 * 3.75) / 1e6
+    script = [fake.ok("plan_reply.json"), fake.ok(scripted.variant(1))]
+    with fake.FakeAPI(script) as api:
+        rc, out, err = _optimize(capsys, tmp_path, api, "--iters", "1", "--max-cost",
+                                 f"{plan_cost * 1.5:.6f}")
+    assert rc == 0, err
+    r = json.loads(out)
+    assert r["status"] == "stopped" and r["error"]["type"] == "BudgetExceeded"
+    assert r["best_candidate"] == scripted.cid(1) and api.count == 2
+    assert r["spend"]["cost_usd"] >= plan_cost and "stopped:" in err
+    with fake.FakeAPI([fake.ok(scripted.variant(2))]) as api:
+        rc, out, err = run(capsys, "resume", r["session_id"], "--out", tmp_path / "s",
+                           "--max-cost", "1", "--base-url", api.url, "--json", "--quiet")
+    assert rc == 0, err
+    again = json.loads(out)
+    assert again["phase"] == "done" and again["best_candidate"] == scripted.cid(2)
+    assert again["spend"]["exchanges"] == 3 and set(again["spend"]["by_iteration"]) == {
+        "plan", "0", "1"}
+
+
+def test_candidates_model_and_base_url_reach_the_agent(capsys, tmp_path, llm):
+    fake, scripted, worker = llm
+    served = [fake.recorded("plan_reply.json"), scripted.variant(1), scripted.variant(2)]
+    for m in served:
+        m["model"] = "qwen3-coder:30b"
+    with fake.FakeAPI([fake.ok(m) for m in served]) as api:
+        rc, out, err = _optimize(capsys, tmp_path, api, "--iters", "0", "--candidates", "2",
+                                 "--model", "qwen3-coder:30b")
+    assert rc == 0, err
+    assert {r["body"]["model"] for r in api.requests} == {"qwen3-coder:30b"}
+    assert sorted(worker.verified) == [1, 2]
+    r = json.loads(out)
+    assert r["best_candidate"] == scripted.cid(2) and r["spend"]["cost_usd"] == 0.0  # local
+    assert "sample 2 of 2" in api.requests[2]["body"]["messages"][0]["content"]
+
+
+@pytest.mark.parametrize("flag,value", [("--candidates", "0"), ("--max-cost", "-1"),
+                                        ("--max-tokens", "-5")])
+def test_bad_llm_options_are_bad_input(capsys, tmp_path, flag, value):
+    rc, _, err = run(capsys, "optimize", tmp_path / "x.py", "--out", tmp_path / "s", flag,
+                     value)
+    assert rc == 2 and flag in err
+
+
+def test_a_password_in_the_base_url_is_never_written(capsys, tmp_path, llm, monkeypatch):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]                  # closed again: nothing listens there
+    url = f"http://stitch:hunter2-PW@127.0.0.1:{port}/?api_key=qwerty-KEY"
+    monkeypatch.setenv("STITCH_LLM_RETRIES", "1")
+    rc, out, err = run(capsys, "optimize", LLM_FIXTURES / "bias_gelu_scale_problem.py",
+                       "--device", "cpu", "--agent", "claude", "--base-url", url, "--out",
+                       tmp_path / "s", "--json", "--iters", "0", "--debug")
+    assert rc == 1 and "cannot reach Claude" in json.loads(out)["error"]["message"]
+    written = out + err + "".join(p.read_text(errors="replace")
+                                  for p in (tmp_path / "s").rglob("*") if p.is_file())
+    assert "[redacted]@127.0.0.1" in written
+    assert "hunter2-PW" not in written and "qwerty-KEY" not in written

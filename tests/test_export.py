@@ -128,3 +128,122 @@ def test_program_template_is_a_valid_candidate():
     # guards the fixtures above: the fake coder's program really defines ModelNew
     ns = problem_from_source(PROGRAM.format(speed=1.0, wrong="")).namespace()
     assert "ModelNew" in ns
+
+
+# --- trajectories as training data: each exchange as it was -----------------------------------
+
+
+def _input(speed: float, tag: str) -> dict:
+    """A submit_candidate input for a program the fake worker judges (speed in the source)."""
+    return {"kernels": [{"name": "k", "lang": "c", "code": f"/* {tag} */", "entry": ["k"]}],
+            "program": PROGRAM.format(speed=speed, wrong=""),
+            "replaced": ["aten.mul.Tensor", "aten.relu.default"], "kept": []}
+
+
+def _exchange(outcome: str, *, data=None, iteration=0, attempt=1, ask="a1", stop="tool_use",
+              skill="generation") -> dict:
+    errors = {"invalid": "$: missing required property 'program'",
+              "truncated": "the reply was cut off at max_tokens",
+              "refused": "declined"}.get(outcome)
+    return {"role": "coder", "task": "t1", "iteration": iteration, "provider": "claude",
+            "model": "claude-sonnet-5-5", "ask": ask, "attempt": attempt, "outcome": outcome,
+            "error": {"kind": outcome, "message": errors} if errors else None,
+            "errors": [errors] if errors else [], "skill": skill,
+            "prompt": {"system": "s", "context": "c", "user": f"iteration {iteration}",
+                       "max_tokens": 8192},
+            "reply": {"tool": "submit_candidate", "input": data, "text": "", "thinking": "",
+                      "stop_reason": stop, "detail": ""},
+            "usage": {"input_tokens": 100, "output_tokens": 50}, "cost_usd": 0.00105}
+
+
+class ScriptedCoder:
+    """Records the given exchanges at each iteration and proposes the accepted candidates."""
+
+    name = "claude"
+    stops_early = False
+
+    def __init__(self, script):
+        self.script, self.recorder = script, None
+
+    def code(self, problem, graph, plan, settings, *, iteration, previous=None, feedback=None):
+        from stitchcuda_lab.agents.llm.coder import candidate_from_reply
+        out = []
+        for e in self.script.get(iteration, []):
+            self.recorder(e)
+            if e["outcome"] == "accepted":
+                out.append(candidate_from_reply(e["reply"]["input"], iteration=iteration))
+        return out
+
+
+def test_a_rejected_reply_keeps_its_own_error_not_the_verdict_of_its_repair(settings, graph):
+    good = _input(1.6, "good")
+    script = {0: [_exchange("invalid", data={"kernels": []}),
+                  _exchange("accepted", data=good, attempt=2)]}
+    s = Session.create(problem_from_source(PROBLEM), settings.replace(iters=0), device="cpu",
+                       planner=FakePlanner(), coder=ScriptedCoder(script), worker=FakeWorker(),
+                       graph=graph)
+    s.advance(auto=True)
+    rows = [r for r in trajectory_records(s) if r["role"] == "coder"]
+    bad, fixed = rows
+    assert (bad["outcome"], bad["reward"], bad["verdict"]) == ("invalid", -1, None)
+    assert "missing required property" in bad["error"]["message"]
+    assert (fixed["outcome"], fixed["verdict"]["status"], fixed["reward"]) == ("accepted", "pass",
+                                                                                2)
+    assert (bad["attempt"], fixed["attempt"]) == (1, 2) and bad["ask"] == fixed["ask"]
+    assert fixed["model"] == "claude-sonnet-5-5" and fixed["usage"]["output_tokens"] == 50
+    assert fixed["candidate_id"] == s.best()[0].id and fixed["verdict_of"] == "candidate"
+
+
+def test_a_truncated_reply_in_a_resumed_session_is_marked_not_labelled_pass(settings, graph):
+    cut = _exchange("truncated", stop="max_tokens", iteration=0)
+    script = {0: [cut, _exchange("accepted", data=_input(1.3, "a"), attempt=2)],
+              1: [_exchange("accepted", data=_input(1.5, "b"), iteration=1, ask="a2",
+                            skill="refinement")]}
+    coder = ScriptedCoder(script)
+    s = Session.create(problem_from_source(PROBLEM), settings.replace(iters=1), device="cpu",
+                       planner=FakePlanner(), coder=coder, worker=FakeWorker(), graph=graph)
+    s.advance()                      # plan, waiting for approval
+    s.log.release()                  # the process died
+    again = Session.open(s.dir, settings, planner=FakePlanner(), coder=coder,
+                         worker=FakeWorker())
+    again.advance(auto=True)
+    again.close()
+    rows = [r for r in trajectory_records(again) if r["role"] == "coder"]
+    assert [r["outcome"] for r in rows] == ["truncated", "accepted", "accepted"]
+    assert rows[0]["truncated"] and rows[0]["reward"] is None and rows[0]["verdict"] is None
+    assert [r["reward"] for r in rows[1:]] == [2, 2]
+    assert [r["skill"] for r in rows] == ["generation", "generation", "refinement"]
+
+
+def test_records_from_before_outcomes_were_recorded_are_classified(settings, graph):
+    s = session(settings, graph, {0: [1.4]}, iters=0)
+    old = [{"role": "coder", "task": "t1", "iteration": 0, "attempt": 1,
+            "prompt": {"user": "## Your previous candidate abc"},
+            "reply": {"input": {"kernels": []}, "stop_reason": "tool_use"},
+            "errors": ["$.program: missing"]},
+           {"role": "coder", "task": "t1", "iteration": 0, "attempt": 1, "prompt": {"user": "u"},
+            "reply": {"input": None, "stop_reason": "max_tokens"}, "errors": ["cut off"]}]
+    for p in old:
+        s.record("llm_exchange", p)
+    rows = trajectory_records(s)[-2:]
+    assert [(r["outcome"], r["reward"]) for r in rows] == [("invalid", -1), ("truncated", None)]
+    assert rows[0]["skill"] == "refinement" and rows[0]["error"]["message"] == "$.program: missing"
+
+
+def test_trajectories_are_written_per_skill(settings, graph, tmp_path):
+    script = {0: [_exchange("accepted", data=_input(1.3, "a"))],
+              1: [_exchange("accepted", data=_input(1.5, "b"), iteration=1, ask="a2",
+                            skill="refinement")]}
+    s = Session.create(problem_from_source(PROBLEM), settings.replace(iters=1), device="cpu",
+                       planner=FakePlanner(), coder=ScriptedCoder(script), worker=FakeWorker(),
+                       graph=graph)
+    s.advance(auto=True)
+    out = s.export(tmp_path / "t", trajectories=True)
+    split = {p.stem: [json.loads(x) for x in p.read_text().splitlines()]
+             for p in (out / "trajectories").glob("*.jsonl")}
+    assert set(split) == {"planning", "generation", "refinement"}
+    assert split["refinement"][0]["messages"] == [
+        {"role": "system", "content": "s\n\nc"}, {"role": "user", "content": "iteration 1"}]
+    assert split["refinement"][0]["completion"]["input"]["program"].startswith("import torch")
+    everything = (out / "trajectories.jsonl").read_text().splitlines()
+    assert len(everything) == 3 and sum(len(v) for v in split.values()) == 3

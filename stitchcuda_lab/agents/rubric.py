@@ -7,8 +7,10 @@ Four criteria, each 0..1 with the reasons that set it:
                        reference Model or get_inputs used, other streams or threads)
 - ``cuda_engineering`` kernel quality for the language: grid-/block-stride loops, vectorised access,
                        ``__restrict__``, warp/shared-memory reductions where the candidate
-                       replaces a reduction, no per-element atomics (C: OpenMP, SIMD, restrict)
-- ``coverage``         the share of the reference's compute ops computed by own kernels
+                       replaces a reduction, no per-element atomics (C: OpenMP, SIMD, restrict);
+                       0 for code that never built
+- ``coverage``         the share of the reference's compute ops computed by own kernels; 0 for a
+                       candidate whose forward never ran (build error, crash, timeout)
 - ``compliance``       ModelNew present, only allowed imports, every kernel loaded through the
                        runtime, no torch call for an op the candidate claims to replace
 
@@ -103,7 +105,7 @@ def score(candidate: Candidate | dict[str, Any], verdict: Verdict | dict[str, An
     src = _Source(c.program)
     out: dict[str, Any] = {
         "anti_hacking": _anti_hacking(c, v, src),
-        "cuda_engineering": _engineering(c),
+        "cuda_engineering": _engineering(c, v),
         "coverage": _coverage(c, v, reference_ops),
         "compliance": _compliance(c, v, src),
     }
@@ -299,11 +301,17 @@ def _anti_hacking(c: Candidate, v: Verdict, src: _Source) -> dict[str, Any]:
     return _crit(score, reasons)
 
 
-def _engineering(c: Candidate) -> dict[str, Any]:
+# Statuses of a candidate whose forward never completed: nothing it claims was shown.
+NEVER_RAN = ("build_error", "runtime_error", "timeout")
+
+
+def _engineering(c: Candidate, v: Verdict) -> dict[str, Any]:
     cuda = "\n".join(k.code for k in c.kernels if k.lang == "cuda")
     ccode = "\n".join(k.code for k in c.kernels if k.lang == "c")
     if not c.kernels:
         return _crit(0.0, ["no own kernels"])
+    if v.status == "build_error":
+        return _crit(0.0, ["never built: code that does not compile earns no engineering credit"])
     reduces = any(short(t).lstrip("_") in {r.lstrip("_") for r in REDUCTIONS} for t in c.replaced)
     checks: list[tuple[bool, str, str]] = []   # (passed, good reason, bad reason)
     if cuda:
@@ -344,6 +352,8 @@ def _engineering(c: Candidate) -> dict[str, Any]:
 
 
 def _coverage(c: Candidate, v: Verdict, reference_ops: Iterable[str] | None) -> dict[str, Any]:
+    if v.status in NEVER_RAN:
+        return _crit(0.0, [f"never ran ({v.status}): the ops it claims were never computed"])
     ran = {t for t, n in v.aten_ops.items() if n}
     if reference_ops is not None:
         ref = [t for t in reference_ops if short(t) not in DATA_OPS]

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import ConfigError, WorkerError
-from ..settings import public_environ
+from ..redact import has_credentials
+from ..settings import LLM_ENV, public_environ
 from ..verdict import Verdict
 from . import channel
 from .options import VerifyOptions
@@ -44,8 +45,11 @@ JUDGE_GRACE = 60.0   # the judge stops a candidate at its timeout; the caller wa
 
 def clean_env(base: dict[str, str] | None = None, **extra: str) -> dict[str, str]:
     """The environment for a worker: the caller's, less API keys, tokens and secrets
-    (``settings.looks_secret``)."""
-    env = public_environ(base)
+    (``settings.looks_secret``), the LLM agents' configuration (``settings.LLM_ENV``) and any
+    value holding a URL with credentials."""
+    env = {k: v for k, v in public_environ(base).items()
+           if k.upper() not in LLM_ENV and not k.upper().startswith("OPENAI_")
+           and not has_credentials(v)}
     env.update(extra)
     return env
 

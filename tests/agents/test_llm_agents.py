@@ -51,7 +51,7 @@ def settings(settings, monkeypatch, tmp_path):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic-config"))
-    return settings.replace(model=DEFAULT_MODEL)
+    return settings.replace(model=DEFAULT_MODEL, thinking=0, llm_backoff=0.01)
 
 
 class Shelf:
@@ -241,14 +241,15 @@ def test_openai_invalid_json_arguments_are_repaired(settings, problem, graph):
     assert plan.tasks[0].id == "t1"
 
 
-def test_openai_truncation_is_reported(settings, problem, graph):
+def test_openai_truncation_is_asked_again_with_a_larger_budget(settings, problem, graph):
     cut = recorded("openai_plan_reply.json")
     cut["choices"][0]["finish_reason"] = "length"
-    with FakeAPI([{"chat": cut}]) as api:
+    with FakeAPI([{"chat": cut}, {"chat": recorded("openai_plan_reply.json")}]) as api:
         s = settings.replace(base_url=api.url + "/v1", model="qwen2.5-coder-32b-instruct")
         planner, _ = make_agents("openai", s, knowledge=Shelf())
-        with pytest.raises(ServiceError, match="cut off at max_tokens"):
-            planner.plan(problem, graph, s)
+        plan = planner.plan(problem, graph, s)
+    assert [r["body"]["max_tokens"] for r in api.requests] == [8192, 16384]
+    assert plan.tasks[0].id == "t1"
 
 
 def test_openai_needs_a_key_without_a_local_server(settings):
@@ -271,3 +272,40 @@ def test_only_the_client_module_imports_anthropic():
     users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                    if pattern.search(p.read_text()))
     assert users == ["agents/llm/client.py"]
+
+
+def test_replay_takes_the_recorded_course_through_a_broken_stream_and_a_repair(settings, problem,
+                                                                             graph):
+    from fake_api import broken
+    records = []
+    script = [broken("coder_iter1_reply.json"), ok("coder_malformed_reply.json"),
+              ok("coder_iter1_reply.json")]
+    with FakeAPI(script) as api:
+        client = ClaudeClient(settings.replace(base_url=api.url), recorder=records.append)
+        live = LLMCoder(client, knowledge=Shelf()).code(
+            problem, graph, _plan(settings, problem, graph), settings, iteration=0)
+    assert [r["outcome"] for r in records] == ["error", "invalid", "accepted"]
+    again_records = []
+    replay = ReplayClient(copy.deepcopy(records), recorder=again_records.append)
+    again = LLMCoder(replay, knowledge=Shelf()).code(
+        problem, graph, _plan(settings, problem, graph), settings, iteration=0)
+    assert again[0].id == live[0].id and replay.remaining() == {}
+    assert [r["outcome"] for r in again_records] == ["error", "invalid", "accepted"]
+
+
+def test_replay_gives_up_where_the_recording_gave_up(settings, problem, graph):
+    from stitchcuda_lab.errors import ReplyError
+    records = []
+    script = [ok("coder_malformed_reply.json")] * 3 + [ok("coder_iter1_reply.json")]
+    with FakeAPI(script) as api:
+        client = ClaudeClient(settings.replace(base_url=api.url), recorder=records.append)
+        coder = LLMCoder(client, knowledge=Shelf())
+        with pytest.raises(ReplyError):
+            coder.code(problem, graph, _plan(settings, problem, graph), settings, iteration=0)
+        coder.code(problem, graph, _plan(settings, problem, graph), settings, iteration=1)
+    replay = LLMCoder(ReplayClient(copy.deepcopy(records)), knowledge=Shelf())
+    with pytest.raises(ReplyError, match="as recorded.*missing required property") as e:
+        replay.code(problem, graph, _plan(settings, problem, graph), settings, iteration=0)
+    assert e.value.kind == "invalid"
+    (cand,) = replay.code(problem, graph, _plan(settings, problem, graph), settings, iteration=1)
+    assert cand.kernels[0].name == "bias_gelu_scale"

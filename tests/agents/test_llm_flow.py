@@ -1,8 +1,9 @@
 """The whole LLM loop offline: Session with agent "claude" against recorded replies.
 
 plan -> candidate with a real C kernel (wrong GELU form) -> incorrect verdict -> refine with
-the Verifier's feedback -> passing verdict; then the same session replayed without network,
-exported as trajectories, and searched for the API key.
+the Verifier's feedback (the first try of that reply breaks with an overloaded_error event
+mid-stream and is retried) -> passing verdict; then the same session replayed without
+network, exported as trajectories, and searched for the API key.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ import pytest
 pytest.importorskip("anthropic")  # the optional LLM extra; GPU machines may lack it
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "llm"))
-from fake_api import HERE, FakeAPI, ok
+from fake_api import HERE, FakeAPI, broken, ok
 
 from stitchcuda_lab.agents import rubric
-from stitchcuda_lab.agents.llm import make_replay_agents, trajectories
+from stitchcuda_lab.agents.llm import make_replay_agents
 from stitchcuda_lab.agents.llm.client import DEFAULT_MODEL
-from stitchcuda_lab.agents.llm.replay import load_exchanges
+from stitchcuda_lab.export import trajectory_records
 from stitchcuda_lab.problem import load_problem
 from stitchcuda_lab.session import Session
 from stitchcuda_lab.settings import Settings
@@ -46,9 +47,9 @@ def flow(tmp_path_factory):
         mp.setenv("ANTHROPIC_API_KEY", KEY)
         mp.setenv("ANTHROPIC_CONFIG_DIR", str(root / "anthropic-config"))
         script = [ok("plan_reply.json"), ok("coder_iter0_reply.json"),
-                  ok("coder_iter1_reply.json")]
+                  broken("coder_iter1_reply.json", after=20), ok("coder_iter1_reply.json")]
         with FakeAPI(script) as api:
-            settings = _settings(root, base_url=api.url)
+            settings = _settings(root, base_url=api.url, llm_backoff=0.01)
             session = Session.create(load_problem(HERE / "bias_gelu_scale_problem.py"),
                                      settings, agent="claude")
             session.advance(auto=True)
@@ -72,14 +73,14 @@ def test_plan_refine_pass(flow):
     cand, verdict = flow["session"].best()
     assert cand.iteration == 1 and cand.origin == "claude" and verdict.correct
     assert cand.parent == verdicts[0]["candidate_id"]
-    assert flow["api"].count == 3
+    assert flow["api"].count == 4
 
 
 def test_refine_prompt_carries_the_verifier_feedback(flow):
-    user = flow["api"].requests[2]["body"]["messages"][0]["content"]
+    user = flow["api"].requests[3]["body"]["messages"][0]["content"]
     assert "status: incorrect" in user and "mismatching elements" in user
     assert "erff(v * 0.70710678f)" in user          # the previous kernel, to fix
-    assert "Iteration 1: the previous candidate failed (incorrect)" in user
+    assert "Iteration 1: the last attempt failed (incorrect)" in user
 
 
 def test_coder_prompt_teaches_the_runtime_contract(flow):
@@ -93,7 +94,7 @@ def test_coder_prompt_teaches_the_runtime_contract(flow):
 
 def test_retrieved_sections_are_in_the_prompt_the_task_and_the_record(flow):
     exchanges = _kinds(flow["records"], "llm_exchange")
-    assert [e["role"] for e in exchanges] == ["planner", "coder", "coder"]
+    assert [e["role"] for e in exchanges] == ["planner", "coder", "coder", "coder"]
     shown = exchanges[0]["refs"]
     assert "fusion-rules" in shown and "cpu-openmp-vectorization" in shown
     context = flow["api"].requests[0]["body"]["system"][1]["text"]
@@ -105,7 +106,9 @@ def test_retrieved_sections_are_in_the_prompt_the_task_and_the_record(flow):
 
 
 def test_exchanges_record_model_and_usage(flow):
-    e = _kinds(flow["records"], "llm_exchange")[2]
+    broke, e = _kinds(flow["records"], "llm_exchange")[2:]
+    assert broke["outcome"] == "error" and broke["error"]["kind"] == "overloaded"
+    assert broke["ask"] == e["ask"] and (broke["attempt"], e["attempt"]) == (1, 2)
     assert e["model"] == "claude-sonnet-5-5" and e["task"] == "t1" and e["iteration"] == 1
     assert e["usage"]["cache_read_input_tokens"] == 4870
     assert e["reply"]["input"]["kernels"][0]["name"] == "bias_gelu_scale"
@@ -135,12 +138,14 @@ def test_rubric_scores_the_passing_candidate(flow):
 
 
 def test_trajectories_pair_each_coder_reply_with_its_verdict(flow):
-    exchanges = load_exchanges(flow["session"].dir)
     verdicts = [p["verdict"] for p in _kinds(flow["records"], "verdict_ready")]
-    rows = trajectories(exchanges, verdicts)
-    assert [r["iteration"] for r in rows] == [0, 1]
-    assert [r["reward"] for r in rows] == [-1, rubric.reward(verdicts[1])]
-    assert rows[0]["verdict"]["status"] == "incorrect"
+    rows = [r for r in trajectory_records(flow["session"]) if r["role"] == "coder"]
+    assert [r["iteration"] for r in rows] == [0, 1, 1]
+    assert [r["skill"] for r in rows] == ["generation", "refinement", "refinement"]
+    assert [r["outcome"] for r in rows] == ["accepted", "error", "accepted"]
+    assert [r["reward"] for r in rows] == [-1, None, rubric.reward(verdicts[1])]
+    assert rows[0]["verdict"]["status"] == "incorrect" and rows[1]["verdict"] is None
+    assert all(r["model"] == DEFAULT_MODEL and r["usage"]["output_tokens"] for r in rows)
     assert all(json.dumps(r) for r in rows)
 
 
@@ -154,7 +159,8 @@ def test_session_replays_without_network(flow, tmp_path, monkeypatch):
         replayed.advance(auto=True)
         best = replayed.best()
         assert best is not None and best[0].id == flow["session"].best()[0].id
-        assert len(_kinds(replayed.records(), "llm_exchange")) == 3   # recorded again
+        again = _kinds(replayed.records(), "llm_exchange")              # recorded again
+        assert [x["outcome"] for x in again] == ["accepted", "accepted", "error", "accepted"]
     finally:
         replayed.close()
 
@@ -180,7 +186,19 @@ def test_hybrid_offline_first_candidate_then_claude(tmp_path, monkeypatch):
     assert [(c["iteration"], c["origin"]) for c in proposed] == [(0, "offline"), (1, "claude")]
     assert api.count == 1                       # the plan and the first candidate are offline
     user = api.requests[0]["body"]["messages"][0]["content"]
-    assert f"## Your previous candidate {proposed[0]['id']}" in user
-    assert "## Verifier feedback" in user
+    assert f"candidate {proposed[0]['id']} (iteration 0)" in user
+    assert "Verifier feedback" in user
     assert proposed[1]["parent"] == proposed[0]["id"]
     assert [e["role"] for e in _kinds(records, "llm_exchange")] == ["coder"]
+
+
+def test_exported_trajectories_are_split_by_skill(flow):
+    folder = flow["export"] / "trajectories"
+    rows = {skill: [json.loads(x) for x in (folder / f"{skill}.jsonl").read_text().splitlines()]
+            for skill in ("planning", "generation", "refinement")}
+    assert [len(v) for v in rows.values()] == [1, 1, 2]
+    refine = rows["refinement"][-1]
+    assert refine["messages"][0]["role"] == "system" and "## Last attempt" in \
+        refine["messages"][1]["content"]
+    assert refine["completion"]["input"]["kernels"][0]["name"] == "bias_gelu_scale"
+    assert refine["cost_usd"] > 0 and refine["verdict"]["status"] == "pass"

@@ -32,7 +32,8 @@ class JudgedCoder(OfflineCoder):
 def settings(settings, monkeypatch, tmp_path):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-JUDGE-TEST-KEY-0000")
     monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic-config"))
-    return settings.replace(model=DEFAULT_MODEL, iters=0, timing_trials=3, judge=True)
+    return settings.replace(model=DEFAULT_MODEL, iters=0, timing_trials=3, judge=True,
+                             thinking=0)
 
 
 def _run(settings, script):

@@ -141,6 +141,25 @@ def test_no_kernels_scores_zero_engineering():
 
 # --- anti-hacking -------------------------------------------------------------------------
 
+def test_a_candidate_that_never_built_earns_no_engineering_or_coverage():
+    broken = Verdict(status="build_error", reason="build_error: nvrtc failed",
+                     build_log="error: expected a ';'")
+    s = rubric.score(cand(), broken, reference_ops=["aten._softmax.default"])
+    assert s["cuda_engineering"]["score"] == 0.0 and "never built" in \
+        s["cuda_engineering"]["reasons"][0]
+    assert s["coverage"]["score"] == 0.0 and s["reward"] == -1
+    # the same code, built and run, scores on its merits
+    ok = rubric.score(cand(), passed(), reference_ops=["aten._softmax.default"])
+    assert ok["cuda_engineering"]["score"] == 1.0 and ok["coverage"]["score"] == 1.0
+
+
+@pytest.mark.parametrize("status", ["runtime_error", "timeout"])
+def test_a_candidate_whose_forward_never_ran_covers_nothing(status):
+    s = rubric.score(cand(), Verdict(status=status), reference_ops=["aten._softmax.default"])
+    assert s["coverage"]["score"] == 0.0 and status in s["coverage"]["reasons"][0]
+    assert s["cuda_engineering"]["score"] > 0.0      # it built: the code is judged
+
+
 def _forward(body: str) -> str:
     return GOOD_PROGRAM.replace('''        x = x.contiguous()
         out = torch.empty_like(x)

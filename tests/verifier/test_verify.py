@@ -178,7 +178,7 @@ def test_mismatch_message_says_where():
     out = ref.clone()
     out[3, 2] = out[5, 7] = 1.0
     r = compare(out, ref, 1e-4, 1e-4)
-    assert "(3, 2)" in r["msg"] and "2 of 16 rows" in r["msg"]
+    assert "[3, 2]" in r["msg"] and "along dim 0 (size 16): indices 3, 5 only" in r["msg"]
 
 
 def test_compare_reports_errors_and_spots_unwritten_memory():

@@ -17,12 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from .coder import LLMCoder
 from .planner import _UNSET, LLMPlanner
-from .replay import ReplayClient, load_exchanges, trajectories
+from .replay import ReplayClient, load_exchanges
 from .reviewer import LLMReviewer
 from .structured import Progress, Recorder, StructuredClient
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ...graph import Graph
+    from ...loop import Attempt
     from ...candidate import Candidate
     from ...plan import Plan
     from ...verdict import Verdict
@@ -32,8 +35,7 @@ if TYPE_CHECKING:
 _SDKS = {"claude": "anthropic", "openai": "openai"}     # provider -> the LLM extra's SDK
 
 __all__ = ["HybridCoder", "LLMCoder", "LLMPlanner", "LLMReviewer", "ReplayClient",
-           "load_exchanges", "make_agents", "make_client", "make_replay_agents",
-           "trajectories"]
+           "load_exchanges", "make_agents", "make_client", "make_replay_agents"]
 
 
 def make_client(provider: str, settings: Settings, *, recorder: Recorder | None = None,
@@ -93,18 +95,24 @@ class HybridCoder:
     def __init__(self, offline: Any, llm: LLMCoder):
         self.offline, self.llm = offline, llm
 
+    stops_early = False
     recorder = property(lambda self: self.llm.recorder,
                         lambda self, fn: setattr(self.llm, "recorder", fn))
     progress = property(lambda self: self.llm.progress,
                         lambda self, fn: setattr(self.llm, "progress", fn))
+    facts = property(lambda self: self.llm.facts,
+                     lambda self, fn: setattr(self.llm, "facts", fn))
+    guard = property(lambda self: self.llm.guard,
+                     lambda self, fn: setattr(self.llm, "guard", fn))
 
     def code(self, problem: Problem, graph: Graph, plan: Plan, settings: Settings, *,
              iteration: int, previous: Candidate | None = None,
-             feedback: Verdict | None = None) -> list[Candidate]:
+             feedback: Verdict | None = None,
+             attempts: Sequence[Attempt] | None = None) -> list[Candidate]:
         if iteration == 0:
             first = self.offline.code(problem, graph, plan, settings, iteration=0,
                                       previous=previous, feedback=feedback)
             if first:
                 return first
         return self.llm.code(problem, graph, plan, settings, iteration=iteration,
-                             previous=previous, feedback=feedback)
+                             previous=previous, feedback=feedback, attempts=attempts)

@@ -1,11 +1,21 @@
-"""The LLM Coder: an approved plan (and, when refining, the Verifier's feedback) in; a Candidate out.
+"""The LLM Coder: an approved plan and the attempts so far in; Candidates out.
 
 The system prompt teaches the runtime contract (prompts/runtime.md); the cached context holds
-the problem, graph, profile and retrieved sections; the user turn holds the plan and, from
-iteration 1 on, the previous candidate with its structured feedback: compiler log, mismatch
-statistics, timings, profile summary and hardware-counter labels. The reply comes through the
-``submit_candidate`` tool and is checked (program parses, ModelNew defined, every kernel
-loaded, the device's kernel language) before it becomes a Candidate.
+the problem, graph, hardware, eager profile and retrieved sections; the user turn holds the plan
+and the memory of the session (``attempts``, from ``loop.State.attempts``):
+
+- the baseline: the best passing candidate so far, its code and measured time;
+- the last attempt when it failed, its code and the Verifier's full feedback (compiler log,
+  where the outputs differ, timings, profile, hardware counters), so a failure goes back;
+- the attempts so far, newest first, as one line each (strategy, verdict, time), within
+  ``Settings.memory_tokens``, and the failures grouped by cause.
+
+``Settings.candidates`` (``--candidates K``) samples K candidates per iteration, each told the
+strategies of the samples before it. A reply is checked (program parses, ModelNew defined,
+every kernel loaded, the device's kernel language) and compared with every earlier candidate:
+one identical to an earlier candidate goes back to the model with that candidate's verdict.
+The exchange records carry the skill (``generation`` from scratch, ``refinement`` from
+feedback), the sample number and the candidate id.
 """
 
 from __future__ import annotations
@@ -13,9 +23,11 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...candidate import Candidate, KernelSource
+from ...errors import ReplyError
 from ...plan import Plan
 from ...verdict import Verdict
 from .context import fence, lang_for, problem_context, prompt, rag_query, retrieve
@@ -25,6 +37,7 @@ from .structured import Request, StructuredClient, Tool
 
 if TYPE_CHECKING:
     from ...graph import Graph
+    from ...loop import Attempt
     from ...problem import Problem
     from ...settings import Settings
 
@@ -35,10 +48,13 @@ CANDIDATE_TOOL = Tool(
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 LOG_CHARS = 6000
+CHARS_PER_TOKEN = 4      # budget arithmetic for the memory (English and code, roughly)
 
 
 class LLMCoder(KnowledgeMixin):
-    """``Coder`` backed by a structured LLM client."""
+    """``Coder`` backed by a structured LLM client; runs to ``--iters`` (no early stop)."""
+
+    stops_early = False     # a flat iteration is no reason to stop sampling
 
     def __init__(self, client: StructuredClient, *, knowledge: Any = _UNSET,
                  name: str | None = None):
@@ -49,24 +65,98 @@ class LLMCoder(KnowledgeMixin):
 
     def code(self, problem: Problem, graph: Graph, plan: Plan, settings: Settings, *,
              iteration: int, previous: Candidate | None = None,
-             feedback: Verdict | None = None) -> list[Candidate]:
+             feedback: Verdict | None = None,
+             attempts: Sequence[Attempt] | None = None) -> list[Candidate]:
+        """``settings.candidates`` candidates; raises ``ReplyError`` when none could be had."""
+        memory = Memory.of(attempts, previous, feedback)
         tasks = plan.active()
         words = " ".join(dict.fromkeys(w for t in tasks for w in (t.kind.replace("_", " "),
                                                                    t.technique) if w))
-        sections = retrieve(self.knowledge, rag_query(graph, words), settings.rag_top_k)
+        sections = retrieve(self.knowledge, rag_query(graph, words), settings.rag_top_k, graph)
         ids = [s["id"] for s in sections]
         lang = lang_for(graph.device)
-        request = Request(
-            role="coder", task=",".join(t.id for t in tasks) or "plan", iteration=iteration,
-            system=prompt("coder") + "\n\n" + prompt("runtime"),
-            context=problem_context(problem, graph, sections),
-            user=coder_request(plan, lang, iteration, previous, feedback),
-            tool=CANDIDATE_TOOL, refs=ids, check=lambda data: check_candidate(data, lang))
-        reply = self.client.ask(request)
-        cand = candidate_from_reply(reply.data, iteration=iteration,
-                                    parent=previous.id if previous else None, origin=self.name)
-        cand.params.update({"refs": ids, "model": reply.model})
-        return [cand]
+        context = problem_context(problem, graph, sections, self.session_facts())
+        parent = memory.parent()
+        skill = "refinement" if memory.has_code() else "generation"
+        k = max(1, settings.candidates)
+        out: list[Candidate] = []
+        failures: list[ReplyError] = []
+        for sample in range(k):
+            taken = {c.id: c for c in out}
+            request = Request(
+                role="coder", task=",".join(t.id for t in tasks) or "plan", iteration=iteration,
+                system=prompt("coder") + "\n\n" + prompt("runtime"), context=context,
+                user=coder_request(plan, lang, iteration, memory, settings.memory_tokens,
+                                   sample=(sample, k, out)),
+                tool=CANDIDATE_TOOL, refs=ids, check=lambda data: check_candidate(data, lang),
+                repeat=lambda data, taken=taken: memory.repeats(data, taken),
+                annotate=lambda data: {"candidate_id": candidate_from_reply(data).id},
+                meta={"skill": skill, "sample": sample, "samples": k})
+            try:
+                reply = self.client.ask(request)
+            except ReplyError as e:     # this sample failed; the others may not
+                failures.append(e)
+                continue
+            cand = candidate_from_reply(reply.data, iteration=iteration, parent=parent,
+                                        origin=self.name)
+            cand.params.update({"refs": ids, "model": reply.model, "skill": skill})
+            out.append(cand)
+        if not out:
+            last = failures[-1]
+            raise ReplyError(last.message if k == 1 else
+                             f"none of the {k} samples gave a usable candidate; last: "
+                             f"{last.message}", kind=last.kind, hint=last.hint)
+        return out
+
+
+class Memory:
+    """What the coder is told about earlier attempts (built from ``loop.Attempt`` records)."""
+
+    def __init__(self, attempts: Sequence[Attempt]):
+        self.attempts = list(attempts)
+        passed = [a for a in self.attempts if a.verdict is not None and a.verdict.status == "pass"
+                  and a.verdict.correct]
+        self.best = max(passed, key=lambda a: a.verdict.speedup_vs_eager or 0.0, default=None)
+        judged = [a for a in self.attempts if a.verdict is not None or a.failure]
+        self.last = judged[-1] if judged else None
+
+    @classmethod
+    def of(cls, attempts: Sequence[Attempt] | None, previous: Candidate | None,
+           feedback: Verdict | None) -> Memory:
+        """From the session's attempts; a caller with only ``previous``/``feedback`` gets the
+        same prompt from those two."""
+        if attempts is not None:
+            return cls(attempts)
+        from ...loop import Attempt
+        if previous is None:
+            return cls([])
+        return cls([Attempt(iteration=previous.iteration, candidate=previous, verdict=feedback)])
+
+    def has_code(self) -> bool:
+        return any(a.candidate is not None for a in self.attempts)
+
+    def parent(self) -> str | None:
+        """The candidate a new one builds on: the last failed one when it failed, else the best."""
+        if self.last is not None and self.last.candidate is not None and self.last is not self.best:
+            return self.last.candidate.id
+        if self.best is not None:
+            return self.best.candidate.id
+        with_code = [a for a in self.attempts if a.candidate is not None]
+        return with_code[-1].candidate.id if with_code else None
+
+    def repeats(self, data: dict[str, Any], taken: dict[str, Candidate]) -> str | None:
+        """Why this reply is not new (an earlier candidate, or a sample of this iteration)."""
+        cid = candidate_from_reply(data).id
+        if cid in taken:
+            return (f"this candidate is identical to sample {list(taken).index(cid) + 1} of this "
+                    "iteration; submit a different one (another strategy, not a copy)")
+        for a in self.attempts:
+            if a.candidate is not None and a.candidate.id == cid:
+                seen = a.verdict.summary() if a.verdict is not None else "not verified yet"
+                return (f"this candidate is identical to candidate {cid} of iteration "
+                        f"{a.iteration} ({seen}); submitting it again teaches nothing. Submit a "
+                        "different candidate: change the kernels or the program")
+        return None
 
 
 def candidate_from_reply(data: dict[str, Any], *, iteration: int = 0, parent: str | None = None,
@@ -119,9 +209,72 @@ def check_candidate(data: dict[str, Any], lang: str) -> list[str]:
     return errors
 
 
-def coder_request(plan: Plan, lang: str, iteration: int, previous: Candidate | None,
-                  feedback: Verdict | None) -> str:
-    parts = ["## Approved plan"]
+# ----------------------------------------------------------------------------- the user turn
+
+
+def coder_request(plan: Plan, lang: str, iteration: int, memory: Memory,
+                  memory_tokens: int = 3000,
+                  sample: tuple[int, int, Sequence[Candidate]] = (0, 1, ())) -> str:
+    """This turn's message: the plan, the baseline, the last failure, the attempts, the ask."""
+    parts = ["## Approved plan", *plan_lines(plan)]
+    best, last = memory.best, memory.last
+    failed_last = last is not None and last is not best and (
+        last.failure or (last.verdict is not None and last.verdict.status != "pass"))
+    if best is not None:
+        v = best.verdict
+        parts += [f"## Baseline: candidate {best.candidate.id} (iteration {best.iteration}), "
+                  f"the best that passed: {_timing(v)}",
+                  *candidate_blocks(best.candidate)]
+        if not failed_last:
+            parts += ["### Verifier feedback on the baseline", feedback_text(v)]
+    if failed_last and last.candidate is not None:
+        parts += [f"## Last attempt: candidate {last.candidate.id} (iteration {last.iteration}) "
+                  f"failed: {last.verdict.status}", *candidate_blocks(last.candidate),
+                  "### Verifier feedback", feedback_text(last.verdict)]
+    elif failed_last:
+        parts += [f"## Last attempt (iteration {last.iteration}) produced no candidate "
+                  f"({last.cause})", last.failure]
+    history = attempts_text(memory.attempts, memory_tokens * CHARS_PER_TOKEN)
+    if history:
+        parts += ["## Attempts so far (newest first)", history]
+    causes = failures_text(memory.attempts)
+    if causes:
+        parts += ["## Failures by cause", causes]
+    parts += ["## Request", _ask(iteration, lang, memory, failed_last)]
+    index, total, before = sample
+    if total > 1:
+        line = f"This is sample {index + 1} of {total} for this iteration"
+        if before:
+            tried = "; ".join(f"{c.id}: {_first_line(c.notes) or 'no notes'}" for c in before)
+            line += f". Earlier samples took these approaches, take a different one: {tried}"
+        parts.append(line + ".")
+    return "\n\n".join(parts)
+
+
+def _ask(iteration: int, lang: str, memory: Memory, failed_last: bool) -> str:
+    best, last = memory.best, memory.last
+    if not memory.attempts:
+        return (f"Iteration {iteration}: write the first candidate for every task above, kernels "
+                f"in lang {lang!r}. Call submit_candidate.")
+    tail = ("Do not resubmit any candidate listed above. Say what you changed in `notes`. Call "
+            "submit_candidate with the complete candidate.")
+    if failed_last:
+        status = last.verdict.status if last.verdict is not None else last.cause
+        fix = ("fix it from the feedback" if last.candidate is not None
+               else "write a complete, valid candidate")
+        base = (" or start again from the baseline, which passed" if best is not None else "")
+        return (f"Iteration {iteration}: the last attempt failed ({status}). Find the cause and "
+                f"{fix}{base}. Check the failures by cause: do not repeat them. {tail}")
+    if best is not None:
+        return (f"Iteration {iteration}: the baseline is correct ({_timing(best.verdict)}). Make "
+                "it faster without losing correctness: use the profile and the hardware figures; "
+                f"try what the attempts above have not. {tail}")
+    return (f"Iteration {iteration}: no candidate has passed yet. Write a correct one first. "
+            f"{tail}")
+
+
+def plan_lines(plan: Plan) -> list[str]:
+    lines = []
     for t in plan.active():
         line = f"- {t.id} {t.kind}: nodes {', '.join(t.ops)}"
         if t.targets:
@@ -133,34 +286,105 @@ def coder_request(plan: Plan, lang: str, iteration: int, previous: Candidate | N
             line += f"; why: {t.reason}"
         if t.params:
             line += f"; params {json.dumps(t.params, sort_keys=True)}"
-        parts.append(line)
+        lines.append(line)
     kept = [t for t in plan.tasks if t.kind == "keep" or t.status == "skipped"]
     if kept:
-        parts.append("Left to the library (list their targets in `kept`):")
-        parts += [f"- {t.id}: {', '.join(t.targets or t.ops)} ({t.reason})" for t in kept]
-    if previous is not None:
-        parts += [f"## Your previous candidate {previous.id} (iteration {previous.iteration})"]
-        for k in previous.kernels:
-            parts += [f"### kernel `{k.name}` ({k.lang}, entry {', '.join(k.entry)})",
-                      fence(k.code, "cpp" if k.lang == "cuda" else "c")]
-        parts += ["### program", fence(previous.program, "python"),
-                  (f"replaced: {', '.join(previous.replaced) or '(none)'}; "
-                   f"kept: {', '.join(previous.kept) or '(none)'}")]
-    if feedback is not None:
-        parts += ["## Verifier feedback", feedback_text(feedback)]
-    parts.append("## Request")
-    if previous is None and feedback is None:
-        parts.append(f"Iteration {iteration}: write the first candidate for every task above, "
-                     f"kernels in lang {lang!r}. Call submit_candidate.")
-    elif feedback is not None and feedback.status != "pass":
-        parts.append(f"Iteration {iteration}: the previous candidate failed ({feedback.status}). "
-                     "Find the cause in the feedback, fix it, keep what works, and say what you "
-                     "changed in `notes`. Call submit_candidate with the complete candidate.")
-    else:
-        parts.append(f"Iteration {iteration}: the previous candidate is correct. Make it faster "
-                     "without losing correctness (use the profile), and say what you changed in "
-                     "`notes`. Call submit_candidate with the complete candidate.")
-    return "\n\n".join(parts)
+        lines.append("Left to the library (list their targets in `kept`):")
+        lines += [f"- {t.id}: {', '.join(t.targets or t.ops)} ({t.reason})" for t in kept]
+    return lines
+
+
+def candidate_blocks(c: Candidate) -> list[str]:
+    out = []
+    for k in c.kernels:
+        out += [f"### kernel `{k.name}` ({k.lang}, entry {', '.join(k.entry)})",
+                fence(k.code, "cpp" if k.lang == "cuda" else "c")]
+    out += ["### program", fence(c.program, "python"),
+            (f"replaced: {', '.join(c.replaced) or '(none)'}; "
+             f"kept: {', '.join(c.kept) or '(none)'}")]
+    if c.notes:
+        out.append(f"notes: {c.notes.strip()}")
+    return out
+
+
+def attempts_text(attempts: Sequence[Attempt], budget_chars: int) -> str:
+    """One line per attempt, newest first, until ``budget_chars``; the rest counted."""
+    lines: list[str] = []
+    used = 0
+    ordered = list(reversed(attempts))
+    for i, a in enumerate(ordered):
+        line = _attempt_line(a)
+        if used + len(line) > budget_chars and lines:
+            lines.append(f"- ... {len(ordered) - i} earlier attempt(s) left out (token budget)")
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(lines)
+
+
+def _attempt_line(a: Attempt) -> str:
+    if a.candidate is None:
+        return f"- iteration {a.iteration}: no candidate ({a.cause}): {_first_line(a.failure)}"
+    c, v = a.candidate, a.verdict
+    strategy = _first_line(c.notes) or "(no notes)"
+    if v is None:
+        return f"- iteration {a.iteration} {c.id}: not verified; strategy: {strategy}"
+    return (f"- iteration {a.iteration} {c.id}: {v.status}"
+            + (f" ({_short(v.reason)})" if v.reason else "")
+            + (f", {_timing(v)}" if v.status == "pass" else "") + f"; strategy: {strategy}")
+
+
+def failures_text(attempts: Sequence[Attempt]) -> str:
+    """Failed attempts grouped by cause (status and reason name), with an example each."""
+    groups: dict[str, list[Attempt]] = {}
+    for a in attempts:
+        if a.candidate is None and a.failure:
+            key = f"no candidate: {a.cause}"
+        elif a.verdict is not None and a.verdict.status != "pass":
+            name = a.verdict.reason.split(":", 1)[0].strip() if a.verdict.reason else ""
+            key = a.verdict.status + (f" / {name}" if name and " " not in name else "")
+        else:
+            continue
+        groups.setdefault(key, []).append(a)
+    lines = []
+    for key, group in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        its = ", ".join(str(a.iteration) for a in group)
+        example = group[-1]
+        detail = (example.failure if example.candidate is None else
+                  _example(example.verdict))
+        lines.append(f"- {key}: {len(group)} attempt(s) (iterations {its}); latest: "
+                     f"{_short(detail, 240)}")
+    return "\n".join(lines)
+
+
+def _example(v: Verdict) -> str:
+    if v.build_log:
+        errs = [ln for ln in v.build_log.splitlines() if "error" in ln.lower()]
+        return (errs[0] if errs else v.build_log.strip().splitlines()[-1]).strip()
+    bad = next((t for t in v.trials if not t.ok and t.message), None)
+    return bad.message if bad is not None else (v.reason or v.status)
+
+
+def _timing(v: Verdict | None) -> str:
+    if v is None:
+        return "not measured"
+    bits = []
+    if v.timings.get("ours") is not None:
+        bits.append(f"{v.timings['ours']:.4g} ms")
+    if v.speedup_vs_eager is not None:
+        bits.append(f"{v.speedup_vs_eager:.2f}x vs eager")
+    if v.speedup_vs_compile is not None:
+        bits.append(f"{v.speedup_vs_compile:.2f}x vs torch.compile")
+    return ", ".join(bits) or "not timed"
+
+
+def _first_line(text: str) -> str:
+    return (text or "").strip().splitlines()[0][:200] if (text or "").strip() else ""
+
+
+def _short(text: str, n: int = 120) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= n else text[:n - 3] + "..."
 
 
 def feedback_text(v: Verdict) -> str:
@@ -204,17 +428,18 @@ def feedback_text(v: Verdict) -> str:
 def profile_text(profile: dict[str, Any], limit: int = 3000) -> str:
     """Kernel summary rows and ncu labels from a Verdict's profile, compactly."""
     out = []
-    for key in ("kernels", "summary", "kernel_summary", "ops"):
+    for key in ("kernels", "reference_kernels", "summary", "kernel_summary", "ops"):
         rows = profile.get(key)
         if isinstance(rows, list) and rows:
-            out.append(f"{key}:")
+            label = "reference (eager) kernels" if key == "reference_kernels" else key
+            out.append(f"{label}:")
             out += [f"- {json.dumps(r, sort_keys=True, default=str)}" for r in rows[:10]]
     ncu = profile.get("ncu")
     if ncu:
         out.append("ncu: " + json.dumps(ncu, sort_keys=True, default=str))
     rest = {k: v for k, v in profile.items()
-            if k not in ("kernels", "summary", "kernel_summary", "ops", "ncu", "timeline", "rows",
-                         "trace")}
+            if k not in ("kernels", "reference_kernels", "summary", "kernel_summary", "ops",
+                         "ncu", "timeline", "rows", "trace", "reference", "candidate")}
     if rest:
         out.append(json.dumps(rest, sort_keys=True, default=str))
     text = "\n".join(out)

@@ -40,7 +40,22 @@ class KnowledgeMixin:
     def knowledge(self, value: Any) -> None:
         self._knowledge = value
 
-    # The session sets these to persist exchanges and show progress.
+    # The session sets these: ``facts`` returns the session's measured facts (hardware, the
+    # Verifier's baseline timings), ``guard`` stops requests once a spending cap is reached,
+    # ``recorder`` persists exchanges and ``progress`` shows them.
+    facts: Any = None
+
+    def session_facts(self) -> dict[str, Any]:
+        return dict(self.facts() or {}) if callable(self.facts) else {}
+
+    @property
+    def guard(self) -> Any:
+        return self.client.guard
+
+    @guard.setter
+    def guard(self, fn: Any) -> None:
+        self.client.guard = fn
+
     @property
     def recorder(self) -> Any:
         return self.client.recorder
@@ -69,12 +84,13 @@ class LLMPlanner(KnowledgeMixin):
             self.knowledge = knowledge
 
     def plan(self, problem: Problem, graph: Graph, settings: Settings) -> Plan:
-        sections = retrieve(self.knowledge, rag_query(graph), settings.rag_top_k)
+        sections = retrieve(self.knowledge, rag_query(graph), settings.rag_top_k, graph)
         ids = [s["id"] for s in sections]
         request = Request(
             role="planner", task="plan", system=prompt("planner"),
-            context=problem_context(problem, graph, sections), user=_user(graph),
-            tool=PLAN_TOOL, refs=ids, check=lambda data: check_plan(data, graph))
+            context=problem_context(problem, graph, sections, self.session_facts()),
+            user=_user(graph), tool=PLAN_TOOL, refs=ids, meta={"skill": "planning"},
+            check=lambda data: check_plan(data, graph))
         reply = self.client.ask(request)
         return plan_from_reply(reply.data, graph, ids, agent=self.name)
 

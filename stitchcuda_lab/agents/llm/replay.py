@@ -1,10 +1,10 @@
-"""Replay and export of recorded LLM exchanges.
+"""Replay of recorded LLM exchanges: a session answered again without the network.
 
 ``ReplayClient`` serves a session's recorded exchanges (payloads of ``llm_exchange`` events)
-in order, per role, through the same ``ask`` path as a live provider, so a session replays
-without network and with the same validation and repair. ``trajectories`` pairs each coder
-exchange with the verdict of the candidate it produced (matched by candidate id, which depends
-only on the code) as training records {task, prompt, reply, verdict, reward}.
+through the same ``ask`` path as a live provider, one recorded call (``ask`` id) per call, so
+validation, repairs and retries take the recorded course: a recorded broken stream is raised
+again (and retried at once), a recorded repair is served as the repair, and a call the
+recording gave up on gives up again. Exchanges become training data in ``export.py``.
 
 >>> client = ReplayClient([])
 >>> client.remaining()
@@ -19,13 +19,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ...errors import ServiceError, StoreError
-from ...verdict import Verdict
-from ..rubric import reward
-from .coder import candidate_from_reply
-from .structured import Progress, Recorder, Request, StructuredClient, Turn
+from ...errors import ReplyError, ServiceError, StoreError
+from .structured import Progress, Recorder, Reply, Repair, Request, StructuredClient, Transient, Turn
 
 EXCHANGE_KIND = "llm_exchange"
+_UNBOUNDED = 1 << 30
 
 
 class ReplayClient(StructuredClient):
@@ -35,17 +33,21 @@ class ReplayClient(StructuredClient):
 
     def __init__(self, exchanges: Iterable[dict[str, Any]], *, recorder: Recorder | None = None,
                  progress: Progress | None = None, strict: bool = False):
-        exchanges = [exchange_payload(e) for e in exchanges]
-        exchanges = [e for e in exchanges if e is not None]
+        exchanges = [e for e in (exchange_payload(x) for x in exchanges) if e is not None]
         model = exchanges[0].get("model", "replay") if exchanges else "replay"
-        super().__init__(model=model, max_tokens=0, recorder=recorder, progress=progress)
+        # the recording decides how many tries a call takes; replay follows it
+        super().__init__(model=model, max_tokens=1, max_tokens_limit=_UNBOUNDED,
+                         retries=_UNBOUNDED, repairs=_UNBOUNDED, recorder=recorder,
+                         progress=progress, sleep=lambda seconds: None)
         # the provider that made the recording names the replayed plans and candidates
         self.origin = next((e["provider"] for e in exchanges
                             if e.get("provider") not in (None, "replay")), "claude")
         self.strict = strict
-        self._queues: dict[str, deque[dict[str, Any]]] = {}
-        for e in exchanges:
-            self._queues.setdefault(e["role"], deque()).append(e)
+        self._calls: dict[str, deque[list[dict[str, Any]]]] = {}
+        for call in _calls(exchanges):
+            self._calls.setdefault(call[0]["role"], deque()).append(call)
+        self._current: deque[dict[str, Any]] = deque()
+        self._last: dict[str, Any] = {}
         self._served = 0
 
     @classmethod
@@ -54,25 +56,58 @@ class ReplayClient(StructuredClient):
         return cls(load_exchanges(source), **kw)
 
     def remaining(self) -> dict[str, int]:
-        return {role: len(q) for role, q in self._queues.items() if q}
+        """Recorded exchanges not yet served, per role."""
+        return {role: sum(len(c) for c in calls) for role, calls in self._calls.items() if calls}
 
-    def _send(self, request: Request, repair: tuple[Turn, str] | None) -> Turn:
-        queue = self._queues.get(request.role)
-        if not queue:
+    def ask(self, request: Request) -> Reply:
+        calls = self._calls.get(request.role)
+        if not calls:
             raise ServiceError(f"the recording has no more {request.role} exchanges to replay "
                                f"(task {request.task})",
                                hint="replay stops where the recorded session stopped; run it "
                                     "with a live agent to go further")
-        e = queue.popleft()
+        self._current = deque(calls.popleft())
+        return super().ask(request)
+
+    def _send(self, request: Request, repair: Repair | None, max_tokens: int) -> Turn:
+        if not self._current:   # the recording gave up on this call here
+            last = self._last.get("error") or {}
+            raise ReplyError(f"as recorded, the {request.role} call (task {request.task}) ended "
+                             f"without a usable reply: {last.get('message', 'no reply')}",
+                             kind=self._last.get("outcome") or "invalid")
+        e = self._last = self._current.popleft()
         if self.strict and e.get("prompt", {}).get("user") != request.user:
             raise ServiceError(f"replayed {request.role} exchange {self._served} was recorded "
                                "for a different prompt", hint="replay without strict")
         self._served += 1
         r = e.get("reply", {})
+        if e.get("outcome") == "error":
+            err = e.get("error") or {}
+            raise Transient(f"recorded failure: {err.get('message', 'error')}",
+                            kind=err.get("kind", "server"), retry_after=0.0,
+                            usage=e.get("usage", {}), model=e.get("model", ""))
         self._emit(request, "done", usage=e.get("usage", {}), replay=True)
         return Turn(tool_input=r.get("input"), text=r.get("text", ""), model=e.get("model", ""),
                     usage=dict(e.get("usage", {})), stop_reason=r.get("stop_reason", "tool_use"),
-                    detail=r.get("detail", ""), call_id=f"replay_{self._served}")
+                    detail=r.get("detail", ""), thinking=r.get("thinking", ""),
+                    call_id=f"replay_{self._served}")
+
+
+def _calls(exchanges: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Exchanges grouped into calls: by ``ask`` id, or (older records) a new call at attempt 1."""
+    calls: list[list[dict[str, Any]]] = []
+    open_by_role: dict[str, list[dict[str, Any]]] = {}
+    for e in exchanges:
+        role = e["role"]
+        cur = open_by_role.get(role)
+        new = (cur is None or (e.get("ask") or None) != (cur[0].get("ask") or None)
+               or (not e.get("ask") and e.get("attempt", 1) == 1))
+        if new:
+            cur = []
+            calls.append(cur)
+            open_by_role[role] = cur
+        cur.append(e)
+    return calls
 
 
 def exchange_payload(event: dict[str, Any]) -> dict[str, Any] | None:
@@ -103,38 +138,3 @@ def load_exchanges(source: str | Path | Iterable[dict[str, Any]]) -> list[dict[s
             raise StoreError(f"no session events found at {path}",
                              hint="pass a session folder or an events .jsonl file")
     return [p for p in (exchange_payload(e) for e in source) if p is not None]
-
-
-def trajectories(exchanges: Iterable[dict[str, Any]],
-                 verdicts: Iterable[Verdict | dict[str, Any]] = ()) -> list[dict[str, Any]]:
-    """Training records {task, role, iteration, prompt, reply, model, usage, candidate_id,
-    verdict, reward} for every coder exchange whose reply was accepted."""
-    by_id: dict[str, Verdict] = {}
-    for v in verdicts:
-        v = v if isinstance(v, Verdict) else Verdict.from_dict(v)
-        by_id[v.candidate_id] = v
-    out = []
-    for e in (p for p in (exchange_payload(x) for x in exchanges) if p is not None):
-        if e["role"] != "coder" or e.get("errors") or not isinstance(e["reply"].get("input"), dict):
-            continue
-        try:
-            cid = candidate_from_reply(e["reply"]["input"]).id
-        except (KeyError, TypeError):
-            continue
-        v = by_id.get(cid)
-        out.append({"task": e.get("task"), "role": e["role"], "iteration": e.get("iteration"),
-                    "prompt": e["prompt"], "reply": e["reply"], "model": e.get("model"),
-                    "usage": e.get("usage", {}), "candidate_id": cid,
-                    "verdict": v.to_dict() if v is not None else None,
-                    "reward": reward(v) if v is not None else None})
-    return out
-
-
-def write_jsonl(records: Iterable[dict[str, Any]], path: str | Path) -> Path:
-    """One JSON object per line (what ``export --trajectories`` writes)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
-        for r in records:
-            f.write(json.dumps(r, sort_keys=True) + "\n")
-    return path
