@@ -48,7 +48,7 @@ def clean_env(base: dict[str, str] | None = None, **extra: str) -> dict[str, str
     (``settings.looks_secret``), the LLM agents' configuration (``settings.LLM_ENV``) and any
     value holding a URL with credentials."""
     env = {k: v for k, v in public_environ(base).items()
-           if k.upper() not in LLM_ENV and not k.upper().startswith("OPENAI_")
+           if k.upper() not in LLM_ENV and not k.upper().startswith(("OPENAI_", "ANTHROPIC_"))
            and not has_credentials(v)}
     env.update(extra)
     return env
