@@ -61,9 +61,9 @@ def write_outputs(outs: list, folder: Path, tag: str) -> list[dict]:
     entries = []
     for i, t in enumerate(outs):
         path = folder / f"{tag}_{i}.bin"
-        raw = t.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy().tobytes()
+        raw = t.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy()
         with open(path, "wb") as f:
-            f.write(raw)
+            f.write(memoryview(raw))
         entries.append({"path": str(path), "shape": list(t.shape),
                         "dtype": str(t.dtype).replace("torch.", "")})
     return entries

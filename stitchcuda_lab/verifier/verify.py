@@ -48,7 +48,7 @@ from .options import VerifyOptions
 from .pool import Pool, Sandbox
 
 TIME_BUDGET_MS = 100.0      # CUDA: timed calls fill about this much device time ...
-MAX_TRIALS = 400            # ... up to this many
+MAX_TRIALS = 100            # ... up to this many (each costs two messages and a fresh draw)
 ROUND_BYTES = {"cuda": 4 << 30, "cpu": 1 << 30}   # outputs a sandbox keeps between checks
 MAX_SETS = 32
 # per call, beyond which the judge's clock disagrees with the sandbox: CUDA events and a GPU
