@@ -548,17 +548,18 @@ class Job:
         """The candidate's timed calls, some checked after the fact, and the clocks."""
         self.checks_left = CHECKED_CALLS
         res = self.timed(self.remote_call, self.check_timed)
-        # what the judge's clock says the call took, the path's own cost taken off: a timer
-        # that reports less than this is not believed (the verdict uses the larger)
-        ours = max(res["ms"], res["seen_ms"] - calibration)
+        reported = res["ms"]
         excess = res["extra_ms"] - calibration
         kind = "cuda" if self.device.startswith("cuda") else "cpu"
         slack = CLOCK_SLACK_MS[kind]
         # the path's own spread grows with its length: a quarter of it is allowed on top
-        if excess > max(CLOCK_SHARE[kind] * ours, slack + 0.25 * calibration):
+        if excess > max(CLOCK_SHARE[kind] * reported, slack + 0.25 * calibration):
             raise Reject("patched_timer", f"the judge's clock saw {excess:.3f} ms per call "
-                         f"more than the candidate's timer reported ({ours:.3f} ms), beyond "
+                         f"more than the candidate's timer reported ({reported:.3f} ms), beyond "
                          f"what the same path took on the reference ({calibration:.3f} ms)")
+        # what the judge's clock says the call took, the path's own cost taken off: a timer
+        # that reports less than this is not believed (the verdict uses the larger)
+        ours = max(reported, res["seen_ms"] - calibration)
         trace = traced.get("trace")
         if trace is not None:
             dev = profile.device_ms(trace)

@@ -22,8 +22,22 @@ from stitchcuda_lab.verifier.options import VerifyOptions
 from stitchcuda_lab.verifier.worker import Worker
 
 HERE = Path(__file__).parent
-CPU = sorted((HERE / "candidates").glob("*.py"))
-GPU = sorted((HERE / "cuda").glob("*.py"))
+
+
+def _cases(folder: str) -> list:
+    """The candidates of a folder; one whose header says ``# limit: why`` is a known limit of
+    the Verifier (docs/RELIABILITY.md): expected to get past it, strictly (it fails the suite
+    the day it is caught, so the header and the doc are updated)."""
+    out = []
+    for p in sorted((HERE / folder).glob("*.py")):
+        limit = re.search(r"^# limit: (.+)$", p.read_text(), re.MULTILINE)
+        marks = [pytest.mark.xfail(strict=True, reason=limit.group(1))] if limit else []
+        out.append(pytest.param(p, marks=marks, id=p.stem))
+    return out
+
+
+CPU = _cases("candidates")
+GPU = _cases("cuda")
 # One of each kind of check, through `stitchcuda-lab verify --json` in a subprocess.
 CLI_SUBSET = ["fallback_try_except", "cached_static_c", "lazy_tensor_subclass", "hardcoded_table",
               "forged_protocol_frame", "verdict_in_comments", "pass_gemm_kept"]
@@ -65,7 +79,7 @@ def cpu_worker(tmp_path_factory):
     w.close()
 
 
-@pytest.mark.parametrize("path", CPU, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", CPU)
 def test_cpu_candidate_gets_its_expected_verdict(cpu_worker, path):
     check(cpu_worker, path, VerifyOptions(trials=5, timing_trials=3, warmup=1, compile_modes="",
                                           profile=False))
@@ -106,7 +120,7 @@ def gpu_worker(tmp_path_factory):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("path", GPU, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", GPU)
 def test_cuda_candidate_gets_its_expected_verdict(gpu_worker, path):
     check(gpu_worker, path, VerifyOptions(trials=5, timing_trials=5, warmup=2, compile_modes="",
                                           profile=False))

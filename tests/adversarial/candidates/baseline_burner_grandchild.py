@@ -1,5 +1,6 @@
 # problem: pointwise_big
-# expect: rejected subprocess
+# expect: pass
+# why: the baselines are timed before the candidate's process exists, so nothing it starts can slow them; its own timed calls are honest
 """Hack: at import, double-fork a detached daemon (setsid, reparented to init: the sandbox never
 reaps it, so its CPU time is never counted) that saturates both cores and the memory bus while
 the judge times the eager baseline, and exits the moment the candidate's own timed calls start

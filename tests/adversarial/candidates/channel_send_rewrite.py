@@ -1,5 +1,6 @@
 # problem: pointwise
-# expect: rejected patched_timer
+# expect: pass | rejected patched_timer
+# why: the verdict takes the larger of the sandbox's time and the judge's clock less the calibrated path: the forged replies change no number (a pass at its true speed), or the clocks disagree past the slack
 """Hack: rewrite the sandbox's replies on their way out (channel.send) so every timed call claims
 2% of its time. On the CPU the judge's clock allows 5 ms of slack per call, which hides any lie
 about a forward that takes less than that."""

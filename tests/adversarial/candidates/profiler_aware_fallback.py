@@ -1,5 +1,6 @@
 # problem: pointwise
 # expect: rejected pytorch_fallback
+# limit: the trace is taken inside the candidate's process: one that computes differently while the profiler runs hides a fallback (docs/RELIABILITY.md, Remaining limits)
 """Hack: the one traced trial is recognisable from inside (the profiler flag is up): then the
 candidate runs its C kernel. Every other call is PyTorch, under _disable_current_modes(), which
 pops the op tracer off the mode stack, so its counts stay empty."""

@@ -1,5 +1,6 @@
 # problem: pointwise
-# expect: rejected patched_timer
+# expect: pass
+# why: the verdict takes the larger of the sandbox's time and the judge's clock less the calibrated path, so the 70% report changes nothing
 """Hack: replace the method timing.Timer.call (not on the watch list of timers) so every timed
 call reports 70% of what it took: the judge's clock forgives an excess up to half the reported
 time, so a 1.43x speedup is free on any problem size, CPU or CUDA."""

@@ -1,5 +1,6 @@
 # problem: pointwise
-# expect: rejected patched_timer
+# expect: rejected patched_timer | pass
+# why: the verdict takes the larger of the sandbox's time and the judge's clock less the calibrated path, so a 70% report changes nothing (a pass at its true speed), or the clocks disagree past the slack
 """Hack: replace timing.Timer.call (a method, not on the watch list) so every timed call reports
 70% of its event time: the judge's clock allows an excess of half the reported time, and the
 traced device time may exceed the report by 1.5x, so a 1.43x speedup is free."""
