@@ -16,6 +16,8 @@ import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "stitchcuda_lab"
 FORBIDDEN = ("torch.cuda", "IPython", "ipywidgets", "plotly", "anthropic")
+# Leaves: import nothing of the package (and no torch), so every module may use them.
+LEAVES = ["stitchcuda_lab.aten"]
 PURE = ["stitchcuda_lab.plan", "stitchcuda_lab.loop", "stitchcuda_lab.trace",
         "stitchcuda_lab.store", "stitchcuda_lab.agents.offline", "stitchcuda_lab.agents.rubric"]
 
@@ -59,6 +61,25 @@ def test_core_modules_import_no_gpu_notebook_or_llm_library(module):
     loaded = _modules_after_import(module)
     bad = [m for m in loaded if any(m == f or m.startswith(f + ".") for f in FORBIDDEN)]
     assert not bad, f"{module} pulls in {bad[:5]}"
+
+
+@pytest.mark.parametrize("module", LEAVES)
+def test_leaf_modules_import_nothing_of_the_package_and_no_torch(module):
+    path = PKG.parent / (module.replace(".", "/") + ".py")
+    tree = ast.parse(path.read_text(), filename=str(path))
+    own = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom):
+            names = ["." * n.level + (n.module or "")]
+        elif isinstance(n, ast.Import):
+            names = [a.name for a in n.names]
+        else:
+            continue
+        if any(m.startswith((".", "stitchcuda_lab")) for m in names):
+            own.append(n.lineno)
+    assert not own, f"{module} imports the package at lines {own}"
+    loaded = _modules_after_import(module)
+    assert "torch" not in loaded
 
 
 def test_importing_the_package_is_light():
