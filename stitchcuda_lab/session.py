@@ -254,10 +254,11 @@ class Session(Shown):
 
     def _score(self, cand: Candidate, verdict: Verdict) -> None:
         """Fill the verdict's rubric scores and reward tier (rules over the Verifier's facts)."""
+        from . import aten
         from .agents import rubric
         graph = self.graph
-        ref_ops = ([n.target for n in graph.nodes if n.op == "call_function"
-                    and n.op_class not in ("data_movement", "input")] if graph else None)
+        ref_ops = ([n.target for n in graph.calls() if aten.computes(n.target)]
+                   if graph else None)
         try:
             verdict.rubric = rubric.score(cand, verdict, reference_ops=ref_ops)
             verdict.reward = verdict.rubric.get("reward", rubric.reward(verdict))

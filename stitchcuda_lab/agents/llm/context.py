@@ -12,16 +12,15 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ... import aten
+
 if TYPE_CHECKING:
     from ...graph import Graph
     from ...problem import Problem
 
 PROMPTS = Path(__file__).with_name("prompts")
 
-# Node classes that compute (the rest are inputs, views, copies).
 SECTION_CHARS = 3000   # per retrieved section in a prompt
-
-COMPUTE_CLASSES = ("pointwise", "reduction", "normalization", "gemm", "convolution", "rnn")
 
 
 @cache
@@ -35,20 +34,15 @@ def lang_for(device: str) -> str:
 
 
 def compute_nodes(graph: Graph) -> list[Any]:
-    return [n for n in graph.nodes if n.op == "call_function" and n.op_class in COMPUTE_CLASSES]
-
-
-def short_target(target: str) -> str:
-    """``aten.gelu.default`` -> ``gelu``."""
-    parts = target.split(".")
-    return parts[1] if len(parts) >= 2 and parts[0] == "aten" else target
+    """The calls that compute (library or own kernels); views, copies and allocations do not."""
+    return [n for n in graph.calls() if aten.computes(n.target)]
 
 
 def rag_query(graph: Graph, extra: str = "") -> str:
     """Retrieval query from the graph's op classes and targets (plus plan words)."""
     words: list[str] = []
     for n in compute_nodes(graph) or [n for n in graph.nodes if n.op == "call_function"]:
-        for w in (n.op_class, short_target(n.target)):
+        for w in (n.op_class, aten.short(n.target)):
             if w and w not in words:
                 words.append(w)
     words.append("cuda" if graph.device.startswith("cuda") else "cpu openmp")
