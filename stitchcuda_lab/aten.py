@@ -85,6 +85,8 @@ sym_stride sym_numel sym_storage_offset dim size stride numel is_contiguous resu
 """)
 CHEAP = VIEWS | _ALLOCATION | _OTHER_VIEWS | _COPIES | _METADATA
 
+# Library ops include the compositions the graph keeps (linear, conv2d, einsum, ...): the
+# Verifier's trace shows the mm/bmm/convolution they dispatch to, plans and claims name them.
 LIBRARY = _words("""
 mm addmm bmm baddbmm addbmm mv addmv dot vdot matmul linear _int_mm _scaled_mm
 convolution _convolution convolution_overrideable cudnn_convolution
@@ -94,6 +96,7 @@ conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d
 scaled_dot_product_attention _scaled_dot_product_flash_attention
 _scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention
 _scaled_dot_product_flash_attention_for_cpu _efficient_attention_forward _flash_attention_forward
+einsum tensordot bilinear
 """)
 
 

@@ -20,13 +20,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ... import aten
+from ...aten import FLOAT_DTYPES
 from ...graph import Graph, Node
-from .ops import FLOAT_DTYPES, LOAD_DTYPES, REDUCTIONS, lit, pointwise_expr
+from .ops import LOAD_DTYPES, REDUCTIONS, lit, pointwise_expr
 
-LIBRARY_CLASSES = ("gemm", "convolution")
-_VIEW_OPS = ("getitem", "unsqueeze", "squeeze", "view", "reshape", "_unsafe_view", "flatten",
-             "alias", "expand")
-_DTYPE_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+# Views a kernel passes through: they keep every element in order (reshapes, size-1 dims,
+# broadcasts, tuple items); other views (permute, slice, ...) stay in the library.
+_KERNEL_VIEWS = ("getitem", "unsqueeze", "squeeze", "view", "reshape", "_unsafe_view", "flatten",
+                 "alias", "expand")
 MAX_FULL_REDUCTION = 1 << 16
 
 
@@ -118,10 +120,8 @@ def node_role(n: Node, graph: Graph | None = None) -> str | None:
     if n.op != "call_function" or n.mutates or name.endswith("_") and name != "_softmax" \
             and not name.startswith("_"):
         return None
-    if n.target == "getitem":
-        return "view"
-    if name in _VIEW_OPS:
-        return "view"
+    if aten.is_view(n.target):
+        return "view" if name in _KERNEL_VIEWS else None
     if name == "batch_norm":
         return "norm" if n.args[5] else "pointwise"
     if name == "instance_norm":
@@ -193,7 +193,7 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
     """One kernel for the given nodes (library GEMM/conv nodes in ``ops`` are skipped)."""
     order = {n.name: i for i, n in enumerate(graph.nodes)}
     nodes = sorted((graph.node(o) for o in ops), key=lambda n: order[n.name])
-    nodes = [n for n in nodes if n.op_class not in LIBRARY_CLASSES]
+    nodes = [n for n in nodes if not aten.is_library(n.target)]
     if not nodes:
         raise Unsupported("nothing to generate")
     members = {n.name for n in nodes}
@@ -411,7 +411,7 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
             if name in ("_to_copy", "to", "type_as"):
                 src = graph.node(_ref(n.args[0]))
                 if n.dtype not in FLOAT_DTYPES or (src.dtype in FLOAT_DTYPES and (
-                        _DTYPE_SIZE[n.dtype] < _DTYPE_SIZE[src.dtype]
+                        aten.dtype_bytes(n.dtype) < aten.dtype_bytes(src.dtype)
                         or {n.dtype, src.dtype} == {"float16", "bfloat16"})):
                     raise Unsupported(f"{n.name}: narrowing conversion to {n.dtype}")
             overload = n.target.split(".")[-1]

@@ -13,7 +13,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
+from ...aten import FLOAT_DTYPES
+
 LOAD_DTYPES = FLOAT_DTYPES + ("bool", "int64", "int32", "int8", "uint8", "int16")
 
 # Row reductions the kernels implement: aten op name -> reduction kind.

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ... import aten
 from ...plan import Plan, Task
-from .fusion import LIBRARY_CLASSES, Unsupported, build_spec, node_role
+from .fusion import Unsupported, build_spec, node_role
 from .rewrite import lower
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ def _convex(members: set[str], users: dict[str, list[str]], order: dict[str, int
 
 
 def _why_not(n: Node) -> str:
-    if n.op_class in LIBRARY_CLASSES:
+    if aten.is_library(n.target):
         return "GEMM/convolution stays in the vendor library (cuBLAS/cuDNN, oneDNN on CPU)"
     if n.mutates or n.opname.endswith("_"):
         return "in-place update (e.g. a counter buffer): left as PyTorch does it"
@@ -155,7 +156,7 @@ class OfflinePlanner:
                     while pn.target == "aten.view.default" and pn.inputs():  # lifted by lower()
                         p = pn.inputs()[0]
                         pn = graph.node(p)
-                    if pn.op == "call_function" and pn.op_class in LIBRARY_CLASSES \
+                    if pn.op == "call_function" and aten.is_library(pn.target) \
                             and p not in claimed and p not in libs:
                         libs.append(p)
             tid += 1
@@ -299,14 +300,8 @@ def _default_params(spec, device: str) -> dict:
 
 
 def _spec_bytes(spec) -> int:
-    size = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "bool": 1, "int64": 8}
-    total = 0
-    for o in spec.operands:
-        n = 1
-        for s in o.shape:
-            n *= s
-        total += n * size.get(o.dtype, 4) * (2 if o.role == "inout" else 1)
-    return total
+    return sum(aten.nbytes(o.shape, o.dtype) * (2 if o.role == "inout" else 1)
+               for o in spec.operands)
 
 
 def _mb(b: int) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...graph import Graph
-from .fusion import LIBRARY_CLASSES, KernelSpec
+from .fusion import KernelSpec
 
 _RESERVED = {"self", "torch", "nn", "runtime", "dev", "_K", "_GRID", "_NS", "SOURCES", "LANGS",
              "_place", "_graphed", "ModelNew"}
@@ -333,5 +333,3 @@ _GRAPHED = '''def _graphed(module, fn, args):
     return type(static_out)(o.clone() if isinstance(o, torch.Tensor) else o for o in static_out)
 
 '''
-
-del LIBRARY_CLASSES

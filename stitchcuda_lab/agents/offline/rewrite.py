@@ -23,8 +23,9 @@ import copy
 import math
 from typing import Any
 
+from ... import aten
 from ...graph import Graph, Node
-from .fusion import LIBRARY_CLASSES, node_role
+from .fusion import node_role
 
 _BIAS_OPS = ("conv1d", "conv2d", "conv3d", "convolution", "conv_transpose1d", "conv_transpose2d",
              "conv_transpose3d", "linear")
@@ -86,7 +87,7 @@ def _insert_after(graph: Graph, anchor: str, new: Node) -> None:
 
 
 def _fusable(n: Node, graph: Graph) -> bool:
-    return n.op_class not in LIBRARY_CLASSES and node_role(n, graph) not in (None, "view")
+    return not aten.is_library(n.target) and node_role(n, graph) not in (None, "view")
 
 
 def lower(graph: Graph) -> Graph:
@@ -107,7 +108,7 @@ def lower(graph: Graph) -> Graph:
 # -- bias ---------------------------------------------------------------------------------------
 def _split_bias(g: Graph) -> None:
     for n in list(g.calls()):
-        if n.opname not in _BIAS_OPS or n.op_class not in LIBRARY_CLASSES:
+        if n.opname not in _BIAS_OPS or not aten.is_library(n.target):
             continue
         b = _ref(n.args[2]) if len(n.args) > 2 else _ref(n.kwargs.get("bias"))
         if b is None or n.shape is None or n.dtype != "float32":
@@ -262,7 +263,7 @@ def _chain_to_library(g: Graph, start: str | None) -> tuple[Node, list[str]] | N
     cur = start
     while cur is not None:
         n = g.node(cur)
-        if n.op == "call_function" and n.op_class in LIBRARY_CLASSES:
+        if n.op == "call_function" and aten.is_library(n.target):
             if len(users[cur]) != 1 or not members or n.shape is None or len(n.shape) != 4:
                 return None
             return n, members[::-1]
