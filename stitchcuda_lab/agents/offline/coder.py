@@ -11,14 +11,14 @@ changed is in ``Candidate.params["variant"]``.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ... import aten
 from ...plan import Candidate, KernelSource
 from .emit_c import emit_c
 from .emit_cuda import default_params, emit_cuda, launch_config
 from .fusion import Unsupported, build_spec
+from .helpers import contiguous_strides
 from .planner import SPLIT_TARGETS
 from .rewrite import lower
 from .program import CannotRender, KernelCall, render, render_fallback
@@ -232,13 +232,5 @@ def claims(graph: Graph, groups: list[list[str]]) -> tuple[list[str], list[str]]
 
 
 def _noncontig(n) -> bool:
-    if n.stride is None or n.shape is None:
-        return False
-    st, acc = [], 1
-    for s in reversed(n.shape):
-        st.append(acc)
-        acc *= s
-    return n.stride != st[::-1]
-
-
-del dataclasses, Any
+    return n.stride is not None and n.shape is not None and \
+        n.stride != contiguous_strides(n.shape)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from .fusion import KernelSpec, Operand, Stmt, deps_closure
+from .helpers import ceildiv
 
 C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16",
            "bfloat16": "uint16_t", "bool": "uint8_t", "int64": "int64_t", "int32": "int32_t",
@@ -196,7 +197,7 @@ def _pointwise(spec: KernelSpec, params: dict) -> str:
     n = spec.numel
     inner = dims[-1]
     chunk = int(params.get("chunk", 16384))
-    nchunks = max(1, -(-n // chunk))
+    nchunks = max(1, ceildiv(n, chunk))
     outer = list(range(len(dims) - 1))
     ops = spec.operands
     lines = ["    #pragma omp parallel for schedule(static)",

@@ -23,11 +23,11 @@ constants as a multiply (ops.py).
 
 from __future__ import annotations
 
-import math
 import re
 
 from .emit_c import offset
 from .fusion import KernelSpec, Operand, Stmt, deps_closure
+from .helpers import ceildiv, contiguous_strides, round_up
 
 CU_TYPES = {"float32": "float", "float64": "double", "float16": "__half",
             "bfloat16": "__nv_bfloat16", "bool": "bool", "int64": "long long", "int32": "int",
@@ -218,7 +218,7 @@ def auto_unroll(spec: KernelSpec, strategy: str, block: int) -> int:
     """Loads in flight per thread when the params do not say: up to MAX_UNROLL, a divisor of
     the thread's float4 count along the row when there is one (no bounds test then)."""
     lanes = block if strategy == "block" else 32
-    trips = max(1, -(-(spec.rowlen // 4) // lanes))
+    trips = max(1, ceildiv(spec.rowlen // 4, lanes))
     return next((u for u in range(MAX_UNROLL, 1, -1) if trips % u == 0), min(MAX_UNROLL, trips))
 
 
@@ -243,20 +243,16 @@ def _cached_operands(spec: KernelSpec) -> list[int]:
     out = [i for i, ps in sorted(uses.items()) if len(ps) > 1
            and spec.operands[i].role == "in" and not spec.operands[i].row
            and spec.operands[i].dtype == "float32"]
-    if len(out) * _round4(spec.rowlen) * 4 > CACHE_LIMIT:
+    if len(out) * round_up(spec.rowlen, 4) * 4 > CACHE_LIMIT:
         return []
     return out
-
-
-def _round4(n: int) -> int:
-    return -(-n // 4) * 4
 
 
 def cache_bytes(spec: KernelSpec, p: dict) -> int:
     strategy = p.get("rows") or row_strategy(spec)
     if not p.get("cache") or strategy != "block" or row_in_registers(spec, p):
         return 0
-    return len(_cached_operands(spec)) * _round4(spec.rowlen) * 4
+    return len(_cached_operands(spec)) * round_up(spec.rowlen, 4) * 4
 
 
 MAX_ROW_REGS = 8   # float4 per thread per cached operand that may stay in registers
@@ -287,7 +283,7 @@ def row_strategy(spec: KernelSpec) -> str:
 def _vec_operands(spec: KernelSpec) -> list[int]:
     """Operands read/written as float4 (contiguous along the innermost dim)."""
     if spec.kind == "pointwise":
-        cont = [i for i, o in enumerate(spec.operands) if o.strides == _contig(spec.dims)]
+        cont = [i for i, o in enumerate(spec.operands) if o.strides == contiguous_strides(spec.dims)]
     else:
         cont = [i for i, o in enumerate(spec.operands)
                 if not o.row and o.strides[-1] == 1
@@ -327,14 +323,6 @@ def _broadcast_lanes(spec: KernelSpec, vops: list[int]) -> dict[int, str]:
     return out
 
 
-def _contig(shape):
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= s
-    return st[::-1]
-
-
 def emit_cuda(spec: KernelSpec, params: dict | None = None) -> str:
     """CUDA source with one ``extern "C" __global__`` kernel named ``spec.name``."""
     params = {**default_params(spec), **(params or {})}
@@ -359,15 +347,15 @@ def launch_config(spec: KernelSpec, params: dict | None = None) -> dict:
     b = int(p["block"])
     if spec.kind == "pointwise":
         per = b * int(p["vec"]) * int(p["ipt"])
-        return {"blocks": max(1, -(-spec.numel // per)), "block": b, "waves": int(p["waves"])}
+        return {"blocks": max(1, ceildiv(spec.numel, per)), "block": b, "waves": int(p["waves"])}
     rows = spec.rows
     smem = cache_bytes(spec, p)
     if p["rows"] == "block":
         blocks = rows
     elif p["rows"] == "warp":
-        blocks = -(-rows // (b // 32))
+        blocks = ceildiv(rows, b // 32)
     else:
-        blocks = -(-rows // b)
+        blocks = ceildiv(rows, b)
     out = {"blocks": max(1, blocks), "block": b, "waves": int(p["waves"])}
     if smem:
         out["smem"] = smem
@@ -394,7 +382,7 @@ def _pointwise(spec: KernelSpec, p: dict) -> str:
 
     def idx_at(i: str):
         def f(o):
-            if o.strides == _contig(dims):
+            if o.strides == contiguous_strides(dims):
                 return i
             if small:
                 return offset(o.strides, dims, f"(unsigned)({i})", alld, "U")
@@ -484,7 +472,7 @@ def _rowwise(spec: KernelSpec, p: dict) -> str:
         spec, {**p, "rows": strategy}) else set()
     if regs:
         U = spec.rowlen // 4 // lanes      # the thread's whole share of the row at once
-    cache = {i: k * _round4(Lr) for k, i in enumerate(_cached_operands(spec))} \
+    cache = {i: k * round_up(Lr, 4) for k, i in enumerate(_cached_operands(spec))} \
         if p.get("cache") and strategy == "block" and not regs else {}
     if vec and any(i not in vops for i in cache):
         cache = {}   # every cached operand must take the same float4/scalar path each pass
@@ -765,5 +753,3 @@ def _comb(s: Stmt) -> str:
             "welford": "sc_wf_comb()", "softmax": "sc_sm_comb()", "argmax": "sc_argmax_comb()",
             "argmin": "sc_argmin_comb()"}[s.kind]
 
-
-del math

@@ -23,6 +23,7 @@ from typing import Any
 from ... import aten
 from ...aten import FLOAT_DTYPES
 from ...graph import Graph, Node
+from .helpers import contiguous_strides, node_ref
 from .ops import LOAD_DTYPES, REDUCTIONS, lit, pointwise_expr
 
 # Views a kernel passes through: they keep every element in order (reshapes, size-1 dims,
@@ -47,7 +48,7 @@ class Operand:
     row: bool = False          # varies only over row dims
 
     def contiguous_in(self, dims: list[int]) -> bool:
-        return self.strides == _contig(dims)
+        return self.strides == contiguous_strides(dims)
 
 
 @dataclass
@@ -101,18 +102,6 @@ class KernelSpec:
         raise KeyError(var)
 
 
-def _contig(shape: list[int]) -> list[int]:
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= s
-    return st[::-1]
-
-
-def _ref(x: Any) -> str | None:
-    return x["node"] if isinstance(x, dict) and set(x) == {"node"} else None
-
-
 def node_role(n: Node, graph: Graph | None = None) -> str | None:
     """How a node can take part in a generated kernel: pointwise | reduction | norm | view |
     None (library only)."""
@@ -144,7 +133,7 @@ def node_role(n: Node, graph: Graph | None = None) -> str | None:
 # ---------------------------------------------------------------------------------------------
 def _row_geometry(n: Node, graph: Graph) -> tuple[list[int], list[int], tuple | None]:
     """(S, reduced dims, split) of a reduction or normalisation node."""
-    x = graph.node(_ref(n.args[0]))
+    x = graph.node(node_ref(n.args[0]))
     if x.shape is None:
         raise Unsupported(f"{n.name}: input shape unknown")
     S = list(x.shape)
@@ -303,7 +292,7 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
         omap = out_map(out_shape)
         sview = [1] * rank
         astr = [0] * rank
-        cst = _contig(a_shape)
+        cst = contiguous_strides(a_shape)
         off = len(out_shape) - len(a_shape)
         for k, sz in enumerate(a_shape):
             od = off + k
@@ -323,7 +312,7 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
         return load(ref, sview, astr)
 
     def scalar_or_tensor(x: Any, out_shape: list[int]) -> str:
-        r = _ref(x)
+        r = node_ref(x)
         if r is not None:
             return tensor_arg(r, out_shape)
         if isinstance(x, (int, float, bool)):
@@ -359,7 +348,7 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
         return outs
 
     def full_input(n: Node) -> str:
-        ref = _ref(n.args[0])
+        ref = node_ref(n.args[0])
         if ref is None:
             raise Unsupported(f"{n.name}: input is not a tensor")
         v = tensor_arg(ref, list(S))
@@ -368,7 +357,7 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
         return v
 
     def param(x: Any) -> str | None:
-        r = _ref(x)
+        r = node_ref(x)
         if r is None:
             return None
         src = graph.node(r)
@@ -409,7 +398,7 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
             out_shape = list(n.shape)
             out_map(out_shape)
             if name in ("_to_copy", "to", "type_as"):
-                src = graph.node(_ref(n.args[0]))
+                src = graph.node(node_ref(n.args[0]))
                 if n.dtype not in FLOAT_DTYPES or (src.dtype in FLOAT_DTYPES and (
                         aten.dtype_bytes(n.dtype) < aten.dtype_bytes(src.dtype)
                         or {n.dtype, src.dtype} == {"float16", "bfloat16"})):
@@ -427,7 +416,7 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
             env[n.name] = emit(e, deps, lvl)
             continue
         if role == "view":
-            src_ref = _ref(n.args[0])
+            src_ref = node_ref(n.args[0])
             if src_ref not in members:
                 raise Unsupported(f"{n.name}: view of a tensor outside the group")
             v = env[src_ref]
@@ -495,12 +484,12 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
             if eps is None:
                 eps = {"float32": 1.1920928955078125e-07, "float64": 2.220446049250313e-16,
                        "float16": 0.0009765625, "bfloat16": 0.0078125}[graph.node(
-                           _ref(n.args[0])).dtype]
+                           node_ref(n.args[0])).dtype]
             sq = emit(f"({x} * {x})", [x], "full")
             o = reduce_("sum", sq, ["sum"])
             rstd = emit(f"sc_rsqrt({o['sum']} / {L(rowlen)} + {L(eps)})", [o["sum"]], "row")
             e = f"({x} * {rstd})"
-            w = tensor_arg(_ref(n.args[2]), list(S)) if len(n.args) > 2 and _ref(n.args[2]) \
+            w = tensor_arg(node_ref(n.args[2]), list(S)) if len(n.args) > 2 and node_ref(n.args[2]) \
                 else None
             if w:
                 e = f"({e} * {w})"
@@ -508,15 +497,15 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
             continue
         # mean/variance norms
         if name == "layer_norm":
-            w = tensor_arg(_ref(n.args[2]), list(S)) if len(n.args) > 2 and _ref(n.args[2]) else None
-            b = tensor_arg(_ref(n.args[3]), list(S)) if len(n.args) > 3 and _ref(n.args[3]) else None
+            w = tensor_arg(node_ref(n.args[2]), list(S)) if len(n.args) > 2 and node_ref(n.args[2]) else None
+            b = tensor_arg(node_ref(n.args[3]), list(S)) if len(n.args) > 3 and node_ref(n.args[3]) else None
             eps = n.args[4] if len(n.args) > 4 else 1e-5
         elif name == "group_norm":
             w = param(n.args[2]) if len(n.args) > 2 else None
             b = param(n.args[3]) if len(n.args) > 3 else None
             eps = n.args[4] if len(n.args) > 4 else 1e-5
         elif name == "instance_norm":
-            if _ref(n.args[3]) or _ref(n.args[4]):
+            if node_ref(n.args[3]) or node_ref(n.args[4]):
                 raise Unsupported(f"{n.name}: instance norm with running statistics")
             if not n.args[5]:
                 raise Unsupported(f"{n.name}: instance norm without input statistics")
@@ -541,7 +530,7 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
             if rowlen < 2:
                 raise Unsupported(f"{n.name}: batch norm over one value")
             for argi, stat in ((3, "mean"), (4, "var")):
-                ref = _ref(n.args[argi])
+                ref = node_ref(n.args[argi])
                 if ref is None:
                     continue
                 src = graph.node(ref)
@@ -580,7 +569,7 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
             raise Unsupported(f"{n.name}: output shape {oshape} differs from {S}")
         omap = out_map(oshape) if level[v] == "row" else list(range(rank))
         astr = [0] * rank
-        cst = _contig(oshape)
+        cst = contiguous_strides(oshape)
         for k, sz in enumerate(oshape):
             if sz != 1:
                 astr[omap[k]] = cst[k]

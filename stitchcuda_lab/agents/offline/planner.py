@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from ... import aten
 from ...plan import Plan, Task
 from .fusion import Unsupported, build_spec, node_role
+from .helpers import contiguous_strides, node_ref
 from .rewrite import lower
 
 if TYPE_CHECKING:
@@ -225,7 +226,7 @@ class OfflinePlanner:
         # notes a person should know
         for n in graph.placeholders():
             if n.kind == "input" and n.stride is not None and n.shape is not None and \
-                    n.stride != _contig(n.shape):
+                    n.stride != contiguous_strides(n.shape):
                 plan.notes.append(f"input {n.name} is not contiguous: the program calls "
                                   ".contiguous() on it before its kernels")
         plan.notes.append(f"captured in {'training' if graph.training else 'eval'} mode: "
@@ -265,10 +266,10 @@ def tensor_core_gemms(graph: Graph) -> list[str]:
             continue
         # the operand whose last dim is K: linear's weight, mm's / matmul's first, addmm's second
         pos = 1 if n.opname in ("linear", "addmm", "baddbmm") else 0
-        ref = n.args[pos] if len(n.args) > pos else None
-        if not (isinstance(ref, dict) and "node" in ref):
+        ref = node_ref(n.args[pos]) if len(n.args) > pos else None
+        if ref is None:
             continue
-        k = (graph.node(ref["node"]).shape or [0])[-1]
+        k = (graph.node(ref).shape or [0])[-1]
         if k >= SPLIT_MIN_K and n.flops >= SPLIT_MIN_FLOPS:
             out.append(n.name)
     return out
@@ -306,11 +307,3 @@ def _spec_bytes(spec) -> int:
 
 def _mb(b: int) -> str:
     return f"{b / 1e6:.1f}"
-
-
-def _contig(shape):
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= s
-    return st[::-1]

@@ -15,6 +15,7 @@ from typing import Any
 
 from ...graph import Graph
 from .fusion import KernelSpec
+from .helpers import contiguous_strides
 
 _RESERVED = {"self", "torch", "nn", "runtime", "dev", "_K", "_GRID", "_NS", "SOURCES", "LANGS",
              "_place", "_graphed", "ModelNew"}
@@ -69,14 +70,6 @@ def render_arg(a: Any) -> str:
     if a is None or isinstance(a, (bool, int, str)):
         return repr(a)
     raise CannotRender(f"argument {a!r}")
-
-
-def _contig(shape):
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= s
-    return st[::-1]
 
 
 def schedule(graph: Graph, groups: list[list[str]]) -> list[tuple[str, Any]]:
@@ -210,7 +203,7 @@ def render(graph: Graph, problem_source: str, problem_name: str, calls: list[Ker
             if o.role in ("in", "inout"):
                 v = var(o.node)
                 if o.role == "in" and (src.kind == "input" or (src.stride is not None and src.shape
-                                       and src.stride != _contig(src.shape))):
+                                       and src.stride != contiguous_strides(src.shape))):
                     b(f"{v}_c = {v}.contiguous()")
                     v = f"{v}_c"
                 argv.append(v)
