@@ -17,7 +17,8 @@ from ... import aten
 from ...plan import Candidate, KernelSource
 from .emit_c import emit_c
 from .emit_cuda import default_params, emit_cuda, launch_config
-from .fusion import Unsupported, build_spec
+from .ir import Unsupported
+from .lower import build_spec
 from .helpers import contiguous_strides
 from .planner import SPLIT_TARGETS
 from .rewrite import lower

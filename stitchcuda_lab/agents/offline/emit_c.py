@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from .fusion import KernelSpec, Operand, Stmt, deps_closure
+from .ir import KernelSpec, Operand, Stmt, deps_closure
 from .helpers import ceildiv
 
 C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16",

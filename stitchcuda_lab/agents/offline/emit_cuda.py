@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 
 from .emit_c import offset
-from .fusion import KernelSpec, Operand, Stmt, deps_closure
+from .ir import KernelSpec, Operand, Stmt, deps_closure
 from .helpers import ceildiv, contiguous_strides, round_up
 
 CU_TYPES = {"float32": "float", "float64": "double", "float16": "__half",

@@ -17,15 +17,6 @@ from ...aten import FLOAT_DTYPES
 
 LOAD_DTYPES = FLOAT_DTYPES + ("bool", "int64", "int32", "int8", "uint8", "int16")
 
-# Row reductions the kernels implement: aten op name -> reduction kind.
-REDUCTIONS = {
-    "sum": "sum", "mean": "sum", "amax": "max", "amin": "min", "max": "max", "min": "min",
-    "argmax": "argmax", "argmin": "argmin", "var": "welford", "std": "welford",
-    "logsumexp": "softmax", "prod": "prod",
-}
-NORMALIZATIONS = ("softmax", "_softmax", "log_softmax", "_log_softmax", "layer_norm", "group_norm",
-                  "instance_norm", "batch_norm", "rms_norm")
-
 Val = Callable[[Any], str]
 
 

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING
 
 from ... import aten
 from ...plan import Plan, Task
-from .fusion import Unsupported, build_spec, node_role
+from .expand import node_role
+from .ir import Unsupported
+from .lower import build_spec
 from .helpers import contiguous_strides, node_ref
 from .rewrite import lower
 
@@ -49,7 +51,7 @@ def fusion_groups(graph: Graph) -> tuple[list[list[str]], dict[str, str]]:
     groups: dict[int, list[str]] = {}
     next_id = 0
     for n in calls:
-        if node_role(n, graph) is None:
+        if node_role(n) is None:
             why[n.name] = _why_not(n)
             continue
         gid = next_id
@@ -80,7 +82,7 @@ def fusion_groups(graph: Graph) -> tuple[list[list[str]], dict[str, str]]:
         except Unsupported as e:
             for m in members:
                 n = graph.node(m)
-                why[m] = _why_not(n) if node_role(n, graph) == "view" else str(e)
+                why[m] = _why_not(n) if node_role(n) == "view" else str(e)
     return result, why
 
 
@@ -280,11 +282,11 @@ def _describe(spec, graph, kinds: list[str]) -> str:
              "pass)", "sum": "sum", "max": "max", "min": "min", "argmax": "argmax",
              "argmin": "argmin", "prod": "product"}
     pw = [graph.node(m).opname for m in spec.ops
-          if node_role(graph.node(m), graph) == "pointwise"]
+          if node_role(graph.node(m)) == "pointwise"]
     if spec.kind == "pointwise":
         return f"one elementwise kernel: {' -> '.join(pw)}"
     red = " + ".join(names[k] for k in kinds)
-    norm = [graph.node(m).opname for m in spec.ops if node_role(graph.node(m), graph) == "norm"]
+    norm = [graph.node(m).opname for m in spec.ops if node_role(graph.node(m)) == "norm"]
     s = f"row kernel ({spec.rows} rows x {spec.rowlen}): {red}"
     if norm:
         s += f" for {', '.join(norm)}"

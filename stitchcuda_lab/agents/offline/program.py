@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...graph import Graph
-from .fusion import KernelSpec
+from .ir import KernelSpec
 from .helpers import contiguous_strides
 
 _RESERVED = {"self", "torch", "nn", "runtime", "dev", "_K", "_GRID", "_NS", "SOURCES", "LANGS",

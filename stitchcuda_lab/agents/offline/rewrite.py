@@ -24,7 +24,7 @@ from typing import Any
 
 from ... import aten
 from ...graph import Graph, Node
-from .fusion import node_role
+from .expand import node_role
 from .helpers import contiguous_strides, node_ref
 
 _BIAS_OPS = ("conv1d", "conv2d", "conv3d", "convolution", "conv_transpose1d", "conv_transpose2d",
@@ -75,7 +75,7 @@ def _insert_after(graph: Graph, anchor: str, new: Node) -> None:
 
 
 def _fusable(n: Node, graph: Graph) -> bool:
-    return not aten.is_library(n.target) and node_role(n, graph) not in (None, "view")
+    return not aten.is_library(n.target) and node_role(n) not in (None, "view")
 
 
 def lower(graph: Graph) -> Graph:
@@ -255,7 +255,7 @@ def _chain_to_library(g: Graph, start: str | None) -> tuple[Node, list[str]] | N
             if len(users[cur]) != 1 or not members or n.shape is None or len(n.shape) != 4:
                 return None
             return n, members[::-1]
-        if n.op != "call_function" or node_role(n, g) != "pointwise" or len(users[cur]) != 1:
+        if n.op != "call_function" or node_role(n) != "pointwise" or len(users[cur]) != 1:
             return None
         if n.shape is None or len(n.shape) != 4:
             return None

@@ -10,7 +10,7 @@ import torch
 from stitchcuda_lab import aten
 from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
 from stitchcuda_lab.agents.offline.coder import MAX_VARIANTS, claims
-from stitchcuda_lab.agents.offline.fusion import node_role
+from stitchcuda_lab.agents.offline.expand import node_role
 from stitchcuda_lab.agents.offline.rewrite import lower
 from stitchcuda_lab.graph import analyse
 from stitchcuda_lab.plan import Verdict

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from stitchcuda_lab.agents.offline.emit_cuda import emit_cuda
-from stitchcuda_lab.agents.offline.fusion import build_spec
+from stitchcuda_lab.agents.offline.lower import build_spec
 from stitchcuda_lab.agents.offline.planner import fusion_groups
 from stitchcuda_lab.agents.offline.rewrite import lower
 from stitchcuda_lab.graph import analyse
