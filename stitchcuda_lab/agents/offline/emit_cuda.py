@@ -18,7 +18,7 @@ MAX_ROW_REGS float4, else in shared memory (``cache``), else re-read (from L2 fo
 No fast-math intrinsics: expf/tanhf/erff are the accurate versions, so results stay within the
 fp32 1e-4 tolerance. The kernels are memory-bound once loads overlap; the one arithmetic cost
 that showed (IEEE division per element) is avoided by the update forms above and by dividing by
-constants as a multiply (ops.py).
+constants as a multiply (pointwise.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ being lowered (``lower.Lowering``). High-level normalisations are expanded here:
 - layer/group/instance/batch norm: one-pass Welford mean/var, then (x - mean) * rstd * w + b
 - RMS norm: sum of squares, then x * rsqrt(ss / L + eps) * w
 
-Pointwise ops are one C expression each (``ops.pointwise_expr``).
+Pointwise ops are one C expression each (``pointwise.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ... import aten
 from ...aten import FLOAT_DTYPES
 from .helpers import node_ref
 from .ir import Stmt, Unsupported
-from .ops import is_pointwise_supported, pointwise_expr
+from .pointwise import is_pointwise_supported, pointwise_expr
 
 if TYPE_CHECKING:
     from ...graph import Graph, Node

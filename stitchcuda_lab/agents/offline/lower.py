@@ -26,13 +26,14 @@ from ...aten import FLOAT_DTYPES
 from .expand import expand, node_role, row_geometry
 from .helpers import contiguous_strides, node_ref
 from .ir import KernelSpec, Operand, Stmt, Unsupported
-from .ops import LOAD_DTYPES, lit
+from .pointwise import lit
 from .passes import finish
 
 if TYPE_CHECKING:
     from ...graph import Graph, Node
 
 MAX_FULL_REDUCTION = 1 << 16
+LOAD_DTYPES = FLOAT_DTYPES + ("bool", "int64", "int32", "int8", "uint8", "int16")   # kernels read
 
 
 def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
