@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 
 from ... import aten
 from ...plan import Candidate, KernelSource
-from .emit_c import emit_c
-from .emit_cuda import default_params, emit_cuda, launch_config
+from .backend_c import emit_c
+from .backend_cuda import emit_cuda
 from .ir import Unsupported
+from .launch import default_params, launch_config
 from .lower import build_spec
 from .helpers import contiguous_strides
 from .planner import SPLIT_TARGETS

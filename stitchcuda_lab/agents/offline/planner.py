@@ -22,6 +22,7 @@ from ... import aten
 from ...plan import Plan, Task
 from .expand import node_role
 from .ir import Unsupported
+from .launch import default_params
 from .lower import build_spec
 from .helpers import contiguous_strides, node_ref
 from .rewrite import lower
@@ -192,7 +193,7 @@ class OfflinePlanner:
                                     f"{_mb(sum(graph.node(m).bytes for m in members))} MB, one "
                                     f"fused pass moves ~{_mb(_spec_bytes(spec))} MB"),
                             refs=["fusion-rules", "vectorized-access"] + cpu_ref)
-            task.params = _default_params(spec, device)
+            task.params = default_params(spec, "cuda" if device == "cuda" else "c")
             plan.tasks.append(task)
             claimed.update(members)
         # what stays in the library, grouped by reason
@@ -293,13 +294,6 @@ def _describe(spec, graph, kinds: list[str]) -> str:
     if pw:
         s += f", fused {', '.join(pw)}"
     return s
-
-
-def _default_params(spec, device: str) -> dict:
-    if device == "cuda":
-        from .emit_cuda import default_params
-        return default_params(spec)
-    return {"chunk": 16384} if spec.kind == "pointwise" else {}
 
 
 def _spec_bytes(spec) -> int:

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import torch
 
-from stitchcuda_lab.agents.offline.emit_cuda import emit_cuda
+from stitchcuda_lab.agents.offline.backend_cuda import emit_cuda
 from stitchcuda_lab.agents.offline.lower import build_spec
 from stitchcuda_lab.agents.offline.planner import fusion_groups
 from stitchcuda_lab.agents.offline.rewrite import lower
@@ -421,8 +421,8 @@ def _row_spec(cols: int, body: str = "F.gelu(F.layer_norm(x, (x.shape[-1],)))"):
 
 
 def test_a_short_row_stays_in_registers_and_a_long_one_in_shared_memory():
-    from stitchcuda_lab.agents.offline.emit_cuda import (default_params, launch_config,
-                                                         row_in_registers)
+    from stitchcuda_lab.agents.offline.launch import (default_params, launch_config,
+                                                      row_in_registers)
     spec = _row_spec(4096)           # 256 threads x 4 float4: the whole row in registers
     p = default_params(spec)
     assert row_in_registers(spec, p) and "smem" not in launch_config(spec, p)
