@@ -12,8 +12,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .helpers import contiguous_strides
-
 
 class Unsupported(Exception):
     """This group cannot become one generated kernel; ``str(e)`` says why."""
@@ -28,9 +26,6 @@ class Operand:
     strides: list[int] = field(default_factory=list)  # element strides over the kernel dims
     role: str = "in"           # in | out | inout
     row: bool = False          # varies only over row dims
-
-    def contiguous_in(self, dims: list[int]) -> bool:
-        return self.strides == contiguous_strides(dims)
 
 
 @dataclass
@@ -59,7 +54,6 @@ class KernelSpec:
     ops: list[str]             # graph nodes computed
     targets: list[str]         # their aten targets
     outputs: dict = field(default_factory=dict)   # graph node -> operand index written
-    notes: list[str] = field(default_factory=list)
     npasses: int = 0
 
     @property
@@ -73,9 +67,6 @@ class KernelSpec:
     @property
     def rowlen(self) -> int:
         return math.prod(d for d, r in zip(self.dims, self.reduce) if r) if self.dims else 1
-
-    def ins(self) -> list[Operand]:
-        return [o for o in self.operands if o.role in ("in", "inout")]
 
     def stmt_of(self, var: str) -> Stmt:
         for s in self.stmts:
