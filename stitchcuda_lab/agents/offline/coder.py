@@ -22,7 +22,7 @@ from .launch import default_params, launch_config
 from .lower import build_spec
 from .helpers import contiguous_strides
 from .planner import SPLIT_TARGETS
-from .rewrite import lower
+from .rewrite import rewrite
 from .program import CannotRender, KernelCall, render, render_fallback
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class OfflineCoder:
                   overrides: dict[str, dict], *, iteration: int = 0, parent: str | None = None,
                   variant: str = "planner defaults") -> Candidate:
         lang = "cuda" if plan.device == "cuda" else "c"
-        graph = lower(graph)   # the planner planned on the same rewrite (bias split, pooling)
+        graph = rewrite(graph)   # the planner planned on the same rewrite (bias split, pooling)
         tasks = [t for t in plan.tasks if t.status not in ("skipped", "failed")]
         cuda_graph = lang == "cuda" and any(t.kind == "cuda_graph" for t in tasks)
         notes: list[str] = []

@@ -25,7 +25,7 @@ from .ir import Unsupported
 from .launch import default_params
 from .lower import build_spec
 from .helpers import contiguous_strides, node_ref
-from .rewrite import lower
+from .rewrite import rewrite
 
 if TYPE_CHECKING:
     from ...graph import Graph, Node
@@ -128,7 +128,7 @@ class OfflinePlanner:
     def plan(self, problem: Problem, graph: Graph, settings: Settings) -> Plan:
         device = "cuda" if str(graph.device).startswith("cuda") else "cpu"
         plan = Plan(device=device, agent="offline")
-        graph = lower(graph)
+        graph = rewrite(graph)
         calls = graph.calls()
         total_t = sum(n.time_us or 0.0 for n in calls)
         total_b = sum(n.bytes for n in calls) or 1
@@ -157,7 +157,7 @@ class OfflinePlanner:
             for m in members:
                 for p in graph.node(m).inputs():
                     pn = graph.node(p)
-                    while pn.target == "aten.view.default" and pn.inputs():  # lifted by lower()
+                    while pn.target == "aten.view.default" and pn.inputs():  # lifted by rewrite()
                         p = pn.inputs()[0]
                         pn = graph.node(p)
                     if pn.op == "call_function" and aten.is_library(pn.target) \

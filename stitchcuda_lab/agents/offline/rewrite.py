@@ -1,6 +1,6 @@
 """Graph rewrites that expose fusion around the vendor library, applied before planning.
 
-``lower(graph)`` returns a new Graph (the input is never changed) where:
+``rewrite(graph)`` returns a new Graph (the input is never changed) where:
 
 - a convolution/linear whose every user is fusable loses its bias: the library runs without it
   and a broadcast ``add`` (the bias viewed as ``[C, 1, 1]``) joins the epilogue kernel, so the
@@ -78,7 +78,7 @@ def _fusable(n: Node, graph: Graph) -> bool:
     return not aten.is_library(n.target) and node_role(n) not in (None, "view")
 
 
-def lower(graph: Graph) -> Graph:
+def rewrite(graph: Graph) -> Graph:
     """The rewritten copy (see module docstring); ``graph`` itself is left unchanged."""
     if graph.capture == "none":
         return graph

@@ -11,7 +11,7 @@ from stitchcuda_lab import aten
 from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
 from stitchcuda_lab.agents.offline.coder import MAX_VARIANTS, claims
 from stitchcuda_lab.agents.offline.expand import node_role
-from stitchcuda_lab.agents.offline.rewrite import lower
+from stitchcuda_lab.agents.offline.rewrite import rewrite
 from stitchcuda_lab.graph import analyse
 from stitchcuda_lab.plan import Verdict
 
@@ -306,7 +306,7 @@ def test_claims_follow_the_verifiers_op_classes(name, device, settings):
     graph = dataclasses.replace(graph, device=device)
     plan = OfflinePlanner().plan(problem, graph, settings)
     cand = OfflineCoder().code(problem, graph, plan, settings, iteration=0)[0]
-    g = lower(graph)   # the graph the plan's node names refer to
+    g = rewrite(graph)   # the graph the plan's node names refer to
     split_nodes = [g.node(o) for t in plan.tasks if t.kind == "tensor_core_gemm" for o in t.ops]
     split = {op for n in split_nodes for op in (n.target, *n.lowers_to)}
     # kernels replace compute ops only; runtime.gemm replaces library GEMMs
