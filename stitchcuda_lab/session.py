@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import aten
 from .errors import InvalidEvent, ServiceError, StitchError, StoreError, WorkerError
 from .loop import (
     EVENTS,
@@ -254,7 +255,6 @@ class Session(Shown):
 
     def _score(self, cand: Candidate, verdict: Verdict) -> None:
         """Fill the verdict's rubric scores and reward tier (rules over the Verifier's facts)."""
-        from . import aten
         from .agents import rubric
         graph = self.graph
         ref_ops = ([n.target for n in graph.calls() if aten.computes(n.target)]

@@ -55,7 +55,7 @@ def _replace_refs(x: Any, old: str, new: str) -> Any:
 
 def _view(name: str, src: Node, shape: list[int]) -> Node:
     return Node(name=name, op="call_function", target="aten.view.default",
-                op_class="data_movement", args=[{"node": src.name}, list(shape)],
+                op_class=aten.category("aten.view.default"), args=[{"node": src.name}, list(shape)],
                 shape=list(shape), dtype=src.dtype, stride=contiguous_strides(list(shape)),
                 lowers_to=["aten.view.default"])
 
@@ -115,7 +115,7 @@ def _split_bias(g: Graph) -> None:
             bref = _view(_unique(g, f"{n.name}_bias_view"), bn, [bn.shape[0]]
                          + [1] * (len(n.shape) - 2))
         add = Node(name=_unique(g, f"{n.name}_bias"), op="call_function",
-                   target="aten.add.Tensor", op_class="pointwise",
+                   target="aten.add.Tensor", op_class=aten.category("aten.add.Tensor"),
                    args=[{"node": n.name}, {"node": bref.name}], shape=list(n.shape),
                    dtype=n.dtype, stride=contiguous_strides(list(n.shape)), lowers_to=["aten.add.Tensor"])
         for u in users:
@@ -192,7 +192,7 @@ def _adaptive_avg_to_mean(g: Graph) -> None:
             continue
         n.lowers_to = list(dict.fromkeys(["aten.mean.dim", n.target] + n.lowers_to))
         n.target = "aten.mean.dim"
-        n.op_class = "reduction"
+        n.op_class = aten.category(n.target)
         n.args = [n.args[0], [-1, -2], True]
 
 
