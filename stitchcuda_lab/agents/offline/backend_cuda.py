@@ -246,7 +246,8 @@ def _pointwise(spec: KernelSpec, p: dict) -> str:
     return "\n".join(L) + "\n"
 
 
-def _pointwise_float4(spec: KernelSpec, p: dict, elems: list[Stmt], stores: list[Stmt]) -> list[str]:
+def _pointwise_float4(spec: KernelSpec, p: dict, elems: list[Stmt],
+                      stores: list[Stmt]) -> list[str]:
     """The float4 loop of a pointwise kernel (aligned operands; the scalar loop does the tail)."""
     ops = spec.operands
     ipt = max(1, int(p.get("ipt", 1)))
@@ -359,7 +360,8 @@ class _RowKernel:
         """Shared memory, the row loop of the strategy, the row's bases and register arrays."""
         spec, ind, ind2, L, B = self.spec, self.ind, self.ind2, self.L, self.B
         if self.cache:
-            L.append(f"{ind}extern __shared__ float4 sc_cache4[];   // the row, read from DRAM once")
+            L.append(f"{ind}extern __shared__ float4 sc_cache4[];   "
+                     "// the row, read from DRAM once")
             L.append(f"{ind}float* sc_cache = reinterpret_cast<float*>(sc_cache4);")
         if self.strategy == "block":
             for s in self.reds:
@@ -368,8 +370,9 @@ class _RowKernel:
             self.j0, self.jstep, self.leader = "threadIdx.x", str(B), "threadIdx.x == 0"
         elif self.strategy == "warp":
             L.append(f"{ind}const int lane = threadIdx.x & 31;")
-            L.append(f"{ind}for (long long r = (long long)blockIdx.x * {B // 32} + (threadIdx.x >> 5); "
-                     f"r < {spec.rows}LL; r += (long long)gridDim.x * {B // 32}) {{")
+            L.append(f"{ind}for (long long r = (long long)blockIdx.x * {B // 32} + "
+                     f"(threadIdx.x >> 5); r < {spec.rows}LL; "
+                     f"r += (long long)gridDim.x * {B // 32}) {{")
             self.j0, self.jstep, self.leader = "lane", "32", "lane == 0"
         else:
             L.append(f"{ind}for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
@@ -380,7 +383,8 @@ class _RowKernel:
             ptrs = " | ".join(f"(unsigned long long){self.ops[i].name}" for i in self.vops)
             L.append(f"{ind2}const bool vec4 = (({ptrs}) & 15ULL) == 0;")
         for i in sorted(self.regs):
-            L.append(f"{ind2}float4 a_{self.ops[i].name}[{self.U}];   // this thread's share of the row")
+            L.append(f"{ind2}float4 a_{self.ops[i].name}[{self.U}];   "
+                     "// this thread's share of the row")
 
     def _reduce_pass(self, reds: list[Stmt]) -> None:
         """One element loop accumulating ``reds``, then their warp/block combine."""
@@ -518,7 +522,8 @@ class _RowKernel:
         """The element-by-element part of an element loop, from ``start``."""
         ind2, i3, L = self.ind2, self.ind2 + "    ", self.L
         cache = self.cache
-        L.append(f"{ind2}for (long long j = {start}; j < {self.spec.rowlen}LL; j += {self.jstep}) {{")
+        L.append(f"{ind2}for (long long j = {start}; j < {self.spec.rowlen}LL; "
+                 f"j += {self.jstep}) {{")
         smap = {i: f"({self.acc})sc_cache[{cache[i]} + j]" for i in loaded if i not in first}
         L.extend(elem_lines(self.spec, need, _load, elem_index(self.spec, "j"), "", smap, i3))
         L.extend(f"{i3}sc_cache[{cache[i]} + j] = (float){loaded[i]};" for i in sorted(first))

@@ -261,7 +261,8 @@ def _dropout(x: _Args, n: str, overload: str) -> str | None:
 
 _RULES: dict[str, Callable[[_Args, str, str], str | None]] = {
     "add": _add_sub, "sub": _add_sub, "rsub": _add_sub,
-    "mul": lambda x, n, overload: f"({x.A} * {x.V(1)})", "div": _div, "true_divide": _div, "gelu": _gelu, "pow": _pow,
+    "mul": lambda x, n, overload: f"({x.A} * {x.V(1)})",
+    "div": _div, "true_divide": _div, "gelu": _gelu, "pow": _pow,
     "clamp": _clamp, "clip": _clamp, "hardtanh": _clamp, "clamp_min": _clamp, "clamp_max": _clamp,
     "leaky_relu": _leaky_relu, "elu": _elu, "selu": _elu, "celu": _elu, "softplus": _softplus,
     "threshold": _threshold, "hardshrink": _shrink, "softshrink": _shrink,

@@ -117,7 +117,8 @@ def _split_bias(g: Graph) -> None:
         add = Node(name=_unique(g, f"{n.name}_bias"), op="call_function",
                    target="aten.add.Tensor", op_class=aten.category("aten.add.Tensor"),
                    args=[{"node": n.name}, {"node": bref.name}], shape=list(n.shape),
-                   dtype=n.dtype, stride=contiguous_strides(list(n.shape)), lowers_to=["aten.add.Tensor"])
+                   dtype=n.dtype, stride=contiguous_strides(list(n.shape)),
+                   lowers_to=["aten.add.Tensor"])
         for u in users:
             un = g.node(u)
             un.args = _replace_refs(un.args, n.name, add.name)
