@@ -28,23 +28,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import aten
+
 if TYPE_CHECKING:
     from .problem import Problem
     from .settings import Settings
 
-OP_CLASSES = ("pointwise", "reduction", "normalization", "gemm", "convolution", "data_movement",
-              "rnn", "other", "input")
-
-# Op classes by aten op name (the packet: "add" for aten.add.Tensor).
-_POINTWISE = {"add", "sub", "rsub", "mul", "div", "true_divide", "neg", "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "abs", "pow", "clamp", "clamp_min", "clamp_max", "clip", "hardtanh", "leaky_relu", "elu", "selu", "celu", "softplus", "mish", "hardswish", "hardsigmoid", "relu6", "where", "gt", "lt", "ge", "le", "eq", "ne", "maximum", "minimum", "fmax", "fmin", "reciprocal", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "sign", "sgn", "floor", "ceil", "round", "trunc", "frac", "logical_not", "logical_and", "logical_or", "logical_xor", "bitwise_not", "square", "dropout", "_to_copy", "to", "type_as", "masked_fill", "addcmul", "addcdiv", "lerp", "threshold", "hardshrink", "softshrink", "tanhshrink", "logsigmoid", "fmod", "remainder", "floor_divide", "prelu", "glu", "native_dropout", "alpha_dropout", "feature_dropout"}
-_REDUCTION = {"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "var", "std", "var_mean", "std_mean", "logsumexp", "norm", "linalg_vector_norm", "all", "any", "cumsum", "cumprod", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "max_pool2d_with_indices", "max_pool3d_with_indices", "lp_pool2d", "count_nonzero"}
-_NORMALIZATION = {"softmax", "log_softmax", "_softmax", "_log_softmax", "layer_norm", "native_layer_norm", "group_norm", "native_group_norm", "batch_norm", "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "_native_batch_norm_legit_functional", "instance_norm", "rms_norm", "_fused_rms_norm", "local_response_norm"}
-_GEMM = {"linear", "addmm", "mm", "bmm", "matmul", "baddbmm", "addbmm", "dot", "mv", "addmv", "einsum", "tensordot", "bilinear", "scaled_dot_product_attention", "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention"}
-_CONV = {"conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}
-_DATA = {"view", "reshape", "permute", "transpose", "t", "contiguous", "clone", "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten", "slice", "select", "cat", "concat", "concatenate", "stack", "split", "split_with_sizes", "chunk", "unbind", "index_select", "gather", "narrow", "pad", "constant_pad_nd", "reflection_pad1d", "reflection_pad2d", "replication_pad2d", "repeat", "flip", "roll", "_unsafe_view", "alias", "detach", "copy", "copy_", "lift_fresh_copy", "pixel_shuffle", "pixel_unshuffle", "index", "index_put", "scatter", "diagonal", "tril", "triu", "movedim", "swapaxes", "view_as", "reshape_as", "upsample_nearest2d", "upsample_bilinear2d", "interpolate"}
-_RNN = {"lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"}
-# Data-movement ops that return a view: no bytes moved.
-_VIEWS = {"view", "reshape", "permute", "transpose", "t", "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten", "slice", "select", "narrow", "split", "split_with_sizes", "chunk", "unbind", "_unsafe_view", "alias", "detach", "diagonal", "movedim", "swapaxes", "view_as", "reshape_as", "getitem"}
 _NORM_FLOPS_PER_ELEM = 5   # mean, variance, subtract, scale, shift (softmax: max, exp, sum, div)
 
 
@@ -73,8 +62,7 @@ class Node:
     @property
     def opname(self) -> str:
         """``aten.add.Tensor`` -> ``add``."""
-        parts = self.target.split(".")
-        return parts[1] if len(parts) >= 2 and parts[0] == "aten" else self.target
+        return aten.short(self.target)
 
     @property
     def numel(self) -> int:
@@ -423,27 +411,10 @@ def _profile(graph: Graph, model: Any, inputs: list, settings: Settings | None) 
 
 # ---------------------------------------------------------------------------------------------
 def classify(n: Node) -> str:
-    """The op class of a call node, by its aten op name."""
-    name = n.opname
+    """The op class of a call node, by its aten op name (``aten.category``)."""
     if n.op == "placeholder":
         return "input"
-    if n.target == "getitem":
-        return "data_movement"
-    if name in _POINTWISE or name.rstrip("_") in _POINTWISE:
-        return "pointwise"
-    if name in _NORMALIZATION:
-        return "normalization"
-    if name in _REDUCTION:
-        return "reduction"
-    if name in _GEMM:
-        return "gemm"
-    if name in _CONV:
-        return "convolution"
-    if name in _DATA or name.rstrip("_") in _DATA:
-        return "data_movement"
-    if name in _RNN:
-        return "rnn"
-    return "other"
+    return aten.category(n.target)
 
 
 def node_flops(n: Node, by_name: dict[str, Node]) -> int:
@@ -495,21 +466,17 @@ def node_flops(n: Node, by_name: dict[str, Node]) -> int:
 def node_bytes(n: Node, by_name: dict[str, Node]) -> int:
     """Bytes an op moves when it runs alone: each tensor input read once, output written once
     (views move nothing)."""
-    if n.opname in _VIEWS or n.target == "getitem":
+    if aten.is_view(n.target):
         return 0
     read = sum(_nbytes(by_name[r]) for r in n.inputs() if r in by_name)
     return read + _nbytes(n)
 
 
 # ---------------------------------------------------------------------------------------------
-_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4,
-                "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8}
-
-
 def _nbytes(n: Node) -> int:
     if n.shape is None:
         return getattr(n, "_tuple_bytes", 0)
-    return math.prod(n.shape) * _DTYPE_BYTES.get(n.dtype or "", 4)
+    return aten.nbytes(n.shape, n.dtype)
 
 
 def _set_meta(n: Node, val: Any) -> None:

@@ -17,6 +17,8 @@ import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "stitchcuda_lab"
 FORBIDDEN = ("torch.cuda", "IPython", "ipywidgets", "plotly", "anthropic")
+# Leaves: import nothing of the package (and no torch), so every module may use them.
+LEAVES = ["stitchcuda_lab.aten", "stitchcuda_lab.agents.offline.helpers"]
 PURE = ["stitchcuda_lab.plan", "stitchcuda_lab.candidate", "stitchcuda_lab.verdict",
         "stitchcuda_lab.record", "stitchcuda_lab.loop", "stitchcuda_lab.trace",
         "stitchcuda_lab.store", "stitchcuda_lab.agents.offline", "stitchcuda_lab.agents.rubric"]
@@ -61,6 +63,25 @@ def test_core_modules_import_no_gpu_notebook_or_llm_library(module):
     loaded = _modules_after_import(module)
     bad = [m for m in loaded if any(m == f or m.startswith(f + ".") for f in FORBIDDEN)]
     assert not bad, f"{module} pulls in {bad[:5]}"
+
+
+@pytest.mark.parametrize("module", LEAVES)
+def test_leaf_modules_import_nothing_of_the_package_and_no_torch(module):
+    path = PKG.parent / (module.replace(".", "/") + ".py")
+    tree = ast.parse(path.read_text(), filename=str(path))
+    own = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom):
+            names = ["." * n.level + (n.module or "")]
+        elif isinstance(n, ast.Import):
+            names = [a.name for a in n.names]
+        else:
+            continue
+        if any(m.startswith((".", "stitchcuda_lab")) for m in names):
+            own.append(n.lineno)
+    assert not own, f"{module} imports the package at lines {own}"
+    loaded = _modules_after_import(module)
+    assert "torch" not in loaded
 
 
 def test_importing_the_package_is_light():
@@ -328,3 +349,50 @@ def test_lazy_names_come_from_the_modules_they_name():
 
 def test_the_import_check_sees_what_a_torch_import_pulls_in():
     assert "torch.cuda" in _modules_after_import("torch")
+
+
+# -- function size ------------------------------------------------------------------------------
+MAX_FUNCTION_LINES = 120   # def line to last line
+# Functions still longer, each with who owns splitting it: the list only shrinks (now empty).
+LONG_FUNCTIONS: dict[str, str] = {}
+
+
+def _function_lengths(path: Path) -> dict[str, int]:
+    """``{qualified name: lines}`` of every function and method in ``path``, nested ones too."""
+    out: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    out[name] = child.end_lineno - child.lineno + 1
+                visit(child, name + ".")
+            else:
+                visit(child, prefix)
+    visit(ast.parse(path.read_text(), filename=str(path)), "")
+    return out
+
+
+def _long_functions() -> dict[str, int]:
+    return {f"{path.relative_to(PKG).as_posix()}::{name}": n
+            for path in sorted(PKG.rglob("*.py"))
+            for name, n in _function_lengths(path).items() if n > MAX_FUNCTION_LINES}
+
+
+def test_no_function_is_longer_than_120_lines():
+    long = {k: n for k, n in _long_functions().items() if k not in LONG_FUNCTIONS}
+    assert not long, f"split these (def line to last line > {MAX_FUNCTION_LINES}): {long}"
+
+
+def test_the_long_function_allow_list_has_no_stale_entries():
+    stale = sorted(set(LONG_FUNCTIONS) - set(_long_functions()))
+    assert not stale, f"these are short now (or moved): drop them from LONG_FUNCTIONS: {stale}"
+
+
+def test_the_function_length_check_sees_nested_functions_and_methods(tmp_path):
+    body = "\n".join(f"            x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    src = tmp_path / "probe.py"
+    src.write_text(f"class C:\n    def m(self):\n        def inner():\n{body}\n")
+    lengths = _function_lengths(src)
+    assert lengths["C.m.inner"] == MAX_FUNCTION_LINES + 1 and lengths["C.m"] > lengths["C.m.inner"]

@@ -31,6 +31,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from .. import aten
 from ..candidate import Candidate
 from ..errors import StitchError
 from ..verdict import Verdict
@@ -46,23 +47,6 @@ FASTER = 1.05   # "more than 5% faster"
 # which KernelBench-style candidates (load_inline) use.
 ALLOWED_IMPORTS = ("torch", "math", "stitchcuda_lab", "typing", "__future__")
 
-# aten ops that move, view or allocate memory: not "compute" for coverage.
-DATA_OPS = frozenset((
-    "view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "contiguous",
-    "clone", "copy", "copy_", "empty", "empty_like", "empty_strided", "zeros", "zeros_like",
-    "ones", "ones_like", "full", "full_like", "new_empty", "new_zeros", "unsqueeze",
-    "squeeze", "select", "slice", "as_strided", "detach", "alias", "lift_fresh_copy",
-    "_to_copy", "to",
-))
-
-REDUCTIONS = frozenset((
-    "sum", "mean", "var", "std", "var_mean", "amax", "amin", "max", "min", "argmax",
-    "argmin", "prod", "norm", "logsumexp", "_softmax", "softmax", "_log_softmax",
-    "log_softmax", "native_layer_norm", "layer_norm", "native_group_norm", "group_norm",
-    "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-    "batch_norm", "rms_norm", "_fused_rms_norm", "cumsum", "linalg_vector_norm",
-))
-
 # Python spellings of aten ops, for spotting torch fallbacks in source.
 _PY_NAMES = {
     "addmm": ("linear", "addmm", "matmul"), "mm": ("mm", "matmul", "linear"),
@@ -72,12 +56,6 @@ _PY_NAMES = {
     "native_batch_norm": ("batch_norm",), "clamp_min": ("clamp_min", "clamp"),
     "clamp_max": ("clamp_max", "clamp"), "leaky_relu": ("leaky_relu",),
 }
-
-
-def short(target: str) -> str:
-    """``aten.gelu.default`` -> ``gelu``; other strings unchanged."""
-    parts = target.split(".")
-    return parts[1] if len(parts) >= 2 and parts[0] == "aten" else target
 
 
 def reward(verdict: Verdict | dict[str, Any]) -> int:
@@ -312,7 +290,7 @@ def _engineering(c: Candidate, v: Verdict) -> dict[str, Any]:
         return _crit(0.0, ["no own kernels"])
     if v.status == "build_error":
         return _crit(0.0, ["never built: code that does not compile earns no engineering credit"])
-    reduces = any(short(t).lstrip("_") in {r.lstrip("_") for r in REDUCTIONS} for t in c.replaced)
+    reduces = any(aten.is_row_reduction(t) for t in c.replaced)
     checks: list[tuple[bool, str, str]] = []   # (passed, good reason, bad reason)
     if cuda:
         warp = bool(re.search(r"__shfl_(xor|down|up)?_?sync|cub::|cooperative_groups", cuda))
@@ -356,9 +334,9 @@ def _coverage(c: Candidate, v: Verdict, reference_ops: Iterable[str] | None) -> 
         return _crit(0.0, [f"never ran ({v.status}): the ops it claims were never computed"])
     ran = {t for t, n in v.aten_ops.items() if n}
     if reference_ops is not None:
-        ref = [t for t in reference_ops if short(t) not in DATA_OPS]
+        ref = [t for t in reference_ops if aten.computes(t)]
     else:
-        extra = sorted(t for t in ran if short(t) not in DATA_OPS
+        extra = sorted(t for t in ran if aten.computes(t)
                        and t not in c.replaced and t not in c.kept)
         ref = list(dict.fromkeys([*c.replaced, *c.kept, *extra]))
     if not ref:
@@ -366,8 +344,8 @@ def _coverage(c: Candidate, v: Verdict, reference_ops: Iterable[str] | None) -> 
     mine = set(c.replaced) - ran
     covered = [t for t in ref if t in mine]
     reasons = [f"{len(covered)} of {len(ref)} compute ops in own kernels"
-               + (f" ({', '.join(sorted({short(t) for t in covered}))})" if covered else "")]
-    left = sorted({short(t) for t in ref if t not in mine})
+               + (f" ({', '.join(sorted({aten.short(t) for t in covered}))})" if covered else "")]
+    left = sorted({aten.short(t) for t in ref if t not in mine})
     if left:
         reasons.append(f"left to the library: {', '.join(left)}")
     return _crit(len(covered) / len(ref), reasons)
@@ -398,14 +376,14 @@ def _compliance(c: Candidate, v: Verdict, src: _Source) -> dict[str, Any]:
 
 
 def _fallbacks(c: Candidate, v: Verdict, src: _Source) -> list[str]:
-    found = {short(t) for t in c.replaced if v.aten_ops.get(t)}
+    found = {aten.short(t) for t in c.replaced if v.aten_ops.get(t)}
     scope = src.forward if src.forward is not None else src.tree
     # the workbench's own runtime (runtime.load, runtime.gemm.linear) is not a torch fallback
     called = {name.rsplit(".", 1)[-1] for name in src.calls(scope)
               if not name.startswith("runtime.")
               and (not name.startswith("self.") or name.count(".") > 1)}
     for t in c.replaced:
-        base = short(t)
+        base = aten.short(t)
         spellings = _PY_NAMES.get(base, (base.lstrip("_"),))
         if called & set(spellings):
             found.add(base)

@@ -16,7 +16,8 @@ Op policy (the Verifier applies it to every candidate):
       that is not a library op and not in the file's module-level ``KEPT_OPS`` is a fallback.
 
 Names compare by op packet with the in-place underscore dropped: "aten.add.Tensor", "aten::add",
-"add" and "add_" all mean "add".
+"add" and "add_" all mean "add". The names and the CHEAP and LIBRARY tables are
+``stitchcuda_lab.aten``'s, which the Coder's claims follow too.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from typing import Any, Iterable
+
+from ..aten import CHEAP, LIBRARY, norm, op_class
 
 REASONS = {
     # rejected
@@ -57,52 +60,6 @@ REASONS = {
     "syntax_error": "the candidate program is not valid Python",
     "timeout": "the job ran past its time limit",
 }
-
-CHEAP = frozenset("""
-empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros ones
-ones_like new_ones full full_like new_full fill zero scalar_tensor arange lift_fresh
-lift_fresh_copy detach alias view _unsafe_view reshape _reshape_alias as_strided expand
-expand_as permute transpose t squeeze unsqueeze flatten unflatten slice select narrow split
-split_with_sizes chunk unbind view_as contiguous clone copy _to_copy to _copy_from
-_copy_from_and_resize cat stack resize set _local_scalar_dense item is_same_size
-_has_compatible_shallow_copy_type record_stream sym_size sym_stride sym_numel
-sym_storage_offset dim size stride numel is_contiguous result_type resolve_conj resolve_neg
-conj _conj _neg_view movedim swapaxes unfold diagonal
-""".split())
-
-LIBRARY = frozenset("""
-mm addmm bmm baddbmm addbmm mv addmv dot vdot matmul linear _int_mm _scaled_mm
-convolution _convolution convolution_overrideable cudnn_convolution
-cudnn_convolution_transpose mkldnn_convolution miopen_convolution _slow_conv2d_forward
-slow_conv3d_forward slow_conv_transpose2d slow_conv_transpose3d _nnpack_spatial_convolution
-conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d
-scaled_dot_product_attention _scaled_dot_product_flash_attention
-_scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention
-_scaled_dot_product_flash_attention_for_cpu _efficient_attention_forward _flash_attention_forward
-""".split())
-
-
-def norm(op: str) -> str:
-    """'aten.add_.Tensor' / 'aten::add' / 'torch.add' / 'add_' -> 'add'."""
-    s = str(op).strip()
-    for prefix in ("aten::", "aten.", "torch.ops.aten.", "torch.", "prims::", "prims."):
-        if s.startswith(prefix):
-            s = s[len(prefix):]
-            break
-    s = s.split(".")[0]
-    if len(s) > 1 and s.endswith("_") and not s.endswith("__"):
-        s = s[:-1]
-    return s
-
-
-def op_class(op: str) -> str:
-    n = norm(op)
-    if n in CHEAP:
-        return "cheap"
-    if n in LIBRARY:
-        return "library"
-    return "compute"
-
 
 def find_fallback(candidate_ops: Iterable[str], *, replaced: Iterable[str] | None,
                   kept: Iterable[str], reference_ops: Iterable[str] = ()) -> list[str]:

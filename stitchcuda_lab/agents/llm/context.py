@@ -24,6 +24,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ... import aten
+
 if TYPE_CHECKING:
     from ...graph import Graph
     from ...problem import Problem
@@ -33,9 +35,6 @@ PROMPTS = Path(__file__).with_name("prompts")
 SECTION_CHARS = 3000   # per retrieved section in a prompt
 RELATIVE_CUTOFF = 0.3  # a hit scoring under this share of the best one is not shown
 OP_TAG_BOOST = 1.5     # a section tagged with one of the graph's ops (softmax, layer_norm)
-
-# Node classes that compute (the rest are inputs, views, copies, allocations).
-COMPUTE_CLASSES = ("pointwise", "reduction", "normalization", "gemm", "convolution", "rnn")
 
 # Words a problem's op classes and ops add to the retrieval query: what the kernel needs.
 CLASS_WORDS = {
@@ -74,8 +73,8 @@ _NORMS = ("layer_norm", "native_layer_norm", "group_norm", "native_group_norm",
 
 def _facts(graph: Graph) -> dict[str, Any]:
     nodes = compute_nodes(graph)
-    ops = {short_target(n.target) for n in nodes}
-    layout = {short_target(n.target) for n in graph.nodes if n.op == "call_function"} & set(
+    ops = {aten.short(n.target) for n in nodes}
+    layout = {aten.short(n.target) for n in graph.nodes if n.op == "call_function"} & set(
         _LAYOUT)
     return {"classes": {n.op_class for n in nodes}, "ops": ops, "layout": layout,
             "cuda": graph.device.startswith("cuda"), "n": len(nodes),
@@ -139,13 +138,8 @@ def lang_for(device: str) -> str:
 
 
 def compute_nodes(graph: Graph) -> list[Any]:
-    return [n for n in graph.nodes if n.op == "call_function" and n.op_class in COMPUTE_CLASSES]
-
-
-def short_target(target: str) -> str:
-    """``aten.gelu.default`` -> ``gelu``."""
-    parts = target.split(".")
-    return parts[1] if len(parts) >= 2 and parts[0] == "aten" else target
+    """The calls that compute (library or own kernels); views, copies and allocations do not."""
+    return [n for n in graph.calls() if aten.computes(n.target)]
 
 
 def rag_query(graph: Graph, extra: str = "") -> str:
@@ -160,7 +154,7 @@ def rag_query(graph: Graph, extra: str = "") -> str:
 
     nodes = compute_nodes(graph) or [n for n in graph.nodes if n.op == "call_function"]
     for n in nodes:
-        op = short_target(n.target)
+        op = aten.short(n.target)
         add(f"{n.op_class} {op}")
         add(OP_WORDS.get(op) or CLASS_WORDS.get(n.op_class, ""))   # the op's own words first
     reduces = any(n.op_class in ("reduction", "normalization") for n in nodes)

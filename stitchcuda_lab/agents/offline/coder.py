@@ -13,16 +13,19 @@ dropped, and ``why_empty`` says so when none is left.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ... import aten
 from ...candidate import Candidate, KernelSource
-from .emit_c import emit_c
-from .emit_cuda import default_params, emit_cuda, launch_config
-from .fusion import LIBRARY_CLASSES, Unsupported, build_spec
+from .backend_c import emit_c
+from .backend_cuda import emit_cuda
 from .hand_edit import hand_edited, refine_hand_edit
+from .helpers import contiguous_strides
+from .ir import Unsupported
+from .launch import default_params, launch_config
+from .lower import build_spec
 from .planner import SPLIT_TARGETS
-from .rewrite import lower
+from .rewrite import rewrite
 from .program import CannotRender, KernelCall, render, render_fallback
 
 if TYPE_CHECKING:
@@ -34,11 +37,6 @@ if TYPE_CHECKING:
 
 KERNEL_TASKS = ("pointwise_fusion", "reduction_fusion", "gemm_epilogue")
 MAX_VARIANTS = 4
-# ops the program itself may run (allocation, layout, CUDA-graph copies): never "replaced"
-_HELPER_OPS = {"aten.empty.memory_format", "aten.empty_strided.default", "aten.clone.default",
-               "aten.copy_.default", "aten.contiguous.default", "aten.view.default",
-               "aten._to_copy.default", "aten.detach.default", "aten.alias.default",
-               "aten.as_strided.default", "aten.fill_.Scalar", "aten.zero_.default"}
 
 
 class OfflineCoder:
@@ -72,7 +70,7 @@ class OfflineCoder:
                   overrides: dict[str, dict], *, iteration: int = 0, parent: str | None = None,
                   variant: str = "planner defaults") -> Candidate:
         lang = "cuda" if plan.device == "cuda" else "c"
-        graph = lower(graph)   # the planner planned on the same rewrite (bias split, pooling)
+        graph = rewrite(graph)   # the planner planned on the same rewrite (bias split, pooling)
         tasks = [t for t in plan.tasks if t.status not in ("skipped", "failed")]
         cuda_graph = lang == "cuda" and any(t.kind == "cuda_graph" for t in tasks)
         notes: list[str] = []
@@ -96,7 +94,7 @@ class OfflineCoder:
                 notes.append(f"{t.id}: run in the library in this variant (fusion boundary test)")
                 used[t.id] = p
                 continue
-            members = [o for o in t.ops if graph.node(o).op_class not in LIBRARY_CLASSES]
+            members = [o for o in t.ops if not aten.is_library(graph.node(o).target)]
             kname = f"k{len(calls)}_{t.id}"
             try:
                 spec = build_spec(graph, members, kname)
@@ -224,7 +222,9 @@ class OfflineCoder:
 def claims(graph: Graph, groups: list[list[str]]) -> tuple[list[str], list[str]]:
     """(replaced, kept) aten op names: what the kernels compute and what the program still
     calls. A name both computed and called (directly or by what a kept op lowers to) is only
-    ``kept``, so the Verifier's trace of library calls never contradicts ``replaced``."""
+    ``kept``, so the Verifier's trace of library calls never contradicts ``replaced``. Cheap
+    ops (views, copies, allocation: ``aten.op_class``) are never claimed: the program runs
+    some itself and the Verifier never counts them."""
     fused = {m for g in groups for m in g}
     kept: set[str] = set()
     for n in graph.calls():
@@ -235,23 +235,14 @@ def claims(graph: Graph, groups: list[list[str]]) -> tuple[list[str], list[str]]
     replaced: set[str] = set()
     for m in fused:
         n = graph.node(m)
-        if n.op_class in ("data_movement",) or n.target == "getitem":
+        if not aten.computes(n.target):
             continue
         replaced.add(n.target)
         replaced.update(n.lowers_to)
-    replaced -= kept | _HELPER_OPS
-    replaced = {r for r in replaced if r.startswith("aten.")}
+    replaced = {r for r in replaced - kept if r.startswith("aten.") and aten.computes(r)}
     return sorted(replaced), sorted(kept)
 
 
 def _noncontig(n) -> bool:
-    if n.stride is None or n.shape is None:
-        return False
-    st, acc = [], 1
-    for s in reversed(n.shape):
-        st.append(acc)
-        acc *= s
-    return n.stride != st[::-1]
-
-
-del dataclasses, Any
+    return n.stride is not None and n.shape is not None and \
+        n.stride != contiguous_strides(n.shape)

@@ -18,9 +18,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ... import aten
 from ...plan import Plan, Task
-from .fusion import LIBRARY_CLASSES, Unsupported, build_spec, node_role
-from .rewrite import lower
+from .expand import node_role
+from .ir import Unsupported
+from .launch import default_params
+from .lower import build_spec
+from .helpers import contiguous_strides, node_ref
+from .rewrite import rewrite
 
 if TYPE_CHECKING:
     from ...graph import Graph, Node
@@ -47,7 +52,7 @@ def fusion_groups(graph: Graph) -> tuple[list[list[str]], dict[str, str]]:
     groups: dict[int, list[str]] = {}
     next_id = 0
     for n in calls:
-        if node_role(n, graph) is None:
+        if node_role(n) is None:
             why[n.name] = _why_not(n)
             continue
         gid = next_id
@@ -78,7 +83,7 @@ def fusion_groups(graph: Graph) -> tuple[list[list[str]], dict[str, str]]:
         except Unsupported as e:
             for m in members:
                 n = graph.node(m)
-                why[m] = _why_not(n) if node_role(n, graph) == "view" else str(e)
+                why[m] = _why_not(n) if node_role(n) == "view" else str(e)
     return result, why
 
 
@@ -100,7 +105,7 @@ def _convex(members: set[str], users: dict[str, list[str]], order: dict[str, int
 
 
 def _why_not(n: Node) -> str:
-    if n.op_class in LIBRARY_CLASSES:
+    if aten.is_library(n.target):
         return "GEMM/convolution stays in the vendor library (cuBLAS/cuDNN, oneDNN on CPU)"
     if n.mutates or n.opname.endswith("_"):
         return "in-place update (e.g. a counter buffer): left as PyTorch does it"
@@ -123,7 +128,7 @@ class OfflinePlanner:
     def plan(self, problem: Problem, graph: Graph, settings: Settings) -> Plan:
         device = "cuda" if str(graph.device).startswith("cuda") else "cpu"
         plan = Plan(device=device, agent="offline")
-        graph = lower(graph)
+        graph = rewrite(graph)
         calls = graph.calls()
         total_t = sum(n.time_us or 0.0 for n in calls)
         total_b = sum(n.bytes for n in calls) or 1
@@ -152,10 +157,10 @@ class OfflinePlanner:
             for m in members:
                 for p in graph.node(m).inputs():
                     pn = graph.node(p)
-                    while pn.target == "aten.view.default" and pn.inputs():  # lifted by lower()
+                    while pn.target == "aten.view.default" and pn.inputs():  # lifted by rewrite()
                         p = pn.inputs()[0]
                         pn = graph.node(p)
-                    if pn.op == "call_function" and pn.op_class in LIBRARY_CLASSES \
+                    if pn.op == "call_function" and aten.is_library(pn.target) \
                             and p not in claimed and p not in libs:
                         libs.append(p)
             tid += 1
@@ -188,7 +193,7 @@ class OfflinePlanner:
                                     f"{_mb(sum(graph.node(m).bytes for m in members))} MB, one "
                                     f"fused pass moves ~{_mb(_spec_bytes(spec))} MB"),
                             refs=["fusion-rules", "vectorized-access"] + cpu_ref)
-            task.params = _default_params(spec, device)
+            task.params = default_params(spec, "cuda" if device == "cuda" else "c")
             plan.tasks.append(task)
             claimed.update(members)
         # what stays in the library, grouped by reason
@@ -224,7 +229,7 @@ class OfflinePlanner:
         # notes a person should know
         for n in graph.placeholders():
             if n.kind == "input" and n.stride is not None and n.shape is not None and \
-                    n.stride != _contig(n.shape):
+                    n.stride != contiguous_strides(n.shape):
                 plan.notes.append(f"input {n.name} is not contiguous: the program calls "
                                   ".contiguous() on it before its kernels")
         plan.notes.append(f"captured in {'training' if graph.training else 'eval'} mode: "
@@ -264,10 +269,10 @@ def tensor_core_gemms(graph: Graph) -> list[str]:
             continue
         # the operand whose last dim is K: linear's weight, mm's / matmul's first, addmm's second
         pos = 1 if n.opname in ("linear", "addmm", "baddbmm") else 0
-        ref = n.args[pos] if len(n.args) > pos else None
-        if not (isinstance(ref, dict) and "node" in ref):
+        ref = node_ref(n.args[pos]) if len(n.args) > pos else None
+        if ref is None:
             continue
-        k = (graph.node(ref["node"]).shape or [0])[-1]
+        k = (graph.node(ref).shape or [0])[-1]
         if k >= SPLIT_MIN_K and n.flops >= SPLIT_MIN_FLOPS:
             out.append(n.name)
     return out
@@ -278,11 +283,11 @@ def _describe(spec, graph, kinds: list[str]) -> str:
              "pass)", "sum": "sum", "max": "max", "min": "min", "argmax": "argmax",
              "argmin": "argmin", "prod": "product"}
     pw = [graph.node(m).opname for m in spec.ops
-          if node_role(graph.node(m), graph) == "pointwise"]
+          if node_role(graph.node(m)) == "pointwise"]
     if spec.kind == "pointwise":
         return f"one elementwise kernel: {' -> '.join(pw)}"
     red = " + ".join(names[k] for k in kinds)
-    norm = [graph.node(m).opname for m in spec.ops if node_role(graph.node(m), graph) == "norm"]
+    norm = [graph.node(m).opname for m in spec.ops if node_role(graph.node(m)) == "norm"]
     s = f"row kernel ({spec.rows} rows x {spec.rowlen}): {red}"
     if norm:
         s += f" for {', '.join(norm)}"
@@ -291,31 +296,10 @@ def _describe(spec, graph, kinds: list[str]) -> str:
     return s
 
 
-def _default_params(spec, device: str) -> dict:
-    if device == "cuda":
-        from .emit_cuda import default_params
-        return default_params(spec)
-    return {"chunk": 16384} if spec.kind == "pointwise" else {}
-
-
 def _spec_bytes(spec) -> int:
-    size = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "bool": 1, "int64": 8}
-    total = 0
-    for o in spec.operands:
-        n = 1
-        for s in o.shape:
-            n *= s
-        total += n * size.get(o.dtype, 4) * (2 if o.role == "inout" else 1)
-    return total
+    return sum(aten.nbytes(o.shape, o.dtype) * (2 if o.role == "inout" else 1)
+               for o in spec.operands)
 
 
 def _mb(b: int) -> str:
     return f"{b / 1e6:.1f}"
-
-
-def _contig(shape):
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= s
-    return st[::-1]

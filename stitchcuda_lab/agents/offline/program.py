@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...graph import Graph
-from .fusion import LIBRARY_CLASSES, KernelSpec
+from .ir import KernelSpec
+from .helpers import contiguous_strides
 
 _RESERVED = {"self", "torch", "nn", "runtime", "dev", "_K", "_GRID", "_NS", "SOURCES", "LANGS",
              "_place", "_graphed", "ModelNew"}
@@ -71,14 +72,6 @@ def render_arg(a: Any) -> str:
     raise CannotRender(f"argument {a!r}")
 
 
-def _contig(shape):
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= s
-    return st[::-1]
-
-
 def schedule(graph: Graph, groups: list[list[str]]) -> list[tuple[str, Any]]:
     """Graph order with each group contracted to one step (stable topological order)."""
     order = {n.name: i for i, n in enumerate(graph.nodes)}
@@ -113,130 +106,133 @@ def render(graph: Graph, problem_source: str, problem_name: str, calls: list[Ker
     Nodes in ``split`` (fp32 GEMMs of a tensor_core_gemm task) call ``runtime.gemm.<op>``,
     which has the aten op's signature, instead of ``torch.ops.aten.<op>``.
     """
-    groups = [c.spec.ops for c in calls]
-    steps = schedule(graph, groups)
-    inputs = [n for n in graph.placeholders() if n.kind == "input"]
-    inputs.sort(key=lambda n: n.input_index)
-    lines: list[str] = []
+    inputs = sorted((n for n in graph.placeholders() if n.kind == "input"),
+                    key=lambda n: n.input_index)
+    lines = _module_head(problem_source, problem_name, calls, lang, cuda_graph, notes)
+    lines += _init(graph, cuda_graph)
     w = lines.append
-    w(f'"""stitchcuda-lab offline candidate for {problem_name}.')
-    w("")
-    for note in notes:
-        w(f"- {note}")
-    w('"""')
-    w("import torch")
-    w("import torch.nn as nn")
-    w("")
-    w("from stitchcuda_lab import runtime")
-    w("")
-    w(f"_PROBLEM_SOURCE = {_pystr(problem_source)}")
-    w("")
-    w("")
-    w("def _problem_namespace():")
-    w('    """The problem module, run once at import (before any seeding, as the reference is)."""')
-    w('    ns = {"__name__": "stitch_problem"}')
-    w('    exec(compile(_PROBLEM_SOURCE, "<problem>", "exec"), ns)')
-    w("    return ns")
-    w("")
-    w("")
-    w("_NS = _problem_namespace()")
-    if calls:
-        w("_K = {name: runtime.load(SOURCES[name], lang=LANGS[name], name=name) for name in SOURCES}")
-    if lang == "cuda" and calls:
-        w("_SM = runtime.sm_count() if torch.cuda.is_available() else 1")
-        w("_GRID = {")
-        for c in calls:
-            w(f"    {c.spec.name!r}: max(1, min({c.launch['blocks']}, _SM * {c.launch['waves']})),")
-        w("}")
-    w("")
-    w("")
-    w(_PLACE)
-    if cuda_graph:
-        w(_GRAPHED)
-    w("")
-    w("class ModelNew(nn.Module):")
-    w("    def __init__(self, *args, **kwargs):")
-    w("        super().__init__()")
-    w("        # Same seed as the reference, so the same parameter values; its forward is never run.")
-    w('        ref = _NS["Model"](*args, **kwargs)')
-    w("        for fqn, p in ref.named_parameters():")
-    w("            _place(self, fqn, nn.Parameter(p.detach().clone(), requires_grad=p.requires_grad))")
-    w("        for mname, mod in ref.named_modules():")
-    w("            for bname, b in mod._buffers.items():")
-    w("                if b is not None:")
-    w("                    _place(self, f\"{mname}.{bname}\" if mname else bname, b.detach().clone(),")
-    w("                           persistent=bname not in mod._non_persistent_buffers_set)")
-    consts = [n for n in graph.placeholders() if n.kind == "const"]
-    for n in consts:
-        w(f"        _place(self, {n.fqn!r}, torch.as_tensor({_ref_attr('ref', n.fqn)}).detach()"
-          ".clone(), persistent=False)")
-    w("        self.train(ref.training)")
-    if cuda_graph:
-        w("        self._graphs = {}")
     w("")
     args = ", ".join(var(n.name) for n in inputs)
     fwd = "_forward" if cuda_graph else "forward"
     w(f"    def {fwd}(self{', ' if args else ''}{args}):")
-    body: list[str] = []
-    b = body.append
-    for n in graph.placeholders():
-        if n.kind in ("param", "buffer", "const"):
-            b(f"{var(n.name)} = {_access(n.fqn)}")
-    tensor_inputs = [n for n in inputs if n.shape is not None]
-    if tensor_inputs:
-        b(f"dev = {var(tensor_inputs[0].name)}.device")
-    else:
-        b("dev = next(iter(self.state_dict().values()), torch.empty(0)).device")
-    by_name = {c.spec.name: c for c in calls}
-    call_of_group = {gi: c for gi, c in enumerate(calls)}
-    del by_name
-    for kind, key in steps:
-        if kind == "n":
-            n = graph.node(key)
-            if n.target == "getitem":
-                b(f"{var(n.name)} = {var(n.args[0]['node'])}[{int(n.args[1])}]")
-                continue
-            fn = f"runtime.gemm.{n.opname}" if key in split else "torch.ops." + n.target
-            args_s = [render_arg(a) for a in n.args]
-            args_s += [f"{k}={render_arg(v)}" for k, v in n.kwargs.items()]
-            b(f"{var(n.name)} = {fn}({', '.join(args_s)})")
-            continue
-        c = call_of_group[key]
-        spec = c.spec
-        b(f"# {spec.name} ({c.task_id}): {', '.join(spec.ops)}")
-        argv = []
-        for o in spec.operands:
-            src = graph.node(o.node)
-            if o.role in ("in", "inout"):
-                v = var(o.node)
-                if o.role == "in" and (src.kind == "input" or (src.stride is not None and src.shape
-                                       and src.stride != _contig(src.shape))):
-                    b(f"{v}_c = {v}.contiguous()")
-                    v = f"{v}_c"
-                argv.append(v)
-            else:
-                b(f"{var(o.node)} = torch.empty({tuple(o.shape)!r}, dtype=torch.{o.dtype}, "
-                  "device=dev)")
-                argv.append(var(o.node))
-        if lang == "cuda":
-            b(f"_K[{spec.name!r}].launch({spec.name!r}, grid=(_GRID[{spec.name!r}], 1, 1), "
-              f"block=({c.launch['block']}, 1, 1), args=({', '.join(argv)},)"
-              + (f", shared_mem={int(c.launch['smem'])})" if c.launch.get("smem") else ")"))
-        else:
-            b(f"_K[{spec.name!r}].call({spec.name!r}, {', '.join(argv)})")
-    outs = [render_arg(o) for o in graph.outputs]
-    if graph.output_spec == "single" and len(outs) == 1:
-        b(f"return {outs[0]}")
-    elif graph.output_spec == "list":
-        b(f"return [{', '.join(outs)}]")
-    else:
-        b(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
-    lines += ["        " + x for x in body]
+    lines += ["        " + x for x in _forward_body(graph, inputs, calls, lang, split)]
     if cuda_graph:
         w("")
         w(f"    def forward(self{', ' if args else ''}{args}):")
         w(f"        return _graphed(self, self._forward, ({args}{',' if len(inputs) == 1 else ''}))")
     return "\n".join(lines) + "\n"
+
+
+def _module_head(problem_source: str, problem_name: str, calls: list[KernelCall], lang: str,
+                 cuda_graph: bool, notes: list[str]) -> list[str]:
+    """Docstring, imports, the problem's namespace, the kernels, their grids and helpers."""
+    lines = [f'"""stitchcuda-lab offline candidate for {problem_name}.', ""]
+    lines += [f"- {note}" for note in notes]
+    lines += ['"""', "import torch", "import torch.nn as nn", "",
+              "from stitchcuda_lab import runtime", "",
+              f"_PROBLEM_SOURCE = {_pystr(problem_source)}", "", "",
+              "def _problem_namespace():",
+              '    """The problem module, run once at import (before any seeding, as the reference is)."""',
+              '    ns = {"__name__": "stitch_problem"}',
+              '    exec(compile(_PROBLEM_SOURCE, "<problem>", "exec"), ns)',
+              "    return ns", "", "",
+              "_NS = _problem_namespace()"]
+    if calls:
+        lines.append("_K = {name: runtime.load(SOURCES[name], lang=LANGS[name], name=name) "
+                     "for name in SOURCES}")
+    if lang == "cuda" and calls:
+        lines.append("_SM = runtime.sm_count() if torch.cuda.is_available() else 1")
+        lines.append("_GRID = {")
+        lines += [f"    {c.spec.name!r}: max(1, min({c.launch['blocks']}, _SM * "
+                  f"{c.launch['waves']}))," for c in calls]
+        lines.append("}")
+    lines += ["", "", _PLACE]
+    if cuda_graph:
+        lines.append(_GRAPHED)
+    return lines
+
+
+def _init(graph: Graph, cuda_graph: bool) -> list[str]:
+    """``class ModelNew`` and its ``__init__``: the reference's parameters and buffers."""
+    lines = ["", "class ModelNew(nn.Module):",
+             "    def __init__(self, *args, **kwargs):",
+             "        super().__init__()",
+             "        # Same seed as the reference, so the same parameter values; its forward is never run.",
+             '        ref = _NS["Model"](*args, **kwargs)',
+             "        for fqn, p in ref.named_parameters():",
+             "            _place(self, fqn, nn.Parameter(p.detach().clone(), requires_grad=p.requires_grad))",
+             "        for mname, mod in ref.named_modules():",
+             "            for bname, b in mod._buffers.items():",
+             "                if b is not None:",
+             "                    _place(self, f\"{mname}.{bname}\" if mname else bname, b.detach().clone(),",
+             "                           persistent=bname not in mod._non_persistent_buffers_set)"]
+    for n in graph.placeholders():
+        if n.kind == "const":
+            lines.append(f"        _place(self, {n.fqn!r}, torch.as_tensor("
+                         f"{_ref_attr('ref', n.fqn)}).detach().clone(), persistent=False)")
+    lines.append("        self.train(ref.training)")
+    if cuda_graph:
+        lines.append("        self._graphs = {}")
+    return lines
+
+
+def _forward_body(graph: Graph, inputs: list, calls: list[KernelCall], lang: str,
+                  split: set[str]) -> list[str]:
+    """The forward's statements: the graph in order, fused groups as kernel launches."""
+    body = [f"{var(n.name)} = {_access(n.fqn)}" for n in graph.placeholders()
+            if n.kind in ("param", "buffer", "const")]
+    tensor_inputs = [n for n in inputs if n.shape is not None]
+    if tensor_inputs:
+        body.append(f"dev = {var(tensor_inputs[0].name)}.device")
+    else:
+        body.append("dev = next(iter(self.state_dict().values()), torch.empty(0)).device")
+    for kind, key in schedule(graph, [c.spec.ops for c in calls]):
+        if kind == "g":
+            body += _kernel_call(graph, calls[key], lang)
+            continue
+        n = graph.node(key)
+        if n.target == "getitem":
+            body.append(f"{var(n.name)} = {var(n.args[0]['node'])}[{int(n.args[1])}]")
+            continue
+        fn = f"runtime.gemm.{n.opname}" if key in split else "torch.ops." + n.target
+        args = [render_arg(a) for a in n.args] + [f"{k}={render_arg(v)}"
+                                                  for k, v in n.kwargs.items()]
+        body.append(f"{var(n.name)} = {fn}({', '.join(args)})")
+    outs = [render_arg(o) for o in graph.outputs]
+    if graph.output_spec == "single" and len(outs) == 1:
+        body.append(f"return {outs[0]}")
+    elif graph.output_spec == "list":
+        body.append(f"return [{', '.join(outs)}]")
+    else:
+        body.append(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+    return body
+
+
+def _kernel_call(graph: Graph, c: KernelCall, lang: str) -> list[str]:
+    """Outputs allocated, inputs made contiguous, one kernel launch (CUDA) or call (C)."""
+    spec = c.spec
+    body = [f"# {spec.name} ({c.task_id}): {', '.join(spec.ops)}"]
+    argv = []
+    for o in spec.operands:
+        src = graph.node(o.node)
+        if o.role in ("in", "inout"):
+            v = var(o.node)
+            if o.role == "in" and (src.kind == "input" or (src.stride is not None and src.shape
+                                   and src.stride != contiguous_strides(src.shape))):
+                body.append(f"{v}_c = {v}.contiguous()")
+                v = f"{v}_c"
+            argv.append(v)
+        else:
+            body.append(f"{var(o.node)} = torch.empty({tuple(o.shape)!r}, "
+                        f"dtype=torch.{o.dtype}, device=dev)")
+            argv.append(var(o.node))
+    if lang == "cuda":
+        body.append(f"_K[{spec.name!r}].launch({spec.name!r}, grid=(_GRID[{spec.name!r}], 1, 1), "
+                    f"block=({c.launch['block']}, 1, 1), args=({', '.join(argv)},)"
+                    + (f", shared_mem={int(c.launch['smem'])})" if c.launch.get("smem") else ")"))
+    else:
+        body.append(f"_K[{spec.name!r}].call({spec.name!r}, {', '.join(argv)})")
+    return body
 
 
 def render_fallback(problem_source: str, problem_name: str, cuda_graph: bool,
@@ -333,5 +329,3 @@ _GRAPHED = '''def _graphed(module, fn, args):
     return type(static_out)(o.clone() if isinstance(o, torch.Tensor) else o for o in static_out)
 
 '''
-
-del LIBRARY_CLASSES

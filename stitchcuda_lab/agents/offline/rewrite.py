@@ -1,6 +1,6 @@
 """Graph rewrites that expose fusion around the vendor library, applied before planning.
 
-``lower(graph)`` returns a new Graph (the input is never changed) where:
+``rewrite(graph)`` returns a new Graph (the input is never changed) where:
 
 - a convolution/linear whose every user is fusable loses its bias: the library runs without it
   and a broadcast ``add`` (the bias viewed as ``[C, 1, 1]``) joins the epilogue kernel, so the
@@ -20,26 +20,15 @@ see the same node names.
 from __future__ import annotations
 
 import copy
-import math
 from typing import Any
 
+from ... import aten
 from ...graph import Graph, Node
-from .fusion import LIBRARY_CLASSES, node_role
+from .expand import node_role
+from .helpers import contiguous_strides, node_ref
 
 _BIAS_OPS = ("conv1d", "conv2d", "conv3d", "convolution", "conv_transpose1d", "conv_transpose2d",
              "conv_transpose3d", "linear")
-
-
-def _ref(x: Any) -> str | None:
-    return x["node"] if isinstance(x, dict) and set(x) == {"node"} else None
-
-
-def _contig(shape: list[int]) -> list[int]:
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= s
-    return st[::-1]
 
 
 def _pair(v: Any, default: list[int] | None = None) -> list[int] | None:
@@ -66,8 +55,8 @@ def _replace_refs(x: Any, old: str, new: str) -> Any:
 
 def _view(name: str, src: Node, shape: list[int]) -> Node:
     return Node(name=name, op="call_function", target="aten.view.default",
-                op_class="data_movement", args=[{"node": src.name}, list(shape)],
-                shape=list(shape), dtype=src.dtype, stride=_contig(list(shape)),
+                op_class=aten.category("aten.view.default"), args=[{"node": src.name}, list(shape)],
+                shape=list(shape), dtype=src.dtype, stride=contiguous_strides(list(shape)),
                 lowers_to=["aten.view.default"])
 
 
@@ -86,10 +75,10 @@ def _insert_after(graph: Graph, anchor: str, new: Node) -> None:
 
 
 def _fusable(n: Node, graph: Graph) -> bool:
-    return n.op_class not in LIBRARY_CLASSES and node_role(n, graph) not in (None, "view")
+    return not aten.is_library(n.target) and node_role(n) not in (None, "view")
 
 
-def lower(graph: Graph) -> Graph:
+def rewrite(graph: Graph) -> Graph:
     """The rewritten copy (see module docstring); ``graph`` itself is left unchanged."""
     if graph.capture == "none":
         return graph
@@ -107,9 +96,9 @@ def lower(graph: Graph) -> Graph:
 # -- bias ---------------------------------------------------------------------------------------
 def _split_bias(g: Graph) -> None:
     for n in list(g.calls()):
-        if n.opname not in _BIAS_OPS or n.op_class not in LIBRARY_CLASSES:
+        if n.opname not in _BIAS_OPS or not aten.is_library(n.target):
             continue
-        b = _ref(n.args[2]) if len(n.args) > 2 else _ref(n.kwargs.get("bias"))
+        b = node_ref(n.args[2]) if len(n.args) > 2 else node_ref(n.kwargs.get("bias"))
         if b is None or n.shape is None or n.dtype != "float32":
             continue
         users = g.users()[n.name]
@@ -126,9 +115,10 @@ def _split_bias(g: Graph) -> None:
             bref = _view(_unique(g, f"{n.name}_bias_view"), bn, [bn.shape[0]]
                          + [1] * (len(n.shape) - 2))
         add = Node(name=_unique(g, f"{n.name}_bias"), op="call_function",
-                   target="aten.add.Tensor", op_class="pointwise",
+                   target="aten.add.Tensor", op_class=aten.category("aten.add.Tensor"),
                    args=[{"node": n.name}, {"node": bref.name}], shape=list(n.shape),
-                   dtype=n.dtype, stride=_contig(list(n.shape)), lowers_to=["aten.add.Tensor"])
+                   dtype=n.dtype, stride=contiguous_strides(list(n.shape)),
+                   lowers_to=["aten.add.Tensor"])
         for u in users:
             un = g.node(u)
             un.args = _replace_refs(un.args, n.name, add.name)
@@ -151,7 +141,7 @@ def _pool_geometry(n: Node, g: Graph) -> tuple[list[int], str] | None:
     name = n.opname
     if name not in ("max_pool2d", "avg_pool2d"):
         return None
-    x = g.node(_ref(n.args[0]))
+    x = g.node(node_ref(n.args[0]))
     if x.shape is None or len(x.shape) != 4 or x.dtype != "float32":
         return None
     a = list(n.args) + [None] * 8
@@ -183,7 +173,7 @@ def _fold_avgpool_mean(g: Graph) -> None:
         if len(us) != 1 or us[0] == "output":
             continue
         m = g.node(us[0])
-        if m.target != "aten.mean.dim" or _ref(m.args[0]) != n.name:
+        if m.target != "aten.mean.dim" or node_ref(m.args[0]) != n.name:
             continue
         dims = m.args[1] if isinstance(m.args[1], list) else [m.args[1]]
         if sorted(int(d) % 4 for d in dims) != [2, 3]:
@@ -198,12 +188,12 @@ def _adaptive_avg_to_mean(g: Graph) -> None:
     for n in list(g.calls()):
         if n.opname != "adaptive_avg_pool2d" or list(n.args[1]) != [1, 1]:
             continue
-        x = g.node(_ref(n.args[0]))
+        x = g.node(node_ref(n.args[0]))
         if x.shape is None or len(x.shape) != 4:
             continue
         n.lowers_to = list(dict.fromkeys(["aten.mean.dim", n.target] + n.lowers_to))
         n.target = "aten.mean.dim"
-        n.op_class = "reduction"
+        n.op_class = aten.category(n.target)
         n.args = [n.args[0], [-1, -2], True]
 
 
@@ -213,11 +203,11 @@ def _pool_epilogue(g: Graph) -> None:
         if geo is None:
             continue
         (kh, kw), kind = geo
-        chain = _chain_to_library(g, _ref(p.args[0]))
+        chain = _chain_to_library(g, node_ref(p.args[0]))
         if chain is None:
             continue
         lib, members = chain
-        N, C, H, W = g.node(_ref(p.args[0])).shape
+        N, C, H, W = g.node(node_ref(p.args[0])).shape
         six = [N, C, H // kh, kh, W // kw, kw]
         v6 = _view(_unique(g, f"{lib.name}_pool_view"), lib, six)
         first = g.node(members[0])
@@ -226,7 +216,7 @@ def _pool_epilogue(g: Graph) -> None:
         extra: list[Node] = []
         for m in members:
             mn = g.node(m)
-            mn.shape, mn.stride = list(six), _contig(six)
+            mn.shape, mn.stride = list(six), contiguous_strides(six)
             for r in mn.inputs():
                 if r in members or r == v6.name:
                     continue
@@ -250,7 +240,7 @@ def _pool_epilogue(g: Graph) -> None:
             p.target, p.args, p.kwargs = "aten.mean.dim", [p.args[0], [3, 5], False], {}
         _insert_after(g, lib.name, v6)
         for vv in extra:
-            _insert_after(g, _ref(vv.args[0]), vv)
+            _insert_after(g, node_ref(vv.args[0]), vv)
 
 
 def _chain_to_library(g: Graph, start: str | None) -> tuple[Node, list[str]] | None:
@@ -262,11 +252,11 @@ def _chain_to_library(g: Graph, start: str | None) -> tuple[Node, list[str]] | N
     cur = start
     while cur is not None:
         n = g.node(cur)
-        if n.op == "call_function" and n.op_class in LIBRARY_CLASSES:
+        if n.op == "call_function" and aten.is_library(n.target):
             if len(users[cur]) != 1 or not members or n.shape is None or len(n.shape) != 4:
                 return None
             return n, members[::-1]
-        if n.op != "call_function" or node_role(n, g) != "pointwise" or len(users[cur]) != 1:
+        if n.op != "call_function" or node_role(n) != "pointwise" or len(users[cur]) != 1:
             return None
         if n.shape is None or len(n.shape) != 4:
             return None
@@ -289,5 +279,3 @@ def _chain_to_library(g: Graph, start: str | None) -> tuple[Node, list[str]] | N
         cur = nxt
     return None
 
-
-del math

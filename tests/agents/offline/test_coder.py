@@ -7,12 +7,15 @@ import dataclasses
 import pytest
 import torch
 
+from stitchcuda_lab import aten
 from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
 from stitchcuda_lab.agents.offline.coder import MAX_VARIANTS, claims
+from stitchcuda_lab.agents.offline.expand import node_role
+from stitchcuda_lab.agents.offline.rewrite import rewrite
 from stitchcuda_lab.graph import analyse
 from stitchcuda_lab.verdict import Verdict
 
-from .conftest import assert_close, generate, make_problem, run_both
+from .conftest import assert_close, generate, load_candidate, make_problem, run_both
 
 GEMM = make_problem("""
     class Model(nn.Module):
@@ -264,3 +267,81 @@ def test_split_gemm_candidate_matches_eager_on_cuda(settings):
     for seed in (0, 1):
         want, got, _, _ = run_both(BIG_LINEAR, cand, device="cuda", seed=seed)
         assert_close(got, want)
+
+
+# --- the claims and the Verifier's op policy agree ------------------------------------------
+
+CONV_BN = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3)
+            self.bn = nn.BatchNorm2d(8)
+        def forward(self, x):
+            return F.max_pool2d(torch.relu(self.bn(self.conv(x))), 2)
+    def get_inputs():
+        return [torch.randn(2, 3, 10, 10)]
+    def get_init_inputs():
+        return []
+""", name="conv_bn")
+EINSUM = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(16, 8))
+        def forward(self, x):
+            return torch.relu(torch.einsum("bi,ij->bj", x, self.w)) * 2.0
+    def get_inputs():
+        return [torch.randn(4, 16)]
+    def get_init_inputs():
+        return []
+""", name="einsum")
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("name", ["gemm", "conv_bn", "einsum", "big_linear"])
+def test_claims_follow_the_verifiers_op_classes(name, device, settings):
+    problem = {"gemm": GEMM, "conv_bn": CONV_BN, "einsum": EINSUM, "big_linear": BIG_LINEAR}[name]
+    graph = analyse(problem, device="cpu", profile=False, settings=settings)
+    graph = dataclasses.replace(graph, device=device)
+    plan = OfflinePlanner().plan(problem, graph, settings)
+    cand = OfflineCoder().code(problem, graph, plan, settings, iteration=0)[0]
+    g = rewrite(graph)   # the graph the plan's node names refer to
+    split_nodes = [g.node(o) for t in plan.tasks if t.kind == "tensor_core_gemm" for o in t.ops]
+    split = {op for n in split_nodes for op in (n.target, *n.lowers_to)}
+    # kernels replace compute ops only; runtime.gemm replaces library GEMMs
+    assert cand.replaced
+    for op in cand.replaced:
+        assert aten.op_class(op) == ("library" if op in split else "compute"), op
+    # what an epilogue task leaves to the vendor library is a library op, kept (or split)
+    for t in plan.tasks:
+        if t.kind == "gemm_epilogue":
+            libs = [g.node(o) for o in t.ops if node_role(g.node(o)) is None]
+            assert libs
+            for n in libs:
+                assert aten.op_class(n.target) == "library", n.target
+                assert n.target in cand.kept or n in split_nodes
+
+
+@pytest.mark.parametrize("problem", [CONV_BN, EINSUM], ids=["conv_bn", "einsum"])
+def test_the_verifiers_policy_accepts_what_the_candidate_runs(problem, settings):
+    from stitchcuda_lab.toolchain.antihack import find_fallback, make_tracer
+
+    _, _, cand = generate(problem, settings)
+    mod = load_candidate(cand, problem.name)
+    ns = problem.namespace()
+    torch.manual_seed(42)
+    ref = ns["Model"]()
+    torch.manual_seed(42)
+    new = mod.ModelNew()
+    inputs = problem.make_inputs(seed=0)
+    with torch.no_grad(), make_tracer() as traced_ref:
+        ref(*[x.clone() for x in inputs])
+    with torch.no_grad(), make_tracer() as traced_new:
+        new(*[x.clone() for x in inputs])
+    assert find_fallback(traced_new.counts, replaced=cand.replaced, kept=cand.kept,
+                         reference_ops=traced_ref.counts) == []
+    # and it would catch a claimed op that still ran through torch
+    ran = sorted(t for t in traced_new.counts if aten.op_class(t) != "cheap")
+    assert find_fallback(traced_new.counts, replaced=[*cand.replaced, ran[0]], kept=[],
+                         reference_ops=traced_ref.counts)

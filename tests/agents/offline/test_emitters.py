@@ -9,10 +9,10 @@ import subprocess
 import pytest
 import torch
 
-from stitchcuda_lab.agents.offline.emit_cuda import emit_cuda
-from stitchcuda_lab.agents.offline.fusion import build_spec
+from stitchcuda_lab.agents.offline.backend_cuda import emit_cuda
+from stitchcuda_lab.agents.offline.lower import build_spec
 from stitchcuda_lab.agents.offline.planner import fusion_groups
-from stitchcuda_lab.agents.offline.rewrite import lower
+from stitchcuda_lab.agents.offline.rewrite import rewrite
 from stitchcuda_lab.graph import analyse
 
 from .conftest import assert_close, generate, make_problem, run_both
@@ -349,7 +349,7 @@ def _all_cuda_sources() -> str:
     parts = []
     k = 0
     for case in sorted(CASES):
-        graph = lower(analyse(make_problem(CASES[case], name=case), device="cpu", profile=False))
+        graph = rewrite(analyse(make_problem(CASES[case], name=case), device="cpu", profile=False))
         groups, _ = fusion_groups(graph)
         for members in groups:
             for params in VARIANTS:
@@ -415,14 +415,14 @@ def _row_spec(cols: int, body: str = "F.gelu(F.layer_norm(x, (x.shape[-1],)))"):
         def get_init_inputs():
             return []
     """, name=f"ln{cols}")
-    graph = lower(analyse(problem, device="cpu", profile=False))
+    graph = rewrite(analyse(problem, device="cpu", profile=False))
     groups, _ = fusion_groups(graph)
     return build_spec(graph, groups[0], "k0")
 
 
 def test_a_short_row_stays_in_registers_and_a_long_one_in_shared_memory():
-    from stitchcuda_lab.agents.offline.emit_cuda import (default_params, launch_config,
-                                                         row_in_registers)
+    from stitchcuda_lab.agents.offline.launch import (default_params, launch_config,
+                                                      row_in_registers)
     spec = _row_spec(4096)           # 256 threads x 4 float4: the whole row in registers
     p = default_params(spec)
     assert row_in_registers(spec, p) and "smem" not in launch_config(spec, p)
@@ -457,7 +457,7 @@ def test_division_by_a_constant_is_a_multiply_and_broadcasts_skip_lane_index_mat
     src = emit_cuda(_row_spec(4096, "torch.log_softmax(x / 0.7, dim=-1)"))
     assert "/ 0.7f" not in src and "* 1.4285714" in src
     problem = make_problem(CASES["broadcast_float4_lanes"], name="bc")
-    graph = lower(analyse(problem, device="cpu", profile=False))
+    graph = rewrite(analyse(problem, device="cpu", profile=False))
     groups, _ = fusion_groups(graph)
     src = emit_cuda(build_spec(graph, groups[0], "k0"))
     vec = src[:src.index("start = nv * 4;")]

@@ -12,9 +12,11 @@ Compiled by the runtime with ``cc -O3 -march=native -fopenmp -shared -fPIC``.
 
 from __future__ import annotations
 
-import math
-
-from .fusion import KernelSpec, Operand, Stmt, deps_closure
+from .codegen import (REDUCTIONS, RowValues, elem_index, elem_lines, offset, row_bases,
+                      row_passes, update)
+from .helpers import ceildiv
+from .ir import KernelSpec, Operand, Stmt, deps_closure
+from .launch import C_CHUNK
 
 C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16",
            "bfloat16": "uint16_t", "bool": "uint8_t", "int64": "int64_t", "int32": "int32_t",
@@ -147,43 +149,13 @@ def _store(o: Operand, idx: str, val: str) -> str:
     return f"{o.name}[{idx}] = ({C_TYPES[o.dtype]})({val});"
 
 
-def offset(strides: list[int], dims: list[int], idx: str, which: list[int],
-           sfx: str = "LL") -> str:
-    """Element offset of flat index ``idx`` over the dims in ``which`` (mixed radix);
-    ``sfx`` is the literal suffix ("U" for 32-bit index math)."""
-    terms = []
-    sub = [dims[d] for d in which]
-    for k, d in enumerate(which):
-        st = strides[d]
-        if st == 0:
-            continue
-        inner = math.prod(sub[k + 1:])
-        q = idx if inner == 1 else f"({idx} / {inner}{sfx})"
-        if k > 0:
-            q = f"({q} % {sub[k]}{sfx})"
-        terms.append(q if st == 1 else f"{q} * {st}{sfx}")
-    return " + ".join(terms) if terms else "0"
-
-
-def _exprs(stmts: list[Stmt], spec: KernelSpec, idx_of, ind: str) -> list[str]:
-    """Declarations for loads and expressions, in order."""
-    ops = spec.operands
-    lines = []
-    for s in stmts:
-        if s.op == "load":
-            lines.append(f"{ind}const {spec.acc} {s.var} = {_load(ops[s.operand], idx_of(ops[s.operand]), spec.acc)};")
-        elif s.op == "expr":
-            lines.append(f"{ind}const {s.ctype or spec.acc} {s.var} = {s.expr};")
-    return lines
-
-
 def emit_c(spec: KernelSpec, params: dict | None = None) -> str:
     """C source with one exported function named ``spec.name``."""
     params = params or {}
     if spec.kind == "pointwise":
         body = _pointwise(spec, params)
     else:
-        body = _rowwise(spec, params)
+        body = _RowKernel(spec).body()
     sig = ", ".join(_ptr(o) for o in spec.operands)
     head = (f"/* {spec.name}: {', '.join(spec.ops)}\n"
             f"   dims {spec.dims} (reduced: {[d for d, r in zip(spec.dims, spec.reduce) if r]}),"
@@ -195,8 +167,8 @@ def _pointwise(spec: KernelSpec, params: dict) -> str:
     dims = spec.dims
     n = spec.numel
     inner = dims[-1]
-    chunk = int(params.get("chunk", 16384))
-    nchunks = max(1, -(-n // chunk))
+    chunk = int(params.get("chunk", C_CHUNK))
+    nchunks = max(1, ceildiv(n, chunk))
     outer = list(range(len(dims) - 1))
     ops = spec.operands
     lines = ["    #pragma omp parallel for schedule(static)",
@@ -215,7 +187,8 @@ def _pointwise(spec: KernelSpec, params: dict) -> str:
         st = o.strides[-1]
         return f"b_{o.name}" + ("" if st == 0 else " + c" if st == 1 else f" + c * {st}LL")
 
-    lines += _exprs([s for s in spec.stmts if s.op in ("load", "expr")], spec, idx_of, " " * 16)
+    lines += elem_lines(spec, [s for s in spec.stmts if s.op in ("load", "expr")], _load, idx_of,
+                        ind=" " * 16)
     for s in spec.stmts:
         if s.op == "store":
             lines.append(" " * 16 + _store(ops[s.operand], idx_of(ops[s.operand]), s.var))
@@ -223,113 +196,76 @@ def _pointwise(spec: KernelSpec, params: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-_RED_INIT = {"sum": "0", "prod": "1", "max": "-SC_INF", "min": "SC_INF"}
-_RED_OMP = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
+class _RowKernel:
+    """Rows in parallel; in each row, one simple loop per reduction (mean/variance as two
+    exact passes, softmax as max then sum of exp), then the per-element outputs."""
 
-
-def _rowwise(spec: KernelSpec, params: dict) -> str:
-    dims, red = spec.dims, spec.reduce
-    rdims = [d for d in range(len(dims)) if not red[d]]
-    edims = [d for d in range(len(dims)) if red[d]]
-    L = spec.rowlen
-    ops = spec.operands
-    acc = spec.acc
     ind = " " * 8
-    lines = ["    #pragma omp parallel for schedule(static)",
-             f"    for (long long r = 0; r < {spec.rows}LL; ++r) {{"]
-    for o in ops:
-        lines.append(f"{ind}const long long b_{o.name} = {offset(o.strides, dims, 'r', rdims)};")
 
-    def idx_row(o: Operand) -> str:
-        return f"b_{o.name}"
+    def __init__(self, spec: KernelSpec) -> None:
+        self.spec, self.acc = spec, spec.acc
+        self.lines = ["    #pragma omp parallel for schedule(static)",
+                      f"    for (long long r = 0; r < {spec.rows}LL; ++r) {{"]
+        self.lines += row_bases(spec, self.ind)
+        self.rows = RowValues(spec, _load, _store)
+        self.at_j = elem_index(spec, "j")
 
-    def idx_elem(o: Operand) -> str:
-        off = offset(o.strides, dims, "j", edims)
-        return f"b_{o.name}" + ("" if off == "0" else f" + {off}")
+    def body(self) -> str:
+        spec, ops = self.spec, self.spec.operands
+        self.rows.flush(self.lines, self.ind)
+        for _, reds, stores in row_passes(spec):
+            for s in reds:
+                self._reduce(s)
+                self.rows.avail.update(s.outs.values())
+            self.rows.flush(self.lines, self.ind)
+            # the last pass writes the per-element outputs
+            if stores:
+                self._elem_loop([s.var for s in stores],
+                                [_store(ops[s.operand], self.at_j(ops[s.operand]), s.var)
+                                 for s in stores], "#pragma omp simd")
+        self.lines.append("    }")
+        return "\n".join(self.lines) + "\n"
 
-    avail: set[str] = set()
-    row_stmts = [s for s in spec.stmts if s.level == "row" and s.op in ("load", "expr")]
-    done_row: set[str] = set()
-
-    def flush_rows():
-        # row-level loads/expressions whose inputs are ready
-        progress = True
-        while progress:
-            progress = False
-            for s in row_stmts:
-                if s.var in done_row:
-                    continue
-                if all(d in avail for d in s.deps):
-                    lines.extend(_exprs([s], spec, idx_row, ind))
-                    done_row.add(s.var)
-                    avail.add(s.var)
-                    progress = True
-        for s in spec.stmts:
-            if s.op == "store" and s.level == "row" and s.var in avail and id(s) not in stored:
-                lines.append(ind + _store(ops[s.operand], idx_row(ops[s.operand]), s.var))
-                stored.add(id(s))
-
-    stored: set[int] = set()
-    flush_rows()
-
-    def elem_loop(roots: list[str], body_tail: list[str], pragma: str = "") -> None:
-        need = [s for s in deps_closure(spec, roots) if s.var not in avail]
+    def _elem_loop(self, roots: list[str], tail: list[str], pragma: str = "") -> None:
+        ind = self.ind
+        need = [s for s in deps_closure(self.spec, roots) if s.var not in self.rows.avail]
         if pragma:
-            lines.append(ind + pragma)
-        lines.append(f"{ind}for (long long j = 0; j < {L}LL; ++j) {{")
-        lines.extend(_exprs(need, spec, idx_elem, ind + "    "))
-        lines.extend(ind + "    " + t for t in body_tail)
-        lines.append(ind + "}")
+            self.lines.append(ind + pragma)
+        self.lines.append(f"{ind}for (long long j = 0; j < {self.spec.rowlen}LL; ++j) {{")
+        self.lines.extend(elem_lines(self.spec, need, _load, self.at_j, ind=ind + "    "))
+        self.lines.extend(ind + "    " + t for t in tail)
+        self.lines.append(ind + "}")
 
-    for p in range(1, spec.npasses + 1):
-        for s in [s for s in spec.stmts if s.op == "reduce" and s.passno == p]:
-            x = s.deps[0]
-            o = s.outs
-            if s.kind in _RED_INIT:
-                v = next(iter(o.values()))
-                lines.append(f"{ind}{acc} {v} = {_RED_INIT[s.kind]};")
-                if s.kind in ("sum", "prod"):
-                    tail = [f"{v} {'+' if s.kind == 'sum' else '*'}= {x};"]
-                else:
-                    cmp = ">" if s.kind == "max" else "<"
-                    tail = [f"{v} = ({x} {cmp} {v} || {x} != {x}) ? {x} : {v};"]
-                pragma = f"#pragma omp simd reduction({_RED_OMP[s.kind]}:{v})" \
-                    if s.kind in ("sum", "prod") else ""
-                elem_loop([x], tail, pragma)
-            elif s.kind in ("argmax", "argmin"):
-                cmp = ">" if s.kind == "argmax" else "<"
-                lines.append(f"{ind}{acc} {o['val']} = {'-' if s.kind == 'argmax' else ''}SC_INF;")
-                lines.append(f"{ind}long long {o['idx']} = -1;")
-                elem_loop([x], [(f"if ({x} {cmp} {o['val']} || {o['idx']} < 0 || ({x} != {x} && "
-                                f"{o['val']} == {o['val']})) {{ {o['val']} = {x}; {o['idx']} = j; }}")])
-            elif s.kind == "welford":
-                mean, m2 = o["mean"], o["m2"]
-                tot = f"{mean}_sum"
-                lines.append(f"{ind}{acc} {tot} = 0;")
-                elem_loop([x], [f"{tot} += {x};"], f"#pragma omp simd reduction(+:{tot})")
-                lines.append(f"{ind}const {acc} {mean} = {tot} / ({acc}){L};")
-                avail.add(mean)
-                lines.append(f"{ind}{acc} {m2} = 0;")
-                elem_loop([x], [f"{m2} += ({x} - {mean}) * ({x} - {mean});"],
-                          f"#pragma omp simd reduction(+:{m2})")
-            elif s.kind == "softmax":
-                m, sm = o["m"], o["s"]
-                lines.append(f"{ind}{acc} {m} = -SC_INF;")
-                elem_loop([x], [f"{m} = {x} > {m} ? {x} : {m};"], f"#pragma omp simd reduction(max:{m})")
-                lines.append(f"{ind}{acc} {sm} = 0;")
-                avail.add(m)
-                elem_loop([x], [f"{sm} += ({m} == -SC_INF) ? ({acc})0 : sc_exp({x} - {m});"],
-                          f"#pragma omp simd reduction(+:{sm})")
-            else:
-                raise ValueError(s.kind)
-            avail.update(o.values())
-        flush_rows()
-        # the last pass writes the per-element outputs
-        full_stores = [s for s in spec.stmts if s.op == "store" and s.level == "full"
-                       and s.passno == p]
-        if full_stores:
-            elem_loop([s.var for s in full_stores],
-                      [_store(ops[s.operand], idx_elem(ops[s.operand]), s.var)
-                       for s in full_stores], "#pragma omp simd")
-    lines.append("    }")
-    return "\n".join(lines) + "\n"
+    def _reduce(self, s: Stmt) -> None:
+        ind, acc, L, w = self.ind, self.acc, self.spec.rowlen, self.lines.append
+        x, o, red = s.deps[0], s.outs, REDUCTIONS[s.kind]
+        if s.kind in ("sum", "prod", "max", "min"):
+            v = next(iter(o.values()))
+            w(f"{ind}{acc} {v} = {red.c_init};")
+            pragma = f"#pragma omp simd reduction({red.c_omp}:{v})" if red.c_omp else ""
+            self._elem_loop([x], [update(s.kind, v, x, "j", acc)], pragma)
+        elif s.kind in ("argmax", "argmin"):
+            w(f"{ind}{acc} {o['val']} = {red.c_init};")
+            w(f"{ind}long long {o['idx']} = -1;")
+            self._elem_loop([x], [update(s.kind, "", x, "j", acc, val=o["val"], idx=o["idx"])])
+        elif s.kind == "welford":
+            mean, m2 = o["mean"], o["m2"]
+            tot = f"{mean}_sum"
+            w(f"{ind}{acc} {tot} = 0;")
+            self._elem_loop([x], [f"{tot} += {x};"], f"#pragma omp simd reduction(+:{tot})")
+            w(f"{ind}const {acc} {mean} = {tot} / ({acc}){L};")
+            self.rows.avail.add(mean)
+            w(f"{ind}{acc} {m2} = 0;")
+            self._elem_loop([x], [f"{m2} += ({x} - {mean}) * ({x} - {mean});"],
+                            f"#pragma omp simd reduction(+:{m2})")
+        elif s.kind == "softmax":
+            m, sm = o["m"], o["s"]
+            w(f"{ind}{acc} {m} = -SC_INF;")
+            self._elem_loop([x], [f"{m} = {x} > {m} ? {x} : {m};"],
+                            f"#pragma omp simd reduction(max:{m})")
+            w(f"{ind}{acc} {sm} = 0;")
+            self.rows.avail.add(m)
+            self._elem_loop([x], [f"{sm} += ({m} == -SC_INF) ? ({acc})0 : sc_exp({x} - {m});"],
+                            f"#pragma omp simd reduction(+:{sm})")
+        else:
+            raise ValueError(s.kind)

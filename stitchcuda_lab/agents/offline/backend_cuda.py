@@ -1,0 +1,532 @@
+"""CUDA device code (NVRTC, ``extern "C" __global__``) for a KernelSpec.
+
+Pointwise: operands that walk the output contiguously are read and written as float4 when all
+of them are fp32 and 16-byte aligned (checked in the kernel, scalar tail); broadcast operands
+are read once per float4 (constant along the last dim) or as a float4 (contiguous along it),
+others with index math from baked shape constants. Each thread issues its ``ipt`` float4 loads
+before it uses the first; a block's loads cover one contiguous chunk, and the default grid
+covers the tensor once (measured on the H200: benchmarks/breakdown.py).
+
+Rowwise: one block per row (long rows), one warp per row (short rows) or one thread per row
+(rows interleaved in memory, so neighbouring threads read neighbouring addresses). The float4
+path issues ``unroll`` loads per thread before using them, each with its own accumulator;
+Welford and online softmax take a float4 at a time (one division, one rescale per four
+elements). Reductions combine with warp shuffles and a shared-memory block step. A row read
+by several passes is kept on chip: in registers when a thread's share is at most
+MAX_ROW_REGS float4, else in shared memory (``cache``), else re-read (from L2 for rows that fit).
+
+No fast-math intrinsics: expf/tanhf/erff are the accurate versions, so results stay within the
+fp32 1e-4 tolerance. The kernels are memory-bound once loads overlap; the one arithmetic cost
+that showed (IEEE division per element) is avoided by the update forms above and by dividing by
+constants as a multiply (pointwise.py).
+"""
+
+from __future__ import annotations
+
+from .codegen import (FIELDS, REDUCTIONS, RowValues, acc_name, elem_index, elem_lines,
+                      group_update, identity, offset, reduction_id, row_bases, row_passes,
+                      state_type, update)
+from .helpers import contiguous_strides, round_up
+from .ir import KernelSpec, Operand, Stmt, deps_closure
+from .launch import (auto_unroll, cached_operands, default_params, kernel_strategy,
+                     row_in_registers, row_strategy, vec_ok, vec_operands)
+
+CU_TYPES = {"float32": "float", "float64": "double", "float16": "__half",
+            "bfloat16": "__nv_bfloat16", "bool": "bool", "int64": "long long", "int32": "int",
+            "int16": "short", "int8": "signed char", "uint8": "unsigned char"}
+
+PRELUDE = r"""#ifndef SC_PRELUDE
+#define SC_PRELUDE
+#define SC_INF __int_as_float(0x7f800000)
+#define SC_NAN __int_as_float(0x7fffffff)
+#define SC_FULL 0xffffffffu
+__device__ __forceinline__ float sc_exp(float x) { return expf(x); }
+__device__ __forceinline__ double sc_exp(double x) { return exp(x); }
+__device__ __forceinline__ float sc_log(float x) { return logf(x); }
+__device__ __forceinline__ double sc_log(double x) { return log(x); }
+__device__ __forceinline__ float sc_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double sc_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ float sc_erf(float x) { return erff(x); }
+__device__ __forceinline__ double sc_erf(double x) { return erf(x); }
+__device__ __forceinline__ float sc_log1p(float x) { return log1pf(x); }
+__device__ __forceinline__ double sc_log1p(double x) { return log1p(x); }
+__device__ __forceinline__ float sc_expm1(float x) { return expm1f(x); }
+__device__ __forceinline__ double sc_expm1(double x) { return expm1(x); }
+__device__ __forceinline__ float sc_rsqrt(float x) { return rsqrtf(x); }
+__device__ __forceinline__ double sc_rsqrt(double x) { return rsqrt(x); }
+__device__ __forceinline__ float sc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ double sc_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+__device__ __forceinline__ float sc_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+__device__ __forceinline__ double sc_softplus(double x) { return x > 20.0 ? x : log1p(exp(x)); }
+__device__ __forceinline__ float sc_max(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double sc_max(double a, double b) { return fmax(a, b); }
+__device__ __forceinline__ float sc_min(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ double sc_min(double a, double b) { return fmin(a, b); }
+#endif
+"""
+
+REDUCE_PRELUDE = r"""#ifndef SC_REDUCE_PRELUDE
+#define SC_REDUCE_PRELUDE
+template <class T> struct sc_wf { T mean, m2, n; };
+template <class T> struct sc_sm { T m, s; };
+template <class T> struct sc_arg { T v; long long i; };
+__device__ __forceinline__ float sc_shfl(float v, int o) { return __shfl_xor_sync(SC_FULL, v, o); }
+__device__ __forceinline__ double sc_shfl(double v, int o) { return __shfl_xor_sync(SC_FULL, v, o); }
+__device__ __forceinline__ long long sc_shfl(long long v, int o) { return __shfl_xor_sync(SC_FULL, v, o); }
+template <class T> __device__ __forceinline__ sc_wf<T> sc_shfl(sc_wf<T> a, int o) {
+    return {sc_shfl(a.mean, o), sc_shfl(a.m2, o), sc_shfl(a.n, o)};
+}
+template <class T> __device__ __forceinline__ sc_sm<T> sc_shfl(sc_sm<T> a, int o) {
+    return {sc_shfl(a.m, o), sc_shfl(a.s, o)};
+}
+template <class T> __device__ __forceinline__ sc_arg<T> sc_shfl(sc_arg<T> a, int o) {
+    return {sc_shfl(a.v, o), sc_shfl(a.i, o)};
+}
+struct sc_add { template <class T> __device__ T operator()(T a, T b) const { return a + b; } };
+struct sc_mul { template <class T> __device__ T operator()(T a, T b) const { return a * b; } };
+struct sc_maxop { template <class T> __device__ T operator()(T a, T b) const {
+    return (b > a || b != b) ? b : a; } };
+struct sc_minop { template <class T> __device__ T operator()(T a, T b) const {
+    return (b < a || b != b) ? b : a; } };
+struct sc_wf_comb { template <class T> __device__ sc_wf<T> operator()(sc_wf<T> a, sc_wf<T> b) const {
+    const T n = a.n + b.n;
+    if (n == T(0)) return a;
+    const T d = b.mean - a.mean, f = b.n / n;
+    return {a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f, n};
+} };
+struct sc_sm_comb { template <class T> __device__ sc_sm<T> operator()(sc_sm<T> a, sc_sm<T> b) const {
+    const T m = a.m > b.m ? a.m : b.m;
+    const T s = (a.m == -SC_INF ? T(0) : a.s * sc_exp(a.m - m)) + (b.m == -SC_INF ? T(0) : b.s * sc_exp(b.m - m));
+    return {m, s};
+} };
+struct sc_argmax_comb { template <class T> __device__ sc_arg<T> operator()(sc_arg<T> a, sc_arg<T> b) const {
+    if (b.i < 0) return a;
+    if (a.i < 0 || b.v > a.v || (b.v == a.v && b.i < a.i) || (b.v != b.v && a.v == a.v)
+        || (b.v != b.v && a.v != a.v && b.i < a.i)) return b;   // first NaN wins, as in torch
+    return a;
+} };
+struct sc_argmin_comb { template <class T> __device__ sc_arg<T> operator()(sc_arg<T> a, sc_arg<T> b) const {
+    if (b.i < 0) return a;
+    if (a.i < 0 || b.v < a.v || (b.v == a.v && b.i < a.i) || (b.v != b.v && a.v == a.v)
+        || (b.v != b.v && a.v != a.v && b.i < a.i)) return b;   // first NaN wins, as in torch
+    return a;
+} };
+template <class V, class F> __device__ __forceinline__ V sc_warp_reduce(V v, F f) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = f(v, sc_shfl(v, o));
+    return v;
+}
+template <class V, class F> __device__ __forceinline__ V sc_block_reduce(V v, F f, V ident, V* sm) {
+    v = sc_warp_reduce(v, f);
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    __syncthreads();
+    if (lane == 0) sm[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        V x = lane < nw ? sm[lane] : ident;
+        x = sc_warp_reduce(x, f);
+        if (lane == 0) sm[0] = x;
+    }
+    __syncthreads();
+    return sm[0];
+}
+#endif
+"""
+
+
+def _ptr(o: Operand) -> str:
+    t = CU_TYPES[o.dtype]
+    if o.role == "in":
+        return f"const {t}* __restrict__ {o.name}"
+    return f"{t}* __restrict__ {o.name}"
+
+
+def _load(o: Operand, idx: str, acc: str) -> str:
+    if o.dtype == "float16":
+        return f"({acc})__half2float({o.name}[{idx}])"
+    if o.dtype == "bfloat16":
+        return f"({acc})__bfloat162float({o.name}[{idx}])"
+    if o.role == "in" and o.dtype in ("float32", "float64"):
+        return f"({acc})__ldg({o.name} + {idx})"
+    return f"({acc}){o.name}[{idx}]"
+
+
+def _store(o: Operand, idx: str, val: str) -> str:
+    if o.dtype == "float16":
+        return f"{o.name}[{idx}] = __float2half_rn((float)({val}));"
+    if o.dtype == "bfloat16":
+        return f"{o.name}[{idx}] = __float2bfloat16_rn((float)({val}));"
+    if o.dtype == "bool":
+        return f"{o.name}[{idx}] = (({val}) != 0);"
+    return f"{o.name}[{idx}] = ({CU_TYPES[o.dtype]})({val});"
+
+
+def _header(spec: KernelSpec) -> str:
+    inc = ""
+    dts = {o.dtype for o in spec.operands}
+    if "float16" in dts:
+        inc += "#include <cuda_fp16.h>\n"
+    if "bfloat16" in dts:
+        inc += "#include <cuda_bf16.h>\n"
+    pre = PRELUDE + (REDUCE_PRELUDE if spec.kind == "rowwise" else "")
+    return inc + pre
+
+
+def emit_cuda(spec: KernelSpec, params: dict | None = None) -> str:
+    """CUDA source with one ``extern "C" __global__`` kernel named ``spec.name``."""
+    params = {**default_params(spec), **(params or {})}
+    if spec.kind == "rowwise" and not params.get("unroll"):   # shown in the kernel's header
+        params["unroll"] = auto_unroll(spec, params.get("rows") or row_strategy(spec),
+                                       int(params["block"]))
+    sig = ", ".join(_ptr(o) for o in spec.operands)
+    head = (f"// {spec.name}: {', '.join(spec.ops)}\n"
+            f"// dims {spec.dims} (reduced: {[i for i, r in enumerate(spec.reduce) if r]}), "
+            f"{spec.acc} math, params {params}\n")
+    if spec.kind == "pointwise":
+        body = _pointwise(spec, params)
+    else:
+        body = _RowKernel(spec, params).body()
+    return (_header(spec) + "\n" + head + f'extern "C" __global__ void __launch_bounds__('
+            f'{int(params["block"])}) {spec.name}({sig})\n{{\n' + body + "}\n")
+
+
+def _broadcast_lanes(spec: KernelSpec, vops: list[int]) -> dict[int, str]:
+    """Broadcast inputs of a float4 pointwise loop that need no per-lane index math: the four
+    lanes of a float4 share every coordinate but the last (the last dim is a multiple of 4),
+    so an operand constant along it is read once ("one") and one contiguous along it with
+    16-byte aligned rows is read as a float4 ("vec4")."""
+    dims = spec.dims
+    if not dims or dims[-1] % 4:
+        return {}
+    out = {}
+    for i, o in enumerate(spec.operands):
+        if i in vops or o.role != "in" or o.row:
+            continue
+        if o.strides[-1] == 0:
+            out[i] = "one"
+        elif o.strides[-1] == 1 and o.dtype == "float32" and all(
+                st % 4 == 0 for st in o.strides[:-1]):
+            out[i] = "vec4"
+    return out
+
+
+def _pointwise_index(spec: KernelSpec, i: str):
+    """Index of flat element ``i`` per operand (32-bit math for broadcasts of small tensors:
+    cheaper divisions)."""
+    dims, alld = spec.dims, list(range(len(spec.dims)))
+    small = spec.numel < 2 ** 31
+
+    def at(o: Operand) -> str:
+        if o.strides == contiguous_strides(dims):
+            return i
+        if small:
+            return offset(o.strides, dims, f"(unsigned)({i})", alld, "U")
+        return offset(o.strides, dims, i, alld)
+    return at
+
+
+def _pointwise(spec: KernelSpec, p: dict) -> str:
+    vec = int(p["vec"]) == 4 and vec_ok(spec)
+    ind = "    "
+    L = [f"{ind}const long long n = {spec.numel}LL;",
+         f"{ind}const long long step = (long long)gridDim.x * blockDim.x;",
+         f"{ind}const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+         f"{ind}long long start = 0;"]
+    elems = [s for s in spec.stmts if s.op in ("load", "expr")]
+    stores = [s for s in spec.stmts if s.op == "store"]
+    if vec:
+        L += _pointwise_float4(spec, p, elems, stores)
+    at_i = _pointwise_index(spec, "i")
+    L.append(f"{ind}for (long long i = start + t; i < n; i += step) {{")
+    L += elem_lines(spec, elems, _load, at_i, ind=ind + "    ")
+    for s in stores:
+        o = spec.operands[s.operand]
+        L.append(ind + "    " + _store(o, at_i(o), s.var))
+    L.append(f"{ind}}}")
+    return "\n".join(L) + "\n"
+
+
+def _pointwise_float4(spec: KernelSpec, p: dict, elems: list[Stmt],
+                      stores: list[Stmt]) -> list[str]:
+    """The float4 loop of a pointwise kernel (aligned operands; the scalar loop does the tail)."""
+    ops = spec.operands
+    ipt = max(1, int(p.get("ipt", 1)))
+    vops = vec_operands(spec)
+    ind = "    "
+    L: list[str] = []
+    bc = _broadcast_lanes(spec, vops)
+    ptrs = " | ".join(f"(unsigned long long){ops[i].name}" for i in vops
+                      + [i for i, how in bc.items() if how == "vec4"])
+    L.append(f"{ind}if ((({ptrs}) & 15ULL) == 0) {{")
+    L.append(f"{ind}    const long long nv = n / 4;")
+    # each thread issues its ``ipt`` float4 loads before it uses the first
+    vin = [i for i in vops if ops[i].role == "in"] + [i for i, how in bc.items()
+                                                     if how == "vec4"]
+    # a block's ``ipt`` loads cover one contiguous chunk of blockDim * ipt float4
+    L.append(f"{ind}    for (long long q0 = (long long)blockIdx.x * blockDim.x * {ipt} + "
+             f"threadIdx.x; q0 < nv; q0 += step * {ipt}) {{")
+    for i in vin:
+        L.append(f"{ind}        float4 a_{ops[i].name}[{ipt}];")
+    L.append(f"{ind}#pragma unroll")
+    L.append(f"{ind}        for (int u = 0; u < {ipt}; ++u) {{")
+    L.append(f"{ind}            const long long q = q0 + (long long)u * blockDim.x;")
+    L.append(f"{ind}            if (q < nv) {{")
+    at_q = _pointwise_index(spec, "(4 * q)")
+    for i in vin:
+        at = "q" if i in vops else f"({at_q(ops[i])}) / 4"
+        L.append(f"{ind}                a_{ops[i].name}[u] = __ldg(reinterpret_cast<const "
+                 f"float4*>({ops[i].name}) + {at});")
+    L += [f"{ind}            }}", f"{ind}        }}"]
+    L.append(f"{ind}#pragma unroll")
+    L.append(f"{ind}        for (int u = 0; u < {ipt}; ++u) {{")
+    L.append(f"{ind}            const long long q = q0 + (long long)u * blockDim.x;")
+    L.append(f"{ind}            if (q >= nv) break;")
+    i2 = ind + " " * 12
+    for i, how in bc.items():   # one value for all four lanes
+        if how == "one":
+            L.append(f"{i2}const {spec.acc} b_{ops[i].name} = "
+                     f"{_load(ops[i], at_q(ops[i]), spec.acc)};")
+    for lane in range(4):
+        L.append(f"{i2}const long long i_{lane} = 4 * q + {lane};")
+        vmap = {i: f"a_{ops[i].name}[u].{'xyzw'[lane]}" for i in vin}
+        vmap.update({i: f"b_{ops[i].name}" for i, how in bc.items() if how == "one"})
+        L += elem_lines(spec, elems, _load, _pointwise_index(spec, f"i_{lane}"), f"_{lane}",
+                        vmap, i2)
+    for s in stores:
+        o = ops[s.operand]
+        if s.operand in vops:
+            L.append(f"{i2}reinterpret_cast<float4*>({o.name})[q] = make_float4("
+                     + ", ".join(f"(float){s.var}_{lane}" for lane in range(4)) + ");")
+        else:
+            for lane in range(4):
+                L.append(i2 + _store(o, _pointwise_index(spec, f"i_{lane}")(o),
+                                     f"{s.var}_{lane}"))
+    L += [f"{ind}        }}", f"{ind}    }}", f"{ind}    start = nv * 4;", f"{ind}}}"]
+    return L
+
+
+def _suffixed(var: str, suffix: str, need: list[Stmt]) -> str:
+    """``var`` as the element loop names it: suffixed when the loop computes it."""
+    return var + suffix if any(s.var == var for s in need) else var
+
+
+class _RowKernel:
+    """A row kernel: rows over blocks, warps or threads (``strategy``); in each row, one
+    element loop per pass (float4 path plus scalar tail) feeding that pass's reductions or
+    writing its outputs, with the row values printed in between."""
+
+    ind, ind2 = "    ", "        "
+
+    def __init__(self, spec: KernelSpec, p: dict) -> None:
+        self.spec, self.ops, self.acc = spec, spec.operands, spec.acc
+        strategy = self.strategy = kernel_strategy(spec, p)
+        self.vec = int(p["vec"]) == 4 and vec_ok(spec, strategy)
+        self.vops = list(vec_operands(spec)) if self.vec else []
+        self.B = int(p["block"])
+        self.lanes = self.B if strategy == "block" else 32         # threads sharing one row
+        self.U = max(1, min(8, int(p.get("unroll") or auto_unroll(spec, strategy, self.B))))
+        self.reds = [s for s in spec.stmts if s.op == "reduce"]
+        self.regs = set(cached_operands(spec)) if self.vec and row_in_registers(
+            spec, {**p, "rows": strategy}) else set()
+        if self.regs:
+            self.U = spec.rowlen // 4 // self.lanes      # the thread's whole share of the row
+        self.cache = {}   # cached operand -> its offset in shared memory
+        if p.get("cache") and strategy == "block" and not self.regs:
+            self.cache = {i: k * round_up(spec.rowlen, 4)
+                          for k, i in enumerate(cached_operands(spec))}
+        if self.vec and any(i not in self.vops for i in self.cache):
+            self.cache = {}   # every cached operand must take the same float4/scalar path each pass
+        self.written: set[int] = set()   # cached operands already in shared memory
+        self.in_regs: set[int] = set()   # register-cached operands already loaded
+        self.rows = RowValues(spec, _load, _store)
+        self.L: list[str] = []
+
+    def body(self) -> str:
+        self._head()
+        self.rows.flush(self.L, self.ind2, f"if ({self.leader}) ")
+        for _, reds, stores in row_passes(self.spec):
+            for s in reds:
+                self.L.append(f"{self.ind2}{state_type(s, self.acc)} {acc_name(s)} = "
+                              f"{identity(s, self.acc)};")
+            if reds:
+                self._reduce_pass(reds)
+            self.rows.flush(self.L, self.ind2, f"if ({self.leader}) ")
+            if stores:
+                self._store_pass(stores)
+        self.L.append(f"{self.ind}}}")
+        return "\n".join(self.L) + "\n"
+
+    def _head(self) -> None:
+        """Shared memory, the row loop of the strategy, the row's bases and register arrays."""
+        spec, ind, ind2, L, B = self.spec, self.ind, self.ind2, self.L, self.B
+        if self.cache:
+            L.append(f"{ind}extern __shared__ float4 sc_cache4[];   "
+                     "// the row, read from DRAM once")
+            L.append(f"{ind}float* sc_cache = reinterpret_cast<float*>(sc_cache4);")
+        if self.strategy == "block":
+            for s in self.reds:
+                L.append(f"{ind}__shared__ {state_type(s, self.acc)} sm_{reduction_id(s)}[32];")
+            L.append(f"{ind}for (long long r = blockIdx.x; r < {spec.rows}LL; r += gridDim.x) {{")
+            self.j0, self.jstep, self.leader = "threadIdx.x", str(B), "threadIdx.x == 0"
+        elif self.strategy == "warp":
+            L.append(f"{ind}const int lane = threadIdx.x & 31;")
+            L.append(f"{ind}for (long long r = (long long)blockIdx.x * {B // 32} + "
+                     f"(threadIdx.x >> 5); r < {spec.rows}LL; "
+                     f"r += (long long)gridDim.x * {B // 32}) {{")
+            self.j0, self.jstep, self.leader = "lane", "32", "lane == 0"
+        else:
+            L.append(f"{ind}for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
+                     f"r < {spec.rows}LL; r += (long long)gridDim.x * blockDim.x) {{")
+            self.j0, self.jstep, self.leader = "0", "1", "true"
+        L.extend(row_bases(spec, ind2))
+        if self.vec:
+            ptrs = " | ".join(f"(unsigned long long){self.ops[i].name}" for i in self.vops)
+            L.append(f"{ind2}const bool vec4 = (({ptrs}) & 15ULL) == 0;")
+        for i in sorted(self.regs):
+            L.append(f"{ind2}float4 a_{self.ops[i].name}[{self.U}];   "
+                     "// this thread's share of the row")
+
+    def _reduce_pass(self, reds: list[Stmt]) -> None:
+        """One element loop accumulating ``reds``, then their warp/block combine."""
+        acc, ind2 = self.acc, self.ind2
+
+        def tail(sfxs, js, need, scalar=False, ax=None):
+            out = []
+            for s in reds:
+                xs = [_suffixed(s.deps[0], k, need) for k in sfxs]
+                a = acc_name(s) + ("" if ax is None else f"_p[{ax}]")
+                if len(xs) == 4 and s.kind in ("welford", "softmax"):
+                    out.append(group_update(s.kind, a, xs, acc))
+                    continue
+                for x, j in zip(xs, js):
+                    out.append(update(s.kind, a, x, j, acc))
+            return out
+        self._loop([s.deps[0] for s in reds], tail, priv=reds)
+        for s in reds:
+            a, comb = acc_name(s), REDUCTIONS[s.kind].combine
+            if self.strategy == "block":
+                self.L.append(f"{ind2}{a} = sc_block_reduce({a}, {comb}, "
+                              f"{identity(s, acc)}, sm_{reduction_id(s)});")
+            elif self.strategy == "warp":
+                self.L.append(f"{ind2}{a} = sc_warp_reduce({a}, {comb});")
+            for role, v in s.outs.items():
+                ct = "long long" if role == "idx" else acc
+                self.L.append(f"{ind2}const {ct} {v} = {a}{FIELDS[role]};")
+                self.rows.avail.add(v)
+
+    def _store_pass(self, stores: list[Stmt]) -> None:
+        """One element loop writing the per-element outputs ``stores`` (float4 where it can)."""
+        ops = self.ops
+        vst = [(s.operand, s.var) for s in stores if self.vec and s.operand in self.vops
+               and ops[s.operand].dtype == "float32"]
+        vset = {oi for oi, _ in vst}
+
+        def tail(sfxs, js, need, scalar=False, ax=None):
+            return [_store(ops[s.operand], elem_index(self.spec, j)(ops[s.operand]),
+                           _suffixed(s.var, k, need))
+                    for k, j in zip(sfxs, js)
+                    for s in stores if scalar or s.operand not in vset]
+        self._loop([s.var for s in stores], tail, vst)
+
+    def _loop(self, roots: list[str], tail, vstores: list | None = None,
+              priv: list[Stmt] | None = None) -> None:
+        """Element loop computing ``roots``; ``tail(suffixes, jexprs, need, ax=)`` gives the
+        update lines for one element (scalar path) or the four lanes of a float4 (``ax``: the
+        accumulator copy); ``vstores`` [(operand, var)] are written as one float4. The float4
+        path issues ``unroll`` loads per thread before using the first (memory-level
+        parallelism) and gives each of them its own copy of the ``priv`` reductions'
+        accumulators (no serial dependency between the loads' updates); the copies are
+        combined before the scalar tail."""
+        need = [s for s in deps_closure(self.spec, roots) if s.var not in self.rows.avail]
+        loaded = {s.operand: s.var for s in need if s.op == "load" and s.operand in self.cache}
+        first = {i for i in loaded if i not in self.written}
+        self.written.update(loaded)
+        self.L.append(f"{self.ind2}{{")
+        if self.vec:
+            self._vec_loop(need, tail, vstores or [], priv or [], loaded, first)
+            start = f"jv + {self.j0}"
+        else:
+            start = self.j0
+        self._scalar_loop(need, tail, start, loaded, first)
+
+    def _vec_loop(self, need, tail, vstores, priv, loaded, first) -> None:
+        """The float4 part of an element loop (aligned rows), leaving ``jv`` where the scalar
+        tail starts."""
+        ops, acc, U, lanes, L = self.ops, self.acc, self.U, self.lanes, self.L
+        ind2 = self.ind2
+        i3 = ind2 + "    "
+        i4, i5 = i3 + "    ", i3 + "        "
+        nv = self.spec.rowlen // 4
+        L.append(f"{ind2}long long jv = 0;")
+        L.append(f"{ind2}if (vec4) {{")
+        for s in priv:
+            a = acc_name(s)
+            L.append(f"{i3}{state_type(s, acc)} {a}_p[{U}];")
+            L.append(f"{i3}#pragma unroll")
+            L.append(f"{i3}for (int u = 0; u < {U}; ++u) {a}_p[u] = {identity(s, acc)};")
+        if self.regs:   # one group of U loads covers the thread's share of the row
+            L.append(f"{i3}{{ const long long q0 = {self.j0};")
+        else:
+            L.append(f"{i3}for (long long q0 = {self.j0}; q0 < {nv}LL; q0 += {U * lanes}LL) {{")
+        used = {s.operand for s in need if s.op == "load"}
+        vin = [i for i in self.vops if i in used and ops[i].role == "in"]
+        for i in vin:
+            if i not in self.regs:
+                L.append(f"{i4}float4 a_{ops[i].name}[{U}];")
+        reuse = {i for i in vin if i in self.in_regs}
+        self.in_regs.update(i for i in vin if i in self.regs)
+        # no bounds test when every thread makes whole groups of U loads
+        guard = [f"{i5}if (q >= {nv}LL) break;"] if nv % (U * lanes) else []
+        at_q = elem_index(self.spec, "(4 * q)")
+        L.append(f"{i4}#pragma unroll")
+        L.append(f"{i4}for (int u = 0; u < {U}; ++u) {{")
+        L.append(f"{i5}const long long q = q0 + (long long)u * {lanes};")
+        L.extend(guard)
+        for i in (i for i in vin if i not in reuse):
+            src = (f"*reinterpret_cast<const float4*>(sc_cache + {self.cache[i]} + 4 * q)"
+                   if i in loaded and i not in first else
+                   f"__ldg(reinterpret_cast<const float4*>({ops[i].name} + {at_q(ops[i])}))")
+            L.append(f"{i5}a_{ops[i].name}[u] = {src};")
+        L.append(f"{i4}}}")
+        L.append(f"{i4}#pragma unroll")
+        L.append(f"{i4}for (int u = 0; u < {U}; ++u) {{")
+        L.append(f"{i5}const long long q = q0 + (long long)u * {lanes};")
+        L.extend(guard)
+        for i in vin:
+            if i in first:   # after all U loads are issued: the row cache is filled here
+                L.append(f"{i5}*reinterpret_cast<float4*>(sc_cache + {self.cache[i]} + 4 * q)"
+                         f" = a_{ops[i].name}[u];")
+        for lane in range(4):
+            L.append(f"{i5}const long long j_{lane} = 4 * q + {lane};")
+            vmap = {i: f"a_{ops[i].name}[u].{'xyzw'[lane]}" for i in vin}
+            L.extend(elem_lines(self.spec, need, _load, elem_index(self.spec, f"j_{lane}"),
+                                f"_{lane}", vmap, i5))
+        L.extend(i5 + t for t in tail([f"_{k}" for k in range(4)],
+                                      [f"j_{k}" for k in range(4)], need, ax="u"))
+        for oi, v in vstores:
+            L.append(f"{i5}*reinterpret_cast<float4*>({ops[oi].name} + {at_q(ops[oi])}) = "
+                     "make_float4("
+                     + ", ".join(f"(float){_suffixed(v, f'_{lane}', need)}" for lane in range(4))
+                     + ");")
+        L.append(f"{i4}}}")
+        L.append(f"{i3}}}")
+        for s in priv:
+            a = acc_name(s)
+            L.append(f"{i3}#pragma unroll")
+            L.append(f"{i3}for (int u = 0; u < {U}; ++u) {a} = "
+                     f"{REDUCTIONS[s.kind].combine}({a}, {a}_p[u]);")
+        L.append(f"{i3}jv = {nv * 4}LL;")
+        L.append(f"{ind2}}}")
+
+    def _scalar_loop(self, need, tail, start, loaded, first) -> None:
+        """The element-by-element part of an element loop, from ``start``."""
+        ind2, i3, L = self.ind2, self.ind2 + "    ", self.L
+        cache = self.cache
+        L.append(f"{ind2}for (long long j = {start}; j < {self.spec.rowlen}LL; "
+                 f"j += {self.jstep}) {{")
+        smap = {i: f"({self.acc})sc_cache[{cache[i]} + j]" for i in loaded if i not in first}
+        L.extend(elem_lines(self.spec, need, _load, elem_index(self.spec, "j"), "", smap, i3))
+        L.extend(f"{i3}sc_cache[{cache[i]} + j] = (float){loaded[i]};" for i in sorted(first))
+        L.extend(i3 + t for t in tail([""], ["j"], need, scalar=True))
+        L.append(f"{ind2}}}")
+        L.append(f"{ind2}}}")

@@ -1,0 +1,318 @@
+"""Per-op expansion: what each aten op a kernel can compute becomes in the IR.
+
+``node_role`` says how a node can take part in a kernel; ``row_geometry`` which dims a
+reduction or normalisation reduces; ``expand`` turns one node into statements on the group
+being lowered (``lower.Lowering``). High-level normalisations are expanded here:
+
+- softmax: online max+sum in one pass, then exp(x - m) / s
+- layer/group/instance/batch norm: one-pass Welford mean/var, then (x - mean) * rstd * w + b
+- RMS norm: sum of squares, then x * rsqrt(ss / L + eps) * w
+
+Pointwise ops are one C expression each (``pointwise.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from ... import aten
+from ...aten import FLOAT_DTYPES
+from .helpers import node_ref
+from .ir import Stmt, Unsupported
+from .pointwise import is_pointwise_supported, pointwise_expr
+
+if TYPE_CHECKING:
+    from ...graph import Graph, Node
+
+# The lowering state (``lower.Lowering``) that every expansion extends: lower.py calls into this
+# module, so this module names the type without importing it (no import circle).
+Lowering = Any
+
+# Views a kernel passes through: they keep every element in order (reshapes, size-1 dims,
+# broadcasts, tuple items); other views (permute, slice, ...) stay in the library.
+KERNEL_VIEWS = ("getitem", "unsqueeze", "squeeze", "view", "reshape", "_unsafe_view", "flatten",
+                "alias", "expand")
+# Row reductions the kernels implement: aten op name -> reduction kind.
+REDUCTIONS = {
+    "sum": "sum", "mean": "sum", "amax": "max", "amin": "min", "max": "max", "min": "min",
+    "argmax": "argmax", "argmin": "argmin", "var": "welford", "std": "welford",
+    "logsumexp": "softmax", "prod": "prod",
+}
+NORMALIZATIONS = ("softmax", "_softmax", "log_softmax", "_log_softmax", "layer_norm", "group_norm",
+                  "instance_norm", "batch_norm", "rms_norm")
+SOFTMAXES = ("softmax", "_softmax", "log_softmax", "_log_softmax")
+# rms_norm's default eps: torch.finfo(dtype).eps of the input
+_EPS = {"float32": 1.1920928955078125e-07, "float64": 2.220446049250313e-16,
+        "float16": 0.0009765625, "bfloat16": 0.0078125}
+
+
+def node_role(n: Node) -> str | None:
+    """How a node can take part in a generated kernel: pointwise | reduction | norm | view |
+    None (library only)."""
+    name = n.opname
+    if n.op != "call_function" or n.mutates or (
+            name.endswith("_") and name != "_softmax" and not name.startswith("_")):
+        return None
+    if aten.is_view(n.target):
+        return "view" if name in KERNEL_VIEWS else None
+    if name == "batch_norm":
+        return "norm" if n.args[5] else "pointwise"
+    if name in NORMALIZATIONS:
+        return "norm"
+    if name in REDUCTIONS and n.op_class == "reduction":
+        return "reduction"
+    if n.op_class == "pointwise":
+        if not is_pointwise_supported(name, aten.overload(n.target), n.args, n.kwargs):
+            return None
+        if n.dtype not in FLOAT_DTYPES + ("bool",):
+            return None
+        return "pointwise"
+    return None
+
+
+def row_geometry(n: Node, graph: Graph) -> tuple[list[int], list[int], tuple | None]:
+    """(S, reduced dims, split) of a reduction or normalisation node."""
+    x = graph.node(node_ref(n.args[0]))
+    if x.shape is None:
+        raise Unsupported(f"{n.name}: input shape unknown")
+    S = list(x.shape)
+    rank = len(S)
+    name = n.opname
+
+    def norm_dims(d):
+        if d is None or d == []:
+            return list(range(rank))
+        d = d if isinstance(d, list) else [d]
+        return sorted({(int(v) + rank) % rank if rank else 0 for v in d})
+
+    a = n.args
+    if name in ("sum", "mean", "amax", "amin", "logsumexp", "var", "std", "prod"):
+        dims = a[1] if len(a) > 1 else n.kwargs.get("dim")
+        if name in ("sum", "mean") and n.target.endswith(".default"):
+            dims = None
+        R = norm_dims(dims)
+    elif name in ("max", "min", "argmax", "argmin"):
+        dim = a[1] if len(a) > 1 else n.kwargs.get("dim")
+        if name in ("max", "min") and not n.target.endswith(".dim"):
+            dim = None
+        R = norm_dims(dim)
+    elif name in SOFTMAXES:
+        R = norm_dims(a[1])
+    elif name in ("layer_norm", "rms_norm"):
+        k = len(a[1])
+        R = list(range(rank - k, rank))
+    elif name == "group_norm":
+        G = int(a[1])
+        if rank < 2 or S[1] % G:
+            raise Unsupported(f"{n.name}: channels not divisible by groups")
+        return S, [2 + i for i in range(rank - 1)], (1, G)
+    elif name == "instance_norm":
+        if rank < 3:
+            raise Unsupported(f"{n.name}: instance norm needs spatial dims")
+        R = list(range(2, rank))
+    elif name == "batch_norm":
+        R = [d for d in range(rank) if d != 1]
+    else:
+        raise Unsupported(f"{n.name}: {name} has no row template")
+    return S, R, None
+
+
+def vars_in(expr: str) -> list[str]:
+    """The IR variables an expression reads, sorted."""
+    return sorted(set(re.findall(r"\bv\d+\b", expr)))
+
+
+def expand(lw: Lowering, n: Node, role: str) -> None:
+    """Statements computing node ``n`` in the group ``lw``; its value goes to ``lw.env``."""
+    name = n.opname
+    if role == "pointwise" and name == "batch_norm":       # eval: running statistics
+        _eval_batch_norm(lw, n)
+    elif role == "pointwise":
+        _pointwise(lw, n)
+    elif role == "view":
+        _view(lw, n)
+    elif role == "reduction":
+        _reduction(lw, n)
+    else:
+        x = lw.full_input(n)
+        if name in SOFTMAXES:
+            _softmax(lw, n, x)
+        elif name == "rms_norm":
+            _rms_norm(lw, n, x)
+        else:
+            _mean_var_norm(lw, n, x)
+
+
+def _scale_shift(e: str, w: str | None, b: str | None) -> str:
+    if w:
+        e = f"({e} * {w})"
+    if b:
+        e = f"({e} + {b})"
+    return e
+
+
+def _eval_batch_norm(lw: Lowering, n: Node) -> None:
+    x = lw.full_input(n)
+    w, b, rm, rv = (lw.param(n.args[i]) for i in (1, 2, 3, 4))
+    eps = n.args[7]
+    if rm is None or rv is None:
+        raise Unsupported(f"{n.name}: eval batch norm without running stats")
+    e = _scale_shift(f"(({x} - {rm}) * sc_rsqrt({rv} + {lw.lit(eps)}))", w, b)
+    lw.env[n.name] = lw.emit(e, vars_in(e))
+
+
+def _pointwise(lw: Lowering, n: Node) -> None:
+    if n.shape is None:
+        raise Unsupported(f"{n.name}: no shape")
+    out_shape = list(n.shape)
+    lw.out_map(out_shape)
+    if n.opname in ("_to_copy", "to", "type_as"):
+        src = lw.graph.node(node_ref(n.args[0]))
+        if n.dtype not in FLOAT_DTYPES or (src.dtype in FLOAT_DTYPES and (
+                aten.dtype_bytes(n.dtype) < aten.dtype_bytes(src.dtype)
+                or {n.dtype, src.dtype} == {"float16", "bfloat16"})):
+            raise Unsupported(f"{n.name}: narrowing conversion to {n.dtype}")
+    e = pointwise_expr(n.opname, aten.overload(n.target), n.args, n.kwargs,
+                       lambda x: lw.scalar_or_tensor(x, out_shape), lw.acc)
+    if e is None:
+        raise Unsupported(f"{n.name}: {n.target} has no template")
+    deps = vars_in(e)
+    full = not lw.rowwise or (out_shape == lw.S and (
+        any(lw.level.get(d) == "full" for d in deps) or out_shape != lw.keep_form))
+    lw.env[n.name] = lw.emit(e, deps, "full" if full else "row")
+
+
+def _view(lw: Lowering, n: Node) -> None:
+    src_ref = node_ref(n.args[0])
+    if src_ref not in lw.members:
+        raise Unsupported(f"{n.name}: view of a tensor outside the group")
+    v = lw.env[src_ref]
+    if n.target == "getitem":
+        if not isinstance(v, tuple):
+            raise Unsupported(f"{n.name}: getitem of a plain value")
+        lw.env[n.name] = v[int(n.args[1])]
+        return
+    if isinstance(v, tuple) or n.shape is None:
+        raise Unsupported(f"{n.name}: view of a tuple")
+    if lw.level[v] == "full" and list(n.shape) != lw.S:
+        raise Unsupported(f"{n.name}: reshapes a per-element value")
+    if lw.level[v] == "row" and list(n.shape) not in (lw.keep_form, lw.drop_form):
+        raise Unsupported(f"{n.name}: reshapes a row value")
+    lw.env[n.name] = v
+
+
+def _reduction(lw: Lowering, n: Node) -> None:
+    name = n.opname
+    x = lw.full_input(n)
+    if name in ("max", "min") and n.target.endswith(".dim"):
+        o = lw.reduce("argmax" if name == "max" else "argmin", x, ["val", "idx"])
+        lw.env[n.name] = (o["val"], o["idx"])
+    elif name in ("argmax", "argmin"):
+        o = lw.reduce(REDUCTIONS[name], x, ["val", "idx"])
+        lw.env[n.name] = o["idx"]
+    elif name in ("sum", "mean"):
+        o = lw.reduce("sum", x, ["sum"])
+        lw.env[n.name] = o["sum"] if name == "sum" else lw.emit(
+            f"({o['sum']} / {lw.lit(lw.rowlen)})", [o["sum"]], "row")
+    elif name in ("amax", "amin", "prod"):
+        o = lw.reduce({"amax": "max", "amin": "min", "prod": "prod"}[name], x, ["r"])
+        lw.env[n.name] = o["r"]
+    elif name in ("var", "std"):
+        corr = n.kwargs.get("correction")
+        if corr is None:
+            unbiased = n.args[2] if len(n.args) > 2 and isinstance(n.args[2], bool) else True
+            corr = 1 if unbiased else 0
+        o = lw.reduce("welford", x, ["mean", "m2"])
+        e = f"({o['m2']} / {lw.lit(max(lw.rowlen - corr, 0))})"
+        if name == "std":
+            e = f"sqrt{e}"
+        lw.env[n.name] = lw.emit(e, [o["m2"]], "row")
+    elif name == "logsumexp":
+        o = lw.reduce("softmax", x, ["m", "s"])
+        lw.env[n.name] = lw.emit(f"({o['m']} + sc_log({o['s']}))", [o["m"], o["s"]], "row")
+    else:
+        raise Unsupported(f"{n.name}: {name}")
+    if n.shape is not None and list(n.shape) not in (lw.keep_form, lw.drop_form):
+        raise Unsupported(f"{n.name}: output shape {n.shape}")
+
+
+def _softmax(lw: Lowering, n: Node, x: str) -> None:
+    o = lw.reduce("softmax", x, ["m", "s"])
+    if "log" in n.opname:
+        lse = lw.emit(f"({o['m']} + sc_log({o['s']}))", [o["m"], o["s"]], "row")
+        lw.env[n.name] = lw.emit(f"({x} - {lse})", [x, lse], "full")
+    else:
+        inv = lw.emit(f"({lw.lit(1)} / {o['s']})", [o["s"]], "row")
+        lw.env[n.name] = lw.emit(f"(sc_exp({x} - {o['m']}) * {inv})", [x, o["m"], inv], "full")
+
+
+def _rms_norm(lw: Lowering, n: Node, x: str) -> None:
+    eps = n.args[3] if len(n.args) > 3 else n.kwargs.get("eps")
+    if eps is None:
+        eps = _EPS[lw.graph.node(node_ref(n.args[0])).dtype]
+    sq = lw.emit(f"({x} * {x})", [x], "full")
+    o = lw.reduce("sum", sq, ["sum"])
+    rstd = lw.emit(f"sc_rsqrt({o['sum']} / {lw.lit(lw.rowlen)} + {lw.lit(eps)})", [o["sum"]],
+                   "row")
+    w = lw.tensor_arg(node_ref(n.args[2]), lw.S) if len(n.args) > 2 and node_ref(n.args[2]) \
+        else None
+    e = _scale_shift(f"({x} * {rstd})", w, None)
+    lw.env[n.name] = lw.emit(e, vars_in(e), "full")
+
+
+def _norm_params(lw: Lowering, n: Node) -> tuple[str | None, str | None, float, float | None]:
+    """(weight, bias, eps, momentum) of a mean/variance normalisation."""
+    name, a = n.opname, n.args
+    if name == "layer_norm":
+        w = lw.tensor_arg(node_ref(a[2]), lw.S) if len(a) > 2 and node_ref(a[2]) else None
+        b = lw.tensor_arg(node_ref(a[3]), lw.S) if len(a) > 3 and node_ref(a[3]) else None
+        return w, b, a[4] if len(a) > 4 else 1e-5, None
+    if name == "group_norm":
+        w = lw.param(a[2]) if len(a) > 2 else None
+        b = lw.param(a[3]) if len(a) > 3 else None
+        return w, b, a[4] if len(a) > 4 else 1e-5, None
+    if name == "instance_norm":
+        if node_ref(a[3]) or node_ref(a[4]):
+            raise Unsupported(f"{n.name}: instance norm with running statistics")
+        if not a[5]:
+            raise Unsupported(f"{n.name}: instance norm without input statistics")
+        return lw.param(a[1]), lw.param(a[2]), a[7], None
+    if name == "batch_norm":
+        w, b = lw.param(a[1]), lw.param(a[2])
+        if a[6] is None:
+            raise Unsupported(f"{n.name}: cumulative-average batch norm")
+        return w, b, a[7], a[6]
+    raise Unsupported(f"{n.name}: {name}")
+
+
+def _mean_var_norm(lw: Lowering, n: Node, x: str) -> None:
+    w, b, eps, mom = _norm_params(lw, n)
+    o = lw.reduce("welford", x, ["mean", "m2"])
+    rstd = lw.emit(f"sc_rsqrt({o['m2']} / {lw.lit(lw.rowlen)} + {lw.lit(eps)})", [o["m2"]],
+                   "row")
+    e = _scale_shift(f"(({x} - {o['mean']}) * {rstd})", w, b)
+    lw.env[n.name] = lw.emit(e, vars_in(e), "full")
+    if n.opname == "batch_norm":
+        if lw.rowlen < 2:
+            raise Unsupported(f"{n.name}: batch norm over one value")
+        _update_running_stats(lw, n, o, mom)
+
+
+def _update_running_stats(lw: Lowering, n: Node, o: dict, mom: float) -> None:
+    """Training batch norm: running mean/var <- (1 - momentum) * old + momentum * batch."""
+    L = lw.lit
+    for argi, stat in ((3, "mean"), (4, "var")):
+        ref = node_ref(n.args[argi])
+        if ref is None:
+            continue
+        view, strides = [1] * lw.rank, [0] * lw.rank
+        view[1], strides[1] = lw.S[1], 1
+        old = lw.load(ref, view, strides)
+        idx = next(s.operand for s in lw.stmts if s.var == old)
+        lw.operands[idx].role = "inout"
+        lw.operands[idx].name = f"io{idx}"
+        val = o["mean"] if stat == "mean" else f"({o['m2']} / {L(lw.rowlen - 1)})"
+        upd = lw.emit(f"(({L(1 - mom)}) * {old} + {L(mom)} * {val})", vars_in(f"{old} {val}"),
+                      "row")
+        lw.stmts.append(Stmt(op="store", var=upd, operand=idx, level="row", deps=[upd]))

@@ -1,0 +1,152 @@
+"""Launch policy: the knobs a kernel is generated and launched with, apart from the code.
+
+Defaults per kernel (``default_params``: block size, float4 width, items per thread, row
+strategy, row cache; C: the chunk per OpenMP task), the decisions they imply (which operands go
+float4, which rows stay in registers or shared memory, loads in flight per thread) and the grid
+the program launches (``launch_config``). Refinement varies the knobs; the backends read them.
+
+>>> default_params(spec)                  # doctest: +SKIP
+{'block': 128, 'vec': 4, 'ipt': 2, 'waves': 512}
+"""
+
+from __future__ import annotations
+
+from .helpers import ceildiv, contiguous_strides, round_up
+from .ir import KernelSpec, deps_closure
+
+WAVES = 512   # grid cap in blocks per SM: in practice one block per chunk or row
+MAX_UNROLL = 4   # float4 loads each thread has in flight before it uses the first
+CACHE_LIMIT = 160 * 1024   # bytes of dynamic shared memory a row cache may take (227 KB max)
+MAX_ROW_REGS = 8   # float4 per thread per cached operand that may stay in registers
+C_CHUNK = 16384    # elements per OpenMP task of a C pointwise kernel
+
+
+def default_params(spec: KernelSpec, lang: str = "cuda") -> dict:
+    """Launch shape the first candidate uses (refinement varies it)."""
+    if lang == "c":
+        return {"chunk": C_CHUNK} if spec.kind == "pointwise" else {}
+    if spec.kind == "pointwise":
+        # measured on the H200 (benchmarks/breakdown.py): 128 threads with two float4 loads
+        # each and a grid that covers the tensor once (no grid-stride loop) beat 256 x 1 in a
+        # persistent grid by 5-10% on 256 MB chains, matching Inductor's kernels
+        return {"block": 128, "vec": 4 if vec_ok(spec) else 1, "ipt": 2, "waves": WAVES}
+    strategy = row_strategy(spec)
+    # 256 threads up to 4096-element rows (measured on the H200: LayerNorm rows of 4096 ran
+    # 23% faster than with 512), 512 for longer rows
+    block = {"block": 512 if spec.rowlen > 4096 else 256, "warp": 256, "thread": 256}[strategy]
+    return {"block": block, "vec": 4 if vec_ok(spec, strategy) else 1, "rows": strategy,
+            "waves": WAVES, "cache": bool(cached_operands(spec))}
+
+
+def launch_config(spec: KernelSpec, params: dict | None = None) -> dict:
+    """grid blocks (before the SM cap) and block threads for the program to launch with."""
+    p = {**default_params(spec), **(params or {})}
+    b = int(p["block"])
+    if spec.kind == "pointwise":
+        per = b * int(p["vec"]) * int(p["ipt"])
+        return {"blocks": max(1, ceildiv(spec.numel, per)), "block": b, "waves": int(p["waves"])}
+    rows = spec.rows
+    smem = cache_bytes(spec, p)
+    if p["rows"] == "block":
+        blocks = rows
+    elif p["rows"] == "warp":
+        blocks = ceildiv(rows, b // 32)
+    else:
+        blocks = ceildiv(rows, b)
+    out = {"blocks": max(1, blocks), "block": b, "waves": int(p["waves"])}
+    if smem:
+        out["smem"] = smem
+    return out
+
+
+def row_strategy(spec: KernelSpec) -> str:
+    """Threads per row: a block (long rows), a warp, or one thread (short or interleaved rows)."""
+    if not spec.reduce[-1] or spec.rowlen <= 16:   # short rows (pooling windows): a thread each
+        return "thread"
+    return "block" if spec.rowlen > 1024 else "warp"
+
+
+def kernel_strategy(spec: KernelSpec, p: dict) -> str:
+    """The row strategy a kernel is generated with: the params' own when valid, one thread
+    per row when the rows are interleaved (the last dim is not reduced)."""
+    strategy = p["rows"] if p.get("rows") in ("block", "warp", "thread") else row_strategy(spec)
+    if strategy != "thread" and not spec.reduce[-1]:
+        strategy = "thread"
+    return strategy
+
+
+def auto_unroll(spec: KernelSpec, strategy: str, block: int) -> int:
+    """Loads in flight per thread when the params do not say: up to MAX_UNROLL, a divisor of
+    the thread's float4 count along the row when there is one (no bounds test then)."""
+    lanes = block if strategy == "block" else 32
+    trips = max(1, ceildiv(spec.rowlen // 4, lanes))
+    return next((u for u in range(MAX_UNROLL, 1, -1) if trips % u == 0), min(MAX_UNROLL, trips))
+
+
+def vec_operands(spec: KernelSpec) -> list[int]:
+    """Operands read/written as float4 (contiguous along the innermost dim)."""
+    if spec.kind == "pointwise":
+        return [i for i, o in enumerate(spec.operands)
+                if o.strides == contiguous_strides(spec.dims)]
+    return [i for i, o in enumerate(spec.operands)
+            if not o.row and o.strides[-1] == 1 and all(s % 4 == 0 for s in o.strides[:-1])]
+
+
+def vec_ok(spec: KernelSpec, strategy: str | None = None) -> bool:
+    """The kernel can take its float4 operands four elements at a time."""
+    vo = vec_operands(spec)
+    if not vo or any(spec.operands[i].dtype != "float32" for i in vo):
+        return False
+    if spec.kind == "pointwise":
+        return spec.numel >= 4
+    if (strategy or row_strategy(spec)) == "thread":
+        return False
+    return spec.reduce[-1] and spec.dims[-1] % 4 == 0 and spec.rowlen >= 4 and all(
+        spec.operands[i].role != "inout" for i in vo)
+
+
+def cached_operands(spec: KernelSpec) -> list[int]:
+    """fp32 per-element inputs read in more than one pass of a multi-pass row kernel: kept in
+    shared memory after their first read, so the row comes from DRAM once."""
+    if spec.kind != "rowwise" or spec.npasses < 2 or not spec.reduce[-1]:
+        return []
+    uses: dict[int, set[int]] = {}
+    for s in spec.stmts:
+        if s.op == "reduce":
+            for ld in deps_closure(spec, [s.deps[0]]):
+                if ld.op == "load":
+                    uses.setdefault(ld.operand, set()).add(s.passno)
+        elif s.op == "store" and s.level == "full":
+            for ld in deps_closure(spec, [s.var]):
+                if ld.op == "load":
+                    uses.setdefault(ld.operand, set()).add(s.passno)
+    out = [i for i, ps in sorted(uses.items()) if len(ps) > 1
+           and spec.operands[i].role == "in" and not spec.operands[i].row
+           and spec.operands[i].dtype == "float32"]
+    if len(out) * round_up(spec.rowlen, 4) * 4 > CACHE_LIMIT:
+        return []
+    return out
+
+
+def cache_bytes(spec: KernelSpec, p: dict) -> int:
+    """Dynamic shared memory the row cache takes (0 without one or in registers)."""
+    strategy = p.get("rows") or row_strategy(spec)
+    if not p.get("cache") or strategy != "block" or row_in_registers(spec, p):
+        return 0
+    return len(cached_operands(spec)) * round_up(spec.rowlen, 4) * 4
+
+
+def row_in_registers(spec: KernelSpec, p: dict) -> bool:
+    """The row cache (``cache``) kept in registers rather than shared memory: each thread's
+    share of the row is whole float4s, at most MAX_ROW_REGS of them, loaded once (all in
+    flight together) and reused by the later passes. No shared memory, so more blocks fit."""
+    strategy = p.get("rows") or row_strategy(spec)
+    if not p.get("cache") or strategy not in ("block", "warp") or int(p.get("vec", 1)) != 4 \
+            or not vec_ok(spec, strategy):
+        return False
+    ops = cached_operands(spec)
+    vo = vec_operands(spec)
+    lanes = int(p["block"]) if strategy == "block" else 32
+    nv = spec.rowlen // 4
+    return bool(ops) and all(i in vo for i in ops) and nv % lanes == 0 \
+        and nv // lanes <= MAX_ROW_REGS
