@@ -53,7 +53,7 @@ class Candidate(Shown, Record):
             self.id = self.digest()[:12]
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Candidate":
+    def from_dict(cls, d: dict[str, Any]) -> Candidate:
         d = dict(d)
         d["kernels"] = [k if isinstance(k, KernelSource) else KernelSource.from_dict(k)
                         for k in d.get("kernels", [])]
@@ -73,7 +73,7 @@ class Candidate(Shown, Record):
         return (f"# stitchcuda-lab candidate {self.id} (iteration {self.iteration}, {self.origin})\n"
                 f"SOURCES = {{\n{table},\n}}\nLANGS = {{{langs}}}\n\n{self.program}")
 
-    def with_kernel(self, name: str, code: str, origin: str = "user") -> "Candidate":
+    def with_kernel(self, name: str, code: str, origin: str = "user") -> Candidate:
         """A new candidate with one kernel's code replaced (a person's edit)."""
         kernels = [dataclasses.replace(k, code=code) if k.name == name else k
                    for k in self.kernels]

@@ -21,7 +21,8 @@ import os
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from .errors import ConfigError
 
@@ -106,7 +107,7 @@ class Settings:
     judge: bool = _knob(False, "LLM agents: an LLM judge scores verdicts beside the rules")
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Defaults, then ``STITCH_*`` variables from ``env`` (os.environ by default), then overrides."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
@@ -126,7 +127,7 @@ class Settings:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
-    def replace(self, **changes: Any) -> "Settings":
+    def replace(self, **changes: Any) -> Settings:
         unknown = set(changes) - {f.name for f in fields(self)}
         if unknown:
             raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}",

@@ -51,7 +51,7 @@ def to_verified(*verdicts):
     """A state after planning, approving and verifying one candidate per verdict."""
     cs = [cand(f"c{i}") for i in range(len(verdicts))]
     s = replay([PlanProposed(plan()), PlanApproved(), CandidatesProposed(cs)])
-    for c, v in zip(cs, verdicts):
+    for c in cs:
         s = step(s, CandidateApproved(c.id))
     for c, v in zip(cs, verdicts):
         s = step(s, VerdictReady(c.id, v))

@@ -23,21 +23,21 @@ if TYPE_CHECKING:
 class Planner(Protocol):
     name: str
 
-    def plan(self, problem: "Problem", graph: "Graph", settings: "Settings") -> "Plan":
+    def plan(self, problem: Problem, graph: Graph, settings: Settings) -> Plan:
         """Propose a todo list for this problem on ``graph.device``."""
 
 
 class Coder(Protocol):
     name: str
 
-    def code(self, problem: "Problem", graph: "Graph", plan: "Plan", settings: "Settings", *,
-             iteration: int, previous: "Candidate | None" = None,
-             feedback: "Verdict | None" = None) -> "list[Candidate]":
+    def code(self, problem: Problem, graph: Graph, plan: Plan, settings: Settings, *,
+             iteration: int, previous: Candidate | None = None,
+             feedback: Verdict | None = None) -> list[Candidate]:
         """Candidates for the approved plan: iteration 0 is the first version; later iterations
         get the best candidate so far and its verdict and return variants to measure."""
 
 
-def get_agents(name: str, settings: "Settings") -> tuple[Planner, Coder]:
+def get_agents(name: str, settings: Settings) -> tuple[Planner, Coder]:
     """The Planner and Coder for an agent name (``offline`` needs no network; the others are
     the LLM agents)."""
     if name not in AGENTS:

@@ -29,7 +29,7 @@ def c_compiler() -> str:
     return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or "cc"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def c_compiler_version(cc: str) -> str:
     try:
         out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
@@ -136,7 +136,7 @@ def _cuda_core():
                              ) from None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def nvrtc_version() -> str:
     """'nvrtc 13.0 / cuda.core 1.2.0', part of every CUDA cache key."""
     cc = _cuda_core()
@@ -150,7 +150,7 @@ def nvrtc_version() -> str:
     return f"nvrtc {version} / cuda.core {getattr(cc, '__version__', '?')}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cuda_include_dirs() -> tuple[str, ...]:
     """Toolkit header folders, so kernels may #include <cuda_fp16.h> where headers exist."""
     found = []

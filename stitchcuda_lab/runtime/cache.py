@@ -29,7 +29,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from filelock import FileLock
 

@@ -18,7 +18,8 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 from ..errors import UsageError
 from . import build
@@ -44,7 +45,7 @@ class f64:  # noqa: N801
 
 
 def load(source: str, lang: str = "cuda", name: str = "kernel", *,
-         flags: Sequence[str] = ()) -> "CModule | CudaModule":
+         flags: Sequence[str] = ()) -> CModule | CudaModule:
     """Compile ``source`` (through the content-addressed cache) and load it in this process.
 
     ``lang`` is "cuda" (NVRTC device code, for the current GPU's arch) or "c" (cc -O3 -fopenmp).

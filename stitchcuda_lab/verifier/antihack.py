@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from ..aten import CHEAP, LIBRARY, norm, op_class
 

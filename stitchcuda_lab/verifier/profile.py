@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 from .. import trace as trace_mod
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 _ORIG: dict[str, tuple[Any, str, Any]] = {}
 L2_FLUSH_BYTES = 256 * 1024 * 1024

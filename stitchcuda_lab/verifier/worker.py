@@ -28,7 +28,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from ..errors import ConfigError, WorkerError
 from ..redact import has_credentials
@@ -254,7 +255,7 @@ class Worker:
         """One message, or None on EOF (the child died) or when ``timeout`` passes."""
         return channel.recv(self._rfd, timeout)
 
-    def __enter__(self) -> "Worker":
+    def __enter__(self) -> Worker:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -76,7 +76,7 @@ def fusion_groups(graph: Graph) -> tuple[list[list[str]], dict[str, str]]:
             groups[pg] = merged
             del groups[g]
     result = []
-    for gid, members in sorted(groups.items(), key=lambda kv: order[kv[1][0]]):
+    for _gid, members in sorted(groups.items(), key=lambda kv: order[kv[1][0]]):
         try:
             build_spec(graph, members)
             result.append(members)
