@@ -64,13 +64,15 @@ def timeline(trace: Any, *, cats: Iterable[str] = DEVICE_CATS + HOST_CATS,
 def kernel_summary(trace: Any, *, top: int = 30) -> list[dict]:
     """Per-kernel totals (name, count, total_us, share), longest first.
 
-    Device kernels when the trace has any; otherwise top-level host ops (a CPU run), so the
-    summary still says where the time went.
+    Device kernels when the trace has any; otherwise top-level host ops and the runtime's
+    ``stitch::<kernel>`` ranges (a CPU run: the candidate's C kernels appear as themselves), so
+    the summary still says where the time went.
     """
     events = load(trace)
     picked = [e for e in events if e.get("cat") == "kernel"]
     if not picked:
-        picked = _top_level([e for e in events if e.get("cat") == "cpu_op"])
+        picked = _top_level([e for e in events if e.get("cat") == "cpu_op" or (
+            e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("stitch::"))])
     totals: dict[str, list[float]] = {}
     for e in picked:
         t = totals.setdefault(str(e.get("name", "")), [0, 0.0])
