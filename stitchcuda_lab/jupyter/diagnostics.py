@@ -44,7 +44,7 @@ class Diagnostic:
 
 
 def safe_name(name: str) -> str:
-    """The file stem the builders give a kernel (``toolchain.build._safe``)."""
+    """The file stem the builders give a kernel (``runtime.build._safe``)."""
     return re.sub(r"[^A-Za-z0-9_]", "_", name) or "kernel"
 
 

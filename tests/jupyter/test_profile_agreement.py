@@ -87,7 +87,7 @@ def test_the_timeline_draws_the_verdicts_timed_medians(verified):
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "Verifier (toolchain/verify.py): Verdict.profile is a single torch.profiler forward per "
+    "Verifier (verifier/verify.py): Verdict.profile is a single torch.profiler forward per "
     "side, taken apart from the timing protocol (one call, not the median of the timed trials, "
     "without their cache flush, with profiler overhead); on the 2-core CPU runner its span was "
     "0.09x-0.98x (reference) and 1.5x-2.0x (candidate) of the verdict's medians. The Verifier "

@@ -2,7 +2,7 @@
 or a verdict; cache entries are checked before they are loaded; text (retrieved documents,
 comments, the problem's own source, files the candidate writes) never changes a verdict.
 
-Already covered elsewhere: tests/toolchain/test_worker.py::test_worker_environment_has_no_api_keys
+Already covered elsewhere: tests/verifier/test_worker.py::test_worker_environment_has_no_api_keys
 and ::test_clean_env_strips_keys_tokens_and_secrets, tests/test_session.py::
 test_an_api_key_in_the_environment_never_reaches_the_session_files (fake agents),
 tests/test_store.py::test_secrets_in_payloads_meta_and_artifacts_are_redacted.

@@ -1,4 +1,4 @@
-"""Worker faults beyond tests/toolchain/test_worker.py (crash, hang, memory exhaustion are there):
+"""Worker faults beyond tests/verifier/test_worker.py (crash, hang, memory exhaustion are there):
 a candidate that leaks memory across jobs, problem inputs too large for the worker, a forged
 reply on the worker's pipe. Each time the caller carries on and the next good candidate passes.
 """

@@ -325,7 +325,7 @@ def test_claims_follow_the_verifiers_op_classes(name, device, settings):
 
 @pytest.mark.parametrize("problem", [CONV_BN, EINSUM], ids=["conv_bn", "einsum"])
 def test_the_verifiers_policy_accepts_what_the_candidate_runs(problem, settings):
-    from stitchcuda_lab.toolchain.antihack import find_fallback, make_tracer
+    from stitchcuda_lab.verifier.antihack import find_fallback, make_tracer
 
     _, _, cand = generate(problem, settings)
     mod = load_candidate(cand, problem.name)
