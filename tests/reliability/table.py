@@ -301,7 +301,7 @@ TEMPLATE_TAIL = """
   bounded by the judge's clock, so its speed is real; only "which code computed it" can be
   misattributed.
 - **The CPU clock bound is coarse.** Waking a process on a busy 2-core machine takes
-  milliseconds, so on the CPU the judge's clock may exceed the candidate's timer by 2 ms or 100%
+  milliseconds, so on the CPU the judge's clock may exceed the candidate's timer by 2 ms or 200%
   of the reported time before it is `patched_timer` (on CUDA: 0.05 ms or 50%, plus a quarter of
   the calibrated path). On the CPU the L2 flush comes before the inputs are drawn (the flush takes
   tens of milliseconds and varies with load), so inputs are warm there, for every contender alike.
