@@ -335,7 +335,7 @@ def test_a_failing_judge_keeps_the_rule_scores():
 
 
 def test_a_bug_in_the_rules_keeps_the_verdict_with_the_error(monkeypatch):
-    def broken(candidate):
+    def broken(*args):
         raise ZeroDivisionError("a rule's bug")
     monkeypatch.setattr(rubric, "_engineering", broken)
     v = passed()

@@ -51,7 +51,10 @@ def test_a_candidate_dumping_its_environment_finds_no_key_and_the_verdict_holds_
         monkeypatch.setenv(k, v)
     with Worker("cpu", cache_dir=str(tmp_path / "cache")) as w:
         v = w.verify(POINTWISE, ENV_DUMP, replaced=None, options=options, timeout=60)
-    assert v.status == "runtime_error" and "STITCH_CACHE_DIR" in v.build_log + v.reason
+    # the dump happened (it names the sandbox's own folder), and holds nothing of the caller's:
+    # no key, and not even the cache's folder (STITCH_* never reaches a candidate)
+    assert v.status == "runtime_error" and "stitch_sandbox_" in v.build_log + v.reason
+    assert "STITCH_" not in v.build_log + v.reason
     text = json.dumps(v.to_dict())
     assert not [k for k, val in KEYS.items() if val in text or k in text]
 
