@@ -220,6 +220,7 @@ class Job:
     # -- the protocol --
     def run(self) -> dict:
         flags: list[str] = []
+        self.draw(fresh_seed())   # inputs too large for this machine are said here, with sizes
         if self.opts.time:   # before any candidate process is up: nothing can slow them down
             self.baselines(flags)
         self.box = self.state.sandbox()
@@ -317,8 +318,15 @@ class Job:
             name, detail = classify_exception(e)
             if name != "out_of_memory":
                 raise
+            asked = re.search(r"allocate (\d+(?:\.\d+)?) ?(bytes|[KMGT]iB)", detail)
+            size = ""
+            if asked:
+                scale = {"bytes": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30,
+                         "TiB": 2 ** 40}
+                gib = float(asked.group(1)) * scale[asked.group(2)] / 2 ** 30
+                size = f" ({gib:.2f} GiB asked, {_memory_limit(self.device)})"
             raise Failed("runtime_error", "out_of_memory", "the problem's get_inputs() needs "
-                         f"more memory than the {self.device} Verifier may use: {detail}"
+                         f"more memory than the {self.device} Verifier may use{size}: {detail}"
                          ) from None
 
     def tol_for(self, ref: Any) -> tuple[float, float, str]:
@@ -675,6 +683,18 @@ def _speedups(result: dict) -> None:
         flags.append("speedup_over_10x")
 
 
+def _memory_limit(device: str) -> str:
+    if device.startswith("cuda"):
+        import torch
+        total = torch.cuda.get_device_properties(torch.device(device)).total_memory
+        return f"the GPU has {total / 2 ** 30:.2f} GiB"
+    import resource
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft == resource.RLIM_INFINITY:
+        return "no address-space limit"
+    return f"the worker's limit is {soft / 2 ** 30:.2f} GiB"
+
+
 def _limits(device: str) -> dict[str, int]:
     """Resource caps for a candidate's process: no core dumps, files of at most 16 GiB, at most
     1024 tasks of its user, and on
@@ -685,11 +705,16 @@ def _limits(device: str) -> dict[str, int]:
     # stops there
     limits = {"RLIMIT_CORE": 0, "RLIMIT_FSIZE": 16 << 30, "RLIMIT_NPROC": 1024}
     if not device.startswith("cuda"):
-        try:
-            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-            limits["RLIMIT_AS"] = max(int(total * 0.6), 4 << 30)
-        except (ValueError, OSError):
-            pass
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]   # the judge's own cap, when it has one
+        if soft != resource.RLIM_INFINITY:
+            limits["RLIMIT_AS"] = soft
+        else:
+            try:
+                total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+                limits["RLIMIT_AS"] = max(int(total * 0.6), 4 << 30)
+            except (ValueError, OSError):
+                pass
     return limits
 
 

@@ -77,7 +77,7 @@ FAULTS = [
      'tests/verifier/test_worker.py::test_memory_exhaustion_fails_fast_and_the_next_verification_passes',
      'runtime_error out_of_memory fast (torch and Python allocations); the next passes'),
     ('worker leaks memory across jobs',
-     'tests/reliability/test_worker_faults.py::test_a_leaking_candidate_runs_out_of_memory_and_the_next_one_gets_a_fresh_worker',
+     'tests/reliability/test_worker_faults.py::test_a_leaking_candidate_runs_out_of_memory_and_the_next_one_gets_a_fresh_process',
      ('out_of_memory, the worker is replaced, the next good candidate passes (it failed '
       'out_of_memory before the fix)')),
     ('CUDA illegal memory access',
