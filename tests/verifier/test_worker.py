@@ -71,7 +71,7 @@ def _sandboxes_of(judge_pid: int) -> list[int]:
         try:
             if entry.name.isdigit() and b"verifier.sandbox" in (entry / "cmdline").read_bytes():
                 stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                if int(stat[1]) == judge_pid or int(stat[3]) == int(entry.name):
+                if int(stat[1]) == judge_pid:     # this judge's own candidate processes
                     out.append(int(entry.name))
         except OSError:
             continue
