@@ -418,8 +418,9 @@ fig if fig is not None else print(figures.ncu_note(profile.get("ncu"), verdict.d
         code('''
 import pandas as pd
 
-rows = figures.timeline_rows(profile)
-pd.DataFrame(rows["candidate"]).sort_values("dur_us", ascending=False).head(10)'''),
+rows = pd.DataFrame(figures.timeline_rows(profile).get("candidate") or [])
+(rows.sort_values("dur_us", ascending=False).head(10) if len(rows)
+ else "this verdict holds no timeline rows (profiling was off, or nothing passed)")'''),
         md("And the speedup per iteration, as the panel's History tab draws it:"),
         code('''
 from stitchcuda_lab.jupyter import bridge
