@@ -30,23 +30,42 @@ from typing import Any
 from .errors import ConfigError, StitchError, UsageError
 
 ALL_MODES = "default,max-autotune-no-cudagraphs,reduce-overhead"
-_CONST = re.compile(r"^([A-Z][A-Z0-9_]*)\s*=\s*(\d+)\s*(#.*)?$")
 
 
 def shrink_source(source: str, factor: int) -> str:
     """Divide the problem's top-level integer constants >= 64 by ``factor`` (CPU smoke runs).
 
-    Problems keep their sizes in upper-case module constants (``BATCH = 8192``) for this.
+    A constant is a module-level assignment of an int or a tuple of ints, in any case
+    (``BATCH = 8192``, KernelBench's ``batch_size = 16`` and ``height, width = 128, 128``);
+    values below 64 (kernel sizes, strides, groups, heads) stay, so a shrunk problem keeps
+    its structure.
     """
     if factor <= 1:
         return source
-    out = []
-    for line in source.splitlines():
-        m = _CONST.match(line)
-        if m and int(m.group(2)) >= 64:
-            line = f"{m.group(1)} = {max(1, int(m.group(2)) // factor)}"
-        out.append(line)
-    return "\n".join(out) + "\n"
+    import ast
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source   # the problem loader reports it with its line
+    lines = source.splitlines()
+    for node in reversed(tree.body):
+        if not isinstance(node, ast.Assign) or node.lineno != node.end_lineno:
+            continue
+        value = node.value
+        items = value.elts if isinstance(value, ast.Tuple) else [value]
+        if not items or not all(isinstance(v, ast.Constant) and type(v.value) is int
+                                for v in items):
+            continue
+        ints = [max(1, v.value // factor) if v.value >= 64 else v.value for v in items]
+        text = ", ".join(map(str, ints))
+        if isinstance(value, ast.Tuple) and len(ints) == 1:
+            text += ","
+        line = lines[node.lineno - 1]
+        if line[value.col_offset] == "(":
+            text = f"({text})"
+        lines[node.lineno - 1] = (line[:value.col_offset] + text
+                                  + line[value.end_col_offset:])
+    return "\n".join(lines) + "\n"
 
 
 def discover(folder: Path, pattern: str | None = None) -> list[Path]:

@@ -41,10 +41,15 @@ def get_init_inputs():
 
 
 def test_shrink_divides_only_large_module_constants():
-    src = "BATCH = 4096\nDIM = 8192  # wide\nEPS = 1\nsmall = 512\n"
+    src = ("BATCH = 4096\nDIM = 8192  # wide\nEPS = 1\nbatch_size = 512\n"
+           "height, width = 128, 32\nshape = (256,)\nscale = 2.0\n"
+           "def f():\n    inner = 4096\n")
     out = bench.shrink_source(src, 8)
-    assert "BATCH = 512" in out and "DIM = 1024" in out
-    assert "EPS = 1" in out and "small = 512" in out   # < 64, or not a constant name
+    assert "BATCH = 512" in out and "DIM = 1024  # wide" in out
+    assert "batch_size = 64" in out and "height, width = 16, 32" in out   # KernelBench's case
+    assert "shape = (32,)" in out
+    assert "EPS = 1" in out and "scale = 2.0" in out        # < 64, or not an int
+    assert "inner = 4096" in out                              # only module level
     assert bench.shrink_source(src, 1) == src
 
 
