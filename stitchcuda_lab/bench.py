@@ -53,10 +53,10 @@ def shrink_source(source: str, factor: int) -> str:
             continue
         value = node.value
         items = value.elts if isinstance(value, ast.Tuple) else [value]
-        if not items or not all(isinstance(v, ast.Constant) and type(v.value) is int
-                                for v in items):
+        values = [_int_expr(v) for v in items]
+        if not items or any(v is None for v in values):
             continue
-        ints = [max(1, v.value // factor) if v.value >= 64 else v.value for v in items]
+        ints = [max(1, v // factor) if v >= 64 else v for v in values]
         text = ", ".join(map(str, ints))
         if isinstance(value, ast.Tuple) and len(ints) == 1:
             text += ","
@@ -66,6 +66,25 @@ def shrink_source(source: str, factor: int) -> str:
         lines[node.lineno - 1] = (line[:value.col_offset] + text
                                   + line[value.end_col_offset:])
     return "\n".join(lines) + "\n"
+
+
+def _int_expr(node) -> int | None:
+    """The value of an int literal or of arithmetic on int literals (``16384 * 2``), else None."""
+    import ast
+    import operator
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow, ast.LShift: operator.lshift}
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) is int else None
+    if isinstance(node, ast.BinOp) and type(node.op) in ops:
+        a, b = _int_expr(node.left), _int_expr(node.right)
+        if a is None or b is None or (isinstance(node.op, ast.Pow) and b > 64):
+            return None
+        try:
+            return ops[type(node.op)](a, b)
+        except (ZeroDivisionError, ValueError):
+            return None
+    return None
 
 
 def discover(folder: Path, pattern: str | None = None) -> list[Path]:
@@ -105,7 +124,8 @@ def category_of(path: Path) -> str:
 # ---------------------------------------------------------------- one problem (child process)
 
 def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: str,
-            shrink: int, settings_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+            shrink: int, settings_overrides: dict[str, Any] | None = None,
+            on_progress=None) -> dict[str, Any]:
     """Optimise one problem and time it against the baselines; returns a result row."""
     from .problem import problem_from_source
     from .session import Session
@@ -118,7 +138,8 @@ def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: st
                                  **(settings_overrides or {}))
     source = shrink_source(path.read_text(), shrink)
     problem = problem_from_source(source, name=path.stem, origin=str(path))
-    session = Session.create(problem, settings)   # validated like a CLI problem
+    session = Session.create(problem, settings,   # validated like a CLI problem
+                             on_progress=on_progress)
     session.advance(auto=True)
     row["session_dir"] = str(session.dir)
     best = session.best()
@@ -145,13 +166,25 @@ def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: st
         row[f"compile_{mode}_ms"] = timings.get(f"compile:{mode}")
     row["speedup_vs_eager"] = _ratio(eager, row["ours_ms"])
     row["speedup_vs_compile"] = _ratio(timings.get("compile:default"), row["ours_ms"])
+    compiled = [t for k, t in timings.items() if k.startswith("compile:") and t]
+    row["speedup_vs_best_compile"] = _ratio(min(compiled, default=None), row["ours_ms"])
     row["candidate_speedup_vs_eager"] = _ratio(eager, ours)
+    row.update(_limits(problem, row["ours_ms"], session))
     row["seconds"] = round(time.perf_counter() - t0, 1)
     try:
         row["cpus"] = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         row["cpus"] = os.cpu_count()
     return row
+
+
+def _limits(problem, ms: float | None, session) -> dict[str, Any]:
+    """The row's distance from the device's limits (``roofline``): advice, never fatal."""
+    from . import roofline
+    work = roofline.least_work(problem)
+    device = (session.facts().get("device") or {}) if ms else {}
+    keep = {k: work[k] for k in ("bytes", "flops", "work_error") if k in work}
+    return {**keep, **roofline.shares(work, ms, device)}
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -172,9 +205,19 @@ def _child_main(argv: list[str]) -> int:
     ap.add_argument("--cpus", default=None, help="comma list of the CPUs to keep to")
     a = ap.parse_args(argv)
     _apply_cpu_slice(a.cpus)
+    stage = Path(a.json_out).with_suffix(".stage")
+
+    def on_progress(message: str, fraction: float | None) -> None:
+        # The parent names this stage if the problem runs out of time.
+        print(message, flush=True)
+        try:
+            stage.write_text(message)
+        except OSError:
+            pass
+
     try:
         row = run_one(a.problem, device=a.device, iters=a.iters, agent=a.agent, modes=a.modes,
-                      shrink=a.shrink)
+                      shrink=a.shrink, on_progress=on_progress)
     except Exception as e:  # recorded in the row; the bench goes on with the next problem
         why = e.one_line() if isinstance(e, StitchError) else str(e)   # as the CLI says it
         row = {"problem": Path(a.problem).name, "category": category_of(Path(a.problem)),
@@ -220,6 +263,22 @@ def _apply_cpu_slice(spec: str | None) -> None:
 
 def _spawn(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int | None,
            cpus: list[int] | None = None) -> dict:
+    row = _spawn_row(problem, out_dir, args, gpu, cpus)
+    row.setdefault("suite", problem.parent.name)
+    return row
+
+
+def _spawn_row(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int | None,
+               cpus: list[int] | None) -> dict:
+    timeout = args.timeout
+    deadline = getattr(args, "deadline", None)
+    if deadline is not None:
+        left = deadline - time.perf_counter()
+        if left < 10:
+            return {"problem": problem.name, "category": category_of(problem),
+                    "status": "not_run", "correct": False,
+                    "error": f"the bench's --budget of {args.budget:.0f} s was spent"}
+        timeout = min(timeout, left)
     target = out_dir / "rows" / f"{problem.stem}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "stitchcuda_lab.bench", "one", str(problem),
@@ -232,18 +291,45 @@ def _spawn(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int | No
         cmd += ["--cpus", ",".join(str(c) for c in cpus)]
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(len(cpus)))
     log = out_dir / "rows" / f"{problem.stem}.log"
+    for stale in (target, target.with_suffix(".stage")):
+        stale.unlink(missing_ok=True)
     try:
-        with open(log, "w") as fh:
-            rc = subprocess.run(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                timeout=args.timeout).returncode
+        rc = _run_group(cmd, env, log, timeout)
     except subprocess.TimeoutExpired:
+        stage = target.with_suffix(".stage")
+        doing = stage.read_text().strip() if stage.exists() else "starting"
         return {"problem": problem.name, "category": category_of(problem), "status": "timeout",
-                "correct": False, "error": f"over {args.timeout:.0f} s"}
+                "correct": False, "stage": doing,
+                "error": f"over {timeout:.0f} s, while {doing}"}
     if not target.exists():
         tail = log.read_text()[-800:] if log.exists() else ""
+        how = f"exit {rc}"
+        if rc < 0:
+            import signal
+            how = f"killed by {signal.Signals(-rc).name}" + (
+                " (out of memory?)" if -rc == signal.SIGKILL else "")
         return {"problem": problem.name, "category": category_of(problem), "status": "crashed",
-                "correct": False, "error": f"exit {rc}: {tail}"}
+                "correct": False, "error": f"{how}: {tail}" if tail else how}
     return json.loads(target.read_text())
+
+
+def _run_group(cmd: list[str], env: dict, log: Path, timeout: float) -> int:
+    """Run a problem's process in a process group of its own; past ``timeout`` the whole
+    group goes (the problem's Verifier worker and candidate processes with it), so a problem
+    that ran out of time leaves nothing holding the GPU for the next one."""
+    import signal
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            raise
 
 
 def _local_gpus(device: str) -> list[int | None]:
@@ -258,7 +344,7 @@ def _local_gpus(device: str) -> list[int | None]:
 
 
 def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
-              progress=print) -> list[dict]:
+              progress=print, on_row=None) -> list[dict]:
     slots: queue.Queue = queue.Queue()
     gpus = _local_gpus(args.device)
     cpus = dict(zip(gpus, cpu_slices(len(gpus)))) if len(gpus) > 1 else {}
@@ -276,6 +362,8 @@ def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
         with lock:
             rows[p.name] = row
             progress(_progress_line(len(rows), len(problems), row))
+            if on_row is not None:
+                on_row(row)
 
     threads = [threading.Thread(target=work, args=(p,)) for p in problems]
     for t in threads:
@@ -286,7 +374,7 @@ def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
 
 
 def run_ray(problems: list[Path], out_dir: Path, args: argparse.Namespace,
-            progress=print) -> list[dict]:
+            progress=print, on_row=None) -> list[dict]:
     try:
         import ray
     except ImportError:
@@ -305,6 +393,8 @@ def run_ray(problems: list[Path], out_dir: Path, args: argparse.Namespace,
         p = pending.pop(done[0])
         rows[p.name] = ray.get(done[0])
         progress(_progress_line(len(rows), len(problems), rows[p.name]))
+        if on_row is not None:
+            on_row(rows[p.name])
     return [rows[p.name] for p in problems]
 
 
@@ -338,50 +428,94 @@ def environment() -> dict[str, Any]:
     return env
 
 
+FASTER = 1.05   # "faster than torch.compile" means by more than 5%
+SLOWER = 0.98   # "slower than eager" means by more than 2%
+
+
+def _group_summary(rows: list[dict]) -> dict[str, Any]:
+    """The figures a reader compares with published systems, for one group of rows."""
+    vs_compile = [r.get("speedup_vs_compile") for r in rows]
+    return {
+        "problems": len(rows),
+        "correct": sum(bool(r.get("correct")) for r in rows),
+        "own_kernel": sum(bool(r.get("correct")) and not r.get("kept_reference") for r in rows),
+        "geomean_vs_eager": geomean([r.get("speedup_vs_eager") for r in rows]),
+        "geomean_vs_compile": geomean(vs_compile),
+        "geomean_vs_best_compile": geomean([r.get("speedup_vs_best_compile") for r in rows]),
+        "faster_than_compile": sum(bool(x and x > FASTER) for x in vs_compile),
+        "slower_than_eager": sum(bool(r.get("speedup_vs_eager") is not None
+                                      and r["speedup_vs_eager"] < SLOWER) for r in rows)}
+
+
 def summarise(rows: list[dict]) -> dict[str, Any]:
-    by_cat: dict[str, list[dict]] = {}
-    for r in rows:
-        by_cat.setdefault(r.get("category", "other"), []).append(r)
-    summary = {"problems": len(rows), "correct": sum(bool(r.get("correct")) for r in rows),
-               "geomean_vs_eager": geomean([r.get("speedup_vs_eager") for r in rows]),
-               "geomean_vs_compile": geomean([r.get("speedup_vs_compile") for r in rows]),
-               "categories": {}}
-    for cat, rs in sorted(by_cat.items()):
-        summary["categories"][cat] = {
-            "problems": len(rs),
-            "geomean_vs_eager": geomean([r.get("speedup_vs_eager") for r in rs]),
-            "geomean_vs_compile": geomean([r.get("speedup_vs_compile") for r in rs])}
+    summary = _group_summary(rows)
+    for field, key in (("suites", "suite"), ("categories", "category")):
+        groups: dict[str, list[dict]] = {}
+        for r in rows:
+            groups.setdefault(r.get(key) or "other", []).append(r)
+        summary[field] = {name: _group_summary(rs) for name, rs in sorted(groups.items())}
     return summary
+
+
+def _fmt(x, spec=".3f") -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def _row_cells(r: dict, modes: list[str]) -> list[str]:
+    status = r.get("status", "?")
+    if r.get("kept_reference"):
+        status += " (reference kept" + (f": {r['kept_reason']}" if r.get("kept_reason")
+                                        else "") + ")"
+    if r.get("error"):
+        status += f": {str(r['error'])[:120]}"
+    share = r.get("ceiling_share")
+    limit = "—" if share is None else f"{share:.0%} {'BW' if r.get('bound') == 'memory' else 'FP32'}"
+    return ([r["problem"], status.replace("|", "/"), _fmt(r.get("eager_ms"))]
+            + [_fmt(r.get(f"compile_{m}_ms")) for m in modes]
+            + [_fmt(r.get("ours_ms")), _fmt(r.get("speedup_vs_eager"), ".2f") + "x",
+               _fmt(r.get("speedup_vs_compile"), ".2f") + "x", limit])
+
+
+def _summary_table(title: str, groups: dict[str, dict]) -> list[str]:
+    lines = ["", f"| {title} | problems | correct | own kernel | vs eager | vs compile | "
+             "vs best compile | faster than compile by >5% | slower than eager by >2% |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, g in groups.items():
+        lines.append(
+            f"| {name} | {g['problems']} | {g['correct']} | {g['own_kernel']} | "
+            f"{_fmt(g['geomean_vs_eager'], '.2f')}x | {_fmt(g['geomean_vs_compile'], '.2f')}x | "
+            f"{_fmt(g['geomean_vs_best_compile'], '.2f')}x | {g['faster_than_compile']} | "
+            f"{g['slower_than_eager']} |")
+    return lines
 
 
 def markdown(result: dict) -> str:
     env = result["environment"]
     modes = [m for m in result["modes"].split(",") if m]
     head = ["problem", "status", "eager ms"] + [f"compile {m} ms" for m in modes] + \
-           ["ours ms", "vs eager", "vs compile"]
+           ["ours ms", "vs eager", "vs compile", "of ceiling"]
     lines = [f"# Benchmark: {env.get('device', '?')}", "",
              f"{env.get('date')} · torch {env.get('torch')} · CUDA {env.get('cuda')} · "
-             f"`{result['command']}`", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-
-    def f(x, spec=".3f"):
-        return "—" if x is None else format(x, spec)
-
+             f"`{result['command']}`" + ("" if result.get("complete", True) else
+                                         " · **partial: the run did not finish**"), ""]
+    suites: dict[str, list[dict]] = {}
     for r in result["rows"]:
-        status = r.get("status", "?") + (" (reference kept)" if r.get("kept_reference") else "")
-        cells = [r["problem"], status, f(r.get("eager_ms"))] + \
-                [f(r.get(f"compile_{m}_ms")) for m in modes] + \
-                [f(r.get("ours_ms")), f(r.get("speedup_vs_eager"), ".2f") + "x",
-                 f(r.get("speedup_vs_compile"), ".2f") + "x"]
-        lines.append("| " + " | ".join(cells) + " |")
+        suites.setdefault(r.get("suite") or "", []).append(r)
+    for suite, rows in suites.items():
+        if len(suites) > 1:
+            lines += [f"## {suite}", ""]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(_row_cells(r, modes)) + " |" for r in rows]
+        lines.append("")
     s = result["summary"]
-    lines += ["", f"Correct: {s['correct']}/{s['problems']}. Geomean vs eager "
-              f"{f(s['geomean_vs_eager'], '.2f')}x, vs torch.compile "
-              f"{f(s['geomean_vs_compile'], '.2f')}x.", "", "| category | problems | vs eager | "
-              "vs compile |", "|---|---|---|---|"]
-    for cat, c in s["categories"].items():
-        lines.append(f"| {cat} | {c['problems']} | {f(c['geomean_vs_eager'], '.2f')}x | "
-                     f"{f(c['geomean_vs_compile'], '.2f')}x |")
+    lines += [f"Correct: {s['correct']}/{s['problems']} ({s['own_kernel']} with a kernel of "
+              f"ours). Geomean vs eager {_fmt(s['geomean_vs_eager'], '.2f')}x, vs "
+              f"torch.compile default {_fmt(s['geomean_vs_compile'], '.2f')}x. "
+              "\"of ceiling\": the least bytes (or FLOPs) a forward must move at our time, "
+              "as a share of this device's measured copy bandwidth (or plain fp32 GEMM rate)."]
+    if len(s.get("suites", {})) > 1:
+        lines += _summary_table("suite", s["suites"])
+    lines += _summary_table("category", s["categories"])
     return "\n".join(lines) + "\n"
 
 
@@ -411,25 +545,49 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _problems(args: argparse.Namespace) -> list[Path]:
+    problems: list[Path] = []
+    for d in args.dir:
+        folder = Path(d)
+        if not folder.is_dir():
+            raise UsageError(f"{folder} is not a folder", hint="give folders of problem files "
+                             "(Model, get_inputs, get_init_inputs), e.g. benchmarks/problems")
+        found = discover(folder, args.filter)
+        if not found:
+            raise UsageError(f"no problem files (*.py) in {folder}"
+                             + (f" matching --filter {args.filter!r}" if args.filter else ""))
+        problems += found
+    names = [p.name for p in problems]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if len(args.dir) > 1 and twice:
+        raise UsageError(f"problem files of the same name in two folders: {', '.join(twice)}",
+                         hint="run those folders in separate bench runs (--out apart)")
+    return problems
+
+
 def main_bench(args: argparse.Namespace) -> int:
-    folder = Path(args.dir)
-    if not folder.is_dir():
-        raise UsageError(f"{folder} is not a folder", hint="give a folder of problem files "
-                         "(Model, get_inputs, get_init_inputs), e.g. benchmarks/problems")
-    problems = discover(folder, args.filter)
-    if not problems:
-        raise UsageError(f"no problem files (*.py) in {folder}")
+    problems = _problems(args)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    rows = (run_ray if args.ray else run_local)(problems, out_dir, args, progress=_say)
+    args.deadline = t0 + args.budget if args.budget else None
     result = {"environment": environment(), "modes": args.modes, "iters": args.iters,
               "agent": args.agent, "shrink": args.shrink,
               "command": "stitchcuda-lab bench " + " ".join(sys.argv[2:]),
-              "seconds": round(time.perf_counter() - t0, 1), "rows": rows,
-              "summary": summarise(rows)}
-    (out_dir / "results.json").write_text(json.dumps(result, indent=2, default=str))
-    (out_dir / "results.md").write_text(markdown(result))
+              "complete": False, "rows": []}
+    done: list[dict] = []
+
+    def on_row(row: dict) -> None:
+        # Written after every problem: a run cut short still leaves every finished row.
+        done.append(row)
+        order = {p.name: i for i, p in enumerate(problems)}
+        _write(out_dir, dict(result, rows=sorted(done, key=lambda r: order[r["problem"]]),
+                             seconds=round(time.perf_counter() - t0, 1)))
+
+    rows = (run_ray if args.ray else run_local)(problems, out_dir, args, progress=_say,
+                                                on_row=on_row)
+    result.update(complete=True, seconds=round(time.perf_counter() - t0, 1), rows=rows)
+    result = _write(out_dir, result)
     try:
         figure(result).write_html(str(out_dir / "results.html"), include_plotlyjs="cdn")
     except ImportError:
@@ -441,8 +599,19 @@ def main_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write(out_dir: Path, result: dict) -> dict:
+    result = dict(result, summary=summarise(result["rows"]))
+    for name, text in (("results.json", json.dumps(result, indent=2, default=str)),
+                       ("results.md", markdown(result))):
+        tmp = out_dir / f".{name}.tmp"
+        tmp.write_text(text)
+        tmp.replace(out_dir / name)
+    return result
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", help="folder of problem files in the KernelBench contract")
+    p.add_argument("dir", nargs="+", help="folders of problem files in the KernelBench "
+                   "contract (each folder is a suite in the summary: level1 level2 ...)")
     p.add_argument("--device", default="auto")
     p.add_argument("--iters", type=int, default=2)
     p.add_argument("--agent", default="offline")
@@ -452,6 +621,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shrink", type=int, default=1,
                    help="divide the problems' size constants by this (CPU smoke runs)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per problem")
+    p.add_argument("--budget", type=float, default=None,
+                   help="seconds for the whole run: problems not started by then are "
+                   "recorded as not run, and the last ones get what is left")
     p.add_argument("--ray", action="store_true", help="spread problems over a Ray cluster")
     p.add_argument("--json", action="store_true")
 

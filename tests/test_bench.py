@@ -42,12 +42,12 @@ def get_init_inputs():
 
 def test_shrink_divides_only_large_module_constants():
     src = ("BATCH = 4096\nDIM = 8192  # wide\nEPS = 1\nbatch_size = 512\n"
-           "height, width = 128, 32\nshape = (256,)\nscale = 2.0\n"
+           "height, width = 128, 32\nshape = (256,)\nscale = 2.0\nM = 16384 * 2\n"
            "def f():\n    inner = 4096\n")
     out = bench.shrink_source(src, 8)
     assert "BATCH = 512" in out and "DIM = 1024  # wide" in out
     assert "batch_size = 64" in out and "height, width = 16, 32" in out   # KernelBench's case
-    assert "shape = (32,)" in out
+    assert "shape = (32,)" in out and "M = 4096" in out
     assert "EPS = 1" in out and "scale = 2.0" in out        # < 64, or not an int
     assert "inner = 4096" in out                              # only module level
     assert bench.shrink_source(src, 1) == src
@@ -91,8 +91,40 @@ def test_summary_and_markdown_group_by_category():
     assert result["summary"]["correct"] == 2
     assert set(result["summary"]["categories"]) == {"pointwise", "norm"}
     md = bench.markdown(result)
-    assert "| 01_pointwise_a.py | pass | 2.000 | 1.000 | 1.000 | 2.00x | 1.00x |" in md
+    assert "| 01_pointwise_a.py | pass | 2.000 | 1.000 | 1.000 | 2.00x | 1.00x | — |" in md
     assert "reference kept" in md
+
+
+def test_summary_by_suite_counts_what_the_yardstick_asks():
+    def row(name, suite, eager, compile_default, ours, overhead=None, **extra):
+        r = {"problem": name, "suite": suite, "category": "other", "status": "pass",
+             "correct": True, "eager_ms": eager, "ours_ms": ours,
+             "compile_default_ms": compile_default, "speedup_vs_eager": eager / ours,
+             "speedup_vs_compile": compile_default / ours,
+             "speedup_vs_best_compile": min(compile_default, overhead or 1e9) / ours}
+        return {**r, **extra}
+    rows = [row("1_a.py", "level1", 2.0, 1.5, 1.0),                 # 1.5x compile
+            row("2_b.py", "level1", 1.0, 1.04, 1.0),                # within 5%: not faster
+            row("3_c.py", "level1", 1.0, 0.5, 1.1),                 # slower than eager
+            row("1_d.py", "level3", 4.0, 3.0, 2.0, overhead=1.0,    # reduce-overhead wins
+                bound="memory", ceiling_share=0.81)]
+    s = bench.summarise(rows)
+    l1, l3 = s["suites"]["level1"], s["suites"]["level3"]
+    assert (l1["problems"], l1["faster_than_compile"], l1["slower_than_eager"]) == (3, 1, 1)
+    assert math.isclose(l3["geomean_vs_best_compile"], 0.5)
+    md = bench.markdown({"environment": {}, "modes": "default", "command": "x", "rows": rows,
+                         "summary": s, "complete": False})
+    assert "## level1" in md and "## level3" in md and "partial" in md
+    assert "| 1_d.py |" in md and "81% BW" in md
+
+
+def test_budget_spent_marks_the_rest_not_run(tmp_path):
+    import argparse
+    import time as _time
+    args = argparse.Namespace(timeout=100, budget=5, deadline=_time.perf_counter() - 1)
+    row = bench._spawn(tmp_path / "7_x.py", tmp_path, args, None)
+    assert row["status"] == "not_run" and "--budget of 5 s" in row["error"]
+    assert row["suite"] == tmp_path.name
 
 
 def _bench_cli(tmp_path, files: dict[str, str], *extra: str, env: dict | None = None):
@@ -170,13 +202,13 @@ def test_cpu_slices_split_the_cpus_between_gpu_slots(monkeypatch):
 def test_each_gpu_slot_runs_on_its_own_cpus(tmp_path, monkeypatch):
     seen = {}
 
-    def fake_run(cmd, env, **kw):
+    def fake_run(cmd, env, log, timeout):
         seen.update(env, cpus=cmd[cmd.index("--cpus") + 1])
         target = Path(cmd[cmd.index("--json-out") + 1])
         target.write_text(json.dumps({"problem": "p.py", "status": "pass", "correct": True}))
-        return subprocess.CompletedProcess(cmd, 0)
+        return 0
 
-    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    monkeypatch.setattr(bench, "_run_group", fake_run)
     monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
     import argparse
     ap = argparse.ArgumentParser()
@@ -186,6 +218,20 @@ def test_each_gpu_slot_runs_on_its_own_cpus(tmp_path, monkeypatch):
     assert row["correct"]
     assert seen["CUDA_VISIBLE_DEVICES"] == "1" and seen["cpus"] == "4,5,6,7"
     assert seen["TORCHINDUCTOR_COMPILE_THREADS"] == "4"
+
+
+SLOW = PROBLEM.replace("def get_inputs():", "import time\ntime.sleep(120)\n\ndef get_inputs():")
+
+
+def test_a_problem_past_its_timeout_names_its_stage_and_leaves_no_process(tmp_path):
+    proc, out = _bench_cli(tmp_path, {"01_pointwise_slow.py": SLOW}, "--timeout", "20")
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads((out / "results.json").read_text())["rows"][0]
+    assert row["status"] == "timeout" and row["error"].startswith("over 20 s, while ")
+    assert "validating" in row["stage"]
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit()
+            and b"01_pointwise_slow" in (p / "cmdline").read_bytes()]
+    assert not left
 
 
 def test_problem_process_keeps_to_its_slice(monkeypatch):

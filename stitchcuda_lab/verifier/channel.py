@@ -23,6 +23,38 @@ class ProtocolError(Exception):
     """The other side sent something that is not a message of this protocol."""
 
 
+def die_with_parent() -> None:
+    """Let the kernel kill this process when the thread that started it ends.
+
+    For sandboxes, whose parent is the judge's main thread: a sandbox whose judge is gone
+    would otherwise go on computing on the GPU for nobody. Set again after a change of user
+    (the kernel clears it then). The judge itself uses ``exit_with_parent``: its caller may
+    start it from a thread that ends long before the caller does.
+    """
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:   # the parent went before the call above took effect
+        os._exit(1)
+
+
+def exit_with_parent(every: float = 1.0) -> None:
+    """Exit (taking the sandboxes with it, see ``die_with_parent``) once the parent process
+    is gone: a judge killed with its caller, say past a bench's timeout."""
+    import threading
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="stitch-parent-watch", daemon=True).start()
+
+
 def send(fd: int, obj: dict) -> None:
     data = json.dumps(obj, default=_json_default).encode()
     os.write(fd, struct.pack("<Q", len(data)))

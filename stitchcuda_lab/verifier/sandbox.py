@@ -397,6 +397,7 @@ def _expose(folders: dict[str, list[str]]) -> None:
 
 def main(device: str, rfd: int, wfd: int, expose: dict | None = None) -> None:
     faulthandler.enable()
+    channel.die_with_parent()
     if expose:
         _expose(expose)
     import torch
@@ -417,6 +418,7 @@ def main(device: str, rfd: int, wfd: int, expose: dict | None = None) -> None:
         return
     os.chdir(job["folder"])
     _become(job.get("uid"), job.get("limits", {}))
+    channel.die_with_parent()
     h = Harness(device, rfd, wfd)
     handlers = {"candidate": h.load_candidate, "trial": h.trial, "call": h.call,
                 "flush": h.flush, "outputs": h.outputs}

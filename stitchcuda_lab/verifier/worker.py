@@ -327,6 +327,7 @@ def _child_main(device: str, rfd: int, wfd: int) -> None:
     import faulthandler
     faulthandler.enable()
     _not_traceable()
+    channel.exit_with_parent()
     # OpenMP threads that spin after a parallel region take the CPU from whatever runs next
     # (the judge's clock would charge it to the next contender): every process here sleeps
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"

@@ -191,3 +191,36 @@ def test_verify_files_infers_the_policy_and_names_the_candidate(settings, tmp_pa
 def _has_cuda() -> bool:
     import torch
     return torch.cuda.is_available()
+
+
+CALLER_THAT_DIES = '''
+import os, sys, time
+from pathlib import Path
+from stitchcuda_lab.verifier.worker import Worker
+w = Worker("cpu", cache_dir=sys.argv[1])
+w.start()
+for _ in range(100):   # the judge starts its spare candidate process
+    spares = [e.name for e in Path("/proc").iterdir() if e.name.isdigit()
+              and b"verifier.sandbox" in (e / "cmdline").read_bytes()
+              and (e / "stat").read_text().rsplit(")", 1)[1].split()[1] == str(w.pid)]
+    if spares:
+        break
+    time.sleep(0.1)
+print(w.pid, *spares, flush=True)
+os._exit(0)     # no cleanup: as if killed past a bench timeout
+'''
+
+
+def test_a_judge_whose_caller_died_goes_and_takes_its_candidate_processes(tmp_path):
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", CALLER_THAT_DIES, str(tmp_path)],
+                         capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2])
+    judge, *spares = (int(p) for p in out.stdout.split())
+    assert spares, "the judge started no candidate process"
+    alive = [judge, *spares]
+    deadline = time.monotonic() + 15
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if Path(f"/proc/{p}").exists()]
+        time.sleep(0.2)
+    assert not alive, f"outlived their caller: {alive} (judge {judge})"
