@@ -206,10 +206,12 @@ def _child_main(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     _apply_cpu_slice(a.cpus)
     stage = Path(a.json_out).with_suffix(".stage")
+    t0 = time.perf_counter()
 
     def on_progress(message: str, fraction: float | None) -> None:
-        # The parent names this stage if the problem runs out of time.
-        print(message, flush=True)
+        # The parent names this stage if the problem runs out of time; the log says when
+        # each stage began, so a slow problem shows where its time went.
+        print(f"[{time.perf_counter() - t0:6.1f} s] {message}", flush=True)
         try:
             stage.write_text(message)
         except OSError:
@@ -262,14 +264,14 @@ def _apply_cpu_slice(spec: str | None) -> None:
 
 
 def _spawn(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int | None,
-           cpus: list[int] | None = None) -> dict:
-    row = _spawn_row(problem, out_dir, args, gpu, cpus)
+           cpus: list[int] | None = None, gpu_lock: str | None = None) -> dict:
+    row = _spawn_row(problem, out_dir, args, gpu, cpus, gpu_lock)
     row.setdefault("suite", problem.parent.name)
     return row
 
 
 def _spawn_row(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int | None,
-               cpus: list[int] | None) -> dict:
+               cpus: list[int] | None, gpu_lock: str | None) -> dict:
     timeout = args.timeout
     deadline = getattr(args, "deadline", None)
     if deadline is not None:
@@ -287,6 +289,9 @@ def _spawn_row(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int 
     env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    if gpu_lock:
+        from .settings import env_name
+        env[env_name("gpu_lock")] = gpu_lock
     if cpus:
         cmd += ["--cpus", ",".join(str(c) for c in cpus)]
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(len(cpus)))
@@ -347,18 +352,24 @@ def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
               progress=print, on_row=None) -> list[dict]:
     slots: queue.Queue = queue.Queue()
     gpus = _local_gpus(args.device)
-    cpus = dict(zip(gpus, cpu_slices(len(gpus)))) if len(gpus) > 1 else {}
-    for g in gpus:
-        slots.put(g)
+    jobs = max(1, getattr(args, "jobs", 1))
+    # `jobs` problems per GPU overlap their host work; their timed work takes the GPU alone
+    # through a lock file per GPU (gpulock.py). Each slot keeps to a slice of the CPUs.
+    taken = [(g, j) for g in gpus for j in range(jobs)]
+    slices = cpu_slices(len(taken)) if len(taken) > 1 else [None]
+    for slot, cpus in zip(taken, slices * len(taken)):
+        slots.put((slot[0], cpus))
+    locks = {g: str(out_dir.resolve() / f".gpu{g if g is not None else ''}.lock")
+             for g in gpus} if jobs > 1 else {}
     rows: dict[str, dict] = {}
     lock = threading.Lock()
 
     def work(p: Path) -> None:
-        g = slots.get()
+        g, cpus = slots.get()
         try:
-            row = _spawn(p, out_dir, args, g, cpus.get(g))
+            row = _spawn(p, out_dir, args, g, cpus, gpu_lock=locks.get(g))
         finally:
-            slots.put(g)
+            slots.put((g, cpus))
         with lock:
             rows[p.name] = row
             progress(_progress_line(len(rows), len(problems), row))
@@ -624,6 +635,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=float, default=None,
                    help="seconds for the whole run: problems not started by then are "
                    "recorded as not run, and the last ones get what is left")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="problems at once per GPU: their host work (compiling, building, "
+                   "planning) overlaps, their timed work takes the GPU alone")
     p.add_argument("--ray", action="store_true", help="spread problems over a Ray cluster")
     p.add_argument("--json", action="store_true")
 

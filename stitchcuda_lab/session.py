@@ -52,6 +52,7 @@ from .loop import (
 from .candidate import Candidate
 from .record import Shown
 from .verdict import Verdict
+from . import gpulock
 from .problem import Problem, ProblemReport, _user_error, load_problem, validate
 from .settings import Settings
 from .spend import Spend
@@ -131,13 +132,14 @@ class Session(Shown):
             planner, coder = planner or made[0], coder or made[1]
         if on_progress is not None:
             on_progress(f"validating {problem.origin} on {device}", None)
-        report = validate(problem, device=device, seed=settings.seed,
-                          timeout=settings.timeout if isolate else None,
-                          time_forward=time_forward)
-        if graph is None:   # before the folder, so a broken problem leaves none behind
-            if on_progress is not None:
-                on_progress("analysing the model's graph", 0.0)
-            graph = _analyse(problem, device, settings)
+        with gpulock.shared(settings.gpu_lock):   # GPU work, not timed: may overlap others'
+            report = validate(problem, device=device, seed=settings.seed,
+                              timeout=settings.timeout if isolate else None,
+                              time_forward=time_forward)
+            if graph is None:   # before the folder, so a broken problem leaves none behind
+                if on_progress is not None:
+                    on_progress("analysing the model's graph", 0.0)
+                graph = _analyse(problem, device, settings)
         store = SessionStore(settings.sessions_dir)
         log = store.create({"problem": problem.name, "origin": problem.origin, "device": device,
                             "agent": agent, "iters": settings.iters,
@@ -445,7 +447,8 @@ class Session(Shown):
         out: dict[str, Any] = {}
         self._progress(f"measuring {self.device} (bandwidth, FLOP/s)", None)
         try:
-            out["device"] = device_facts(self.device)
+            with gpulock.exclusive(self.settings.gpu_lock):   # a measurement: the GPU alone
+                out["device"] = device_facts(self.device)
         except Exception as e:  # noqa: BLE001 - the agents can work without the figures
             out["device_error"] = f"{type(e).__name__}: {e}"
         try:

@@ -31,7 +31,7 @@ PREFIX = "STITCH_"
 AGENTS = ("offline", "claude", "openai", "hybrid")     # who plans and codes (agents/base.py)
 # The Settings fields a verification job is told (verifier/options.py: VerifyOptions).
 VERIFIER_KNOBS = ("trials", "timing_trials", "warmup", "atol", "rtol", "seed", "compile_modes",
-                  "profile", "ncu")
+                  "profile", "ncu", "gpu_lock")
 # Environment variables whose names say they hold a credential: never handed to the worker or
 # the validation process, and their values never written to a session folder.
 SECRET_NAME = re.compile(r"API_?KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
@@ -80,6 +80,8 @@ class Settings:
                                           "default, max-autotune-no-cudagraphs, reduce-overhead")
     profile: bool = _knob(True, "record timelines")
     ncu: bool = _knob(False, "per-kernel hardware counters from Nsight Compute (GPU, slow)")
+    gpu_lock: str = _knob("", "lock file of a GPU that several problems share (bench --jobs): "
+                              "timed work takes it alone (gpulock.py); '' when not shared")
     tensor_cores: bool = _knob(True, "large fp32 GEMMs may run as the fp32-accurate 3xTF32 "
                                      "split")
     # --- LLM agents (none of these reach the Verifier's processes: see LLM_ENV)

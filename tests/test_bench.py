@@ -160,6 +160,15 @@ def test_bench_runs_each_problem_in_its_own_process(tmp_path):
     assert json.loads(proc.stdout)["problems"] == 2
 
 
+def test_two_problems_at_once_share_the_device_through_its_lock(tmp_path):
+    proc, out = _bench_cli(tmp_path, {"01_pointwise_tiny.py": PROBLEM,
+                                      "02_pointwise_again.py": PROBLEM}, "--jobs", "2")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert all(r["correct"] and r["eager_ms"] > 0 for r in rows), rows
+    assert (out / ".gpu.lock").exists()   # both problems' processes were told of it
+
+
 def test_a_problem_breaking_the_contract_gets_the_clis_error_in_its_row(tmp_path, monkeypatch,
                                                                       capsys):
     """The bench enters through Session.create like the CLI: validated, same message."""

@@ -27,6 +27,7 @@ worse. Reasons are stable names (``antihack.REASONS``); ``Verdict.reason`` is "n
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import math
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ..verdict import TrialResult, Verdict
+from .. import gpulock
 from . import antihack, profile, timing
 from .compare import compare, same, stale_outputs, tolerance
 from .exchange import draw, read_output, tensors
@@ -513,11 +515,16 @@ class Job:
         if cached is None:
             cached = {"_flags": []}
             timer = timing.Timer(self.device)
+            lock = self.opts.gpu_lock
             for mode in ["eager"] + self.opts.modes():
                 try:
                     fn = self.ref.model if mode == "eager" else torch.compile(
                         self.ref.model, mode=None if mode == "default" else mode)
-                    res = self.timed(lambda seed, fn=fn: self.local_call(timer, fn, seed))
+                    if mode != "eager":   # compiling is mostly host work: others may time
+                        with gpulock.shared(lock):
+                            self.local_call(timer, fn, fresh_seed())
+                    with gpulock.exclusive(lock):
+                        res = self.timed(lambda seed, fn=fn: self.local_call(timer, fn, seed))
                 except Exception as e:  # noqa: BLE001  (a baseline that cannot compile is noted)
                     cached["_flags"].append(f"compile_failed:{mode}")
                     print(f"torch.compile mode={mode} failed: {e}", file=sys.stderr)
@@ -615,7 +622,13 @@ def run_verify(job: dict, state: WorkerState) -> dict:
     """One candidate against one problem; returns {"verdict": dict, "healthy": True}."""
     timeout = float(job.get("timeout", 300.0))
     j = Job(job, state, time.monotonic() + timeout)
+    # A shared GPU (gpulock.py) is this job's alone from before the candidate's process gets
+    # its candidate until that process is gone: no candidate runs beside another's timing.
+    held = contextlib.ExitStack()
     try:
+        if j.opts.time:
+            j.baselines([])   # cached after the first job; its compiling shares the GPU
+        held.enter_context(gpulock.exclusive(j.opts.gpu_lock))
         return {"verdict": Verdict(**j.run()).to_dict(), "healthy": True}
     except Reject as r:
         return {"verdict": _status("rejected", r.name, r.detail, **j.base), "healthy": True}
@@ -625,6 +638,7 @@ def run_verify(job: dict, state: WorkerState) -> dict:
     finally:
         if j.box is not None:
             j.box.destroy()
+        held.close()
         if state.pool is not None:
             state.pool.fill()   # the next candidate's process starts now, between jobs
 

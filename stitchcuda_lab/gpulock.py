@@ -1,0 +1,68 @@
+"""One GPU shared by several problems at once (``bench --jobs N``): timed work has it alone.
+
+Most of a problem's time is spent off the GPU (starting processes, tracing the graph,
+planning, writing and building kernels, torch.compile's code generation), so problems can
+overlap there. What touches the GPU takes a lock file (``Settings.gpu_lock``):
+
+- ``exclusive``: everything a number comes from, and everything a candidate's process runs
+  (the judge holds it from handing over the candidate until that process is gone, so a
+  candidate can never run beside another problem's timing);
+- ``shared``: trusted GPU work that is not timed (validating a problem, tracing its graph,
+  the reference's outputs, torch.compile's first call), which may overlap each other but
+  never a timing.
+
+Without a lock file (the default: one problem per GPU) both are no-ops. Locks are
+``flock``s, released by the kernel when a process dies, so a killed problem never wedges the
+others. Nested use in one process keeps the strongest lock already held.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+
+_held: dict[str, list[int]] = {}     # path -> [fd, depth, mode]
+
+
+@contextlib.contextmanager
+def exclusive(path: str | None) -> Iterator[None]:
+    with _lock(path, fcntl.LOCK_EX):
+        yield
+
+
+@contextlib.contextmanager
+def shared(path: str | None) -> Iterator[None]:
+    with _lock(path, fcntl.LOCK_SH):
+        yield
+
+
+@contextlib.contextmanager
+def _lock(path: str | None, mode: int) -> Iterator[None]:
+    if not path:
+        yield
+        return
+    entry = _held.get(path)
+    if entry is not None:
+        fd, depth, held = entry
+        upgrade = held == fcntl.LOCK_SH and mode == fcntl.LOCK_EX
+        if upgrade:
+            fcntl.flock(fd, fcntl.LOCK_EX)   # not atomic: others' shared work may run between
+        entry[1:] = [depth + 1, fcntl.LOCK_EX if upgrade else held]
+        try:
+            yield
+        finally:
+            entry[1] -= 1
+            if upgrade:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+                entry[2] = fcntl.LOCK_SH
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, mode)
+        _held[path] = [fd, 1, mode]
+        yield
+    finally:
+        _held.pop(path, None)
+        os.close(fd)   # closing the descriptor releases the lock
