@@ -10,7 +10,7 @@ timeout "${GPU_TEST_TIMEOUT:-300}" python3 -m pytest -q -m gpu -p no:cacheprovid
   --ignore=tests/jupyter ${GPU_TESTS:-tests} >"$out/gpu_tests.log" 2>&1
 echo "gpu tests rc=$?"; grep -E "passed|failed|error" "$out/gpu_tests.log" | tail -3
 grep -E "^(FAILED|ERROR)" "$out/gpu_tests.log" | head -30
-for p in ${EXAMPLES:-examples/*.py}; do
+for p in $([ -z "${SKIP_EXAMPLES:-}" ] && echo ${EXAMPLES:-examples/*.py}); do
   n=$(basename "$p" .py)
   timeout 240 python3 -m stitchcuda_lab optimize "$p" --device cuda --iters "${ITERS:-1}" --json \
     >"$out/opt_$n.json" 2>"$out/opt_$n.err"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The KernelBench sample on one GPU machine: `bench` over its level folders, one process per
 # problem, results (json, md, per-problem logs) under ${OUT:-gpu_out}/kernelbench.
-#   KB=path/to/kernelbench  LEVELS="1 2 3"  MODES=default  BUDGET=540  bash benchmarks/kernelbench.sh
+#   KB=path/to/kernelbench  LEVELS="1 2 3"  MODES=default  JOBS=3  BUDGET=540 \
+#     bash benchmarks/kernelbench.sh
+# JOBS problems share the GPU at once: their host work overlaps, their timing holds it alone.
 # The sample must sit inside the working tree that travels to the GPU machine (an ignored
 # folder), since nothing outside it goes there.
 set -u
@@ -15,6 +17,7 @@ export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$STITCH_CACHE_DIR/ind
 dirs=(); for l in ${LEVELS:-1 2 3}; do dirs+=("$kb/level$l"); done
 python3 -m stitchcuda_lab bench "${dirs[@]}" --device cuda --iters "${ITERS:-1}" \
   --modes "${MODES:-default}" --timeout "${TIMEOUT:-240}" --budget "${BUDGET:-540}" \
+  --jobs "${JOBS:-3}" \
   --out "$out" ${FILTER:+--filter "$FILTER"} >"$out/bench.log" 2>&1
 echo "bench rc=$?"
 grep -E "^\[" "$out/bench.log" | tail -50
@@ -24,3 +27,4 @@ s = json.load(open(sys.argv[1]))["summary"]
 for name, g in s.get("suites", {}).items():
     print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in g.items()})
 PY
+tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"   # one file to bring back
