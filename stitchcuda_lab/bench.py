@@ -139,6 +139,9 @@ def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: st
     # The agent keeps the reference program when no candidate beats it: what a user gets is
     # never slower than eager, and the row says so.
     row["kept_reference"] = session.keeps_reference() or ours is None
+    # which op stopped the agent (or that no candidate beat eager), in the agent's words
+    row["kept_reason"] = (session.kept_reason() or "no timing of the candidate") \
+        if row["kept_reference"] else None
     row["ours_ms"] = eager if row["kept_reference"] else ours
     row["eager_ms"] = eager
     for mode in [m for m in modes.split(",") if m]:
@@ -382,6 +385,10 @@ def markdown(result: dict) -> str:
     for cat, c in s["categories"].items():
         lines.append(f"| {cat} | {c['problems']} | {f(c['geomean_vs_eager'], '.2f')}x | "
                      f"{f(c['geomean_vs_compile'], '.2f')}x |")
+    kept = [r for r in result["rows"] if r.get("kept_reason")]
+    if kept:
+        lines += ["", "Reference kept:", ""]
+        lines += [f"- {r['problem']}: {r['kept_reason']}" for r in kept]
     return "\n".join(lines) + "\n"
 
 
