@@ -39,6 +39,8 @@ REDUCTIONS = {
     "argmax": "argmax", "argmin": "argmin", "var": "welford", "std": "welford",
     "logsumexp": "softmax", "prod": "prod",
 }
+# Scans along one dim: aten op name -> running combine.
+SCANS = {"cumsum": "sum", "cumprod": "prod"}
 NORMALIZATIONS = ("softmax", "_softmax", "log_softmax", "_log_softmax", "layer_norm", "group_norm",
                   "instance_norm", "batch_norm", "rms_norm")
 SOFTMAXES = ("softmax", "_softmax", "log_softmax", "_log_softmax")
@@ -48,8 +50,8 @@ _EPS = {"float32": 1.1920928955078125e-07, "float64": 2.220446049250313e-16,
 
 
 def node_role(n: Node) -> str | None:
-    """How a node can take part in a generated kernel: pointwise | reduction | norm | view |
-    None (library only)."""
+    """How a node can take part in a generated kernel: pointwise | reduction | norm | scan |
+    view | None (library only)."""
     name = n.opname
     if n.op != "call_function" or n.mutates or (
             name.endswith("_") and name != "_softmax" and not name.startswith("_")):
@@ -62,6 +64,9 @@ def node_role(n: Node) -> str | None:
         return "norm"
     if name in REDUCTIONS and n.op_class == "reduction":
         return "reduction"
+    if name in SCANS and n.op_class == "reduction" and n.dtype in FLOAT_DTYPES \
+            and n.kwargs.get("dtype") is None:
+        return "scan"
     if n.op_class == "pointwise":
         if not is_pointwise_supported(name, aten.overload(n.target), n.args, n.kwargs):
             return None
@@ -97,7 +102,7 @@ def row_geometry(n: Node, graph: Graph) -> tuple[list[int], list[int], tuple | N
         if name in ("max", "min") and not n.target.endswith(".dim"):
             dim = None
         R = norm_dims(dim)
-    elif name in SOFTMAXES:
+    elif name in SOFTMAXES or name in SCANS:
         R = norm_dims(a[1])
     elif name in ("layer_norm", "rms_norm"):
         k = len(a[1])
@@ -134,6 +139,8 @@ def expand(lw: Lowering, n: Node, role: str) -> None:
         _view(lw, n)
     elif role == "reduction":
         _reduction(lw, n)
+    elif role == "scan":
+        lw.env[n.name] = lw.scan(SCANS[name], lw.full_input(n), bool(n.kwargs.get("reverse")))
     else:
         x = lw.full_input(n)
         if name in SOFTMAXES:

@@ -175,7 +175,8 @@ class OfflinePlanner:
                             and p not in claimed and p not in libs:
                         libs.append(p)
             tid += 1
-            kinds = sorted({s.kind for s in spec.stmts if s.op == "reduce"})
+            kinds = sorted({s.kind if s.op == "reduce" else f"scan_{s.kind}"
+                            for s in spec.stmts if s.op in ("reduce", "scan")})
             what = _describe(spec, graph, kinds)
             if libs:
                 ops = sorted(libs + members, key=lambda x: graph.nodes.index(graph.node(x)))
@@ -292,7 +293,8 @@ def tensor_core_gemms(graph: Graph) -> list[str]:
 def _describe(spec, graph, kinds: list[str]) -> str:
     names = {"welford": "one-pass Welford mean/var", "softmax": "online softmax (max+sum in one "
              "pass)", "sum": "sum", "max": "max", "min": "min", "argmax": "argmax",
-             "argmin": "argmin", "prod": "product"}
+             "argmin": "argmin", "prod": "product", "scan_sum": "running sum (scan)",
+             "scan_prod": "running product (scan)"}
     pw = [graph.node(m).opname for m in spec.ops
           if node_role(graph.node(m)) == "pointwise"]
     if spec.kind == "pointwise":

@@ -13,6 +13,10 @@
   chain lifted to ``[N, C, OH, kh, OW, kw]`` (a free view of the library output), so one row
   kernel applies bias/batch-norm/activation and pools, writing only the pooled tensor.
 
+- ``flip(cumsum(flip(x, [d]), d), [d])`` (a reversed scan) becomes one ``cumsum`` of ``x``
+  with ``reverse=True`` (the scan kernel walks the row backwards; ``program.py`` writes the
+  flips back when the scan stays in PyTorch).
+
 Every rewrite is exact up to float summation order. Deterministic, so the Planner and the Coder
 see the same node names.
 """
@@ -88,6 +92,7 @@ def rewrite(graph: Graph) -> Graph:
         _adaptive_avg_to_mean(g)
         _split_bias(g)
         _pool_epilogue(g)
+        _reverse_scans(g)
     except (KeyError, TypeError, ValueError, IndexError):
         return graph
     return g
@@ -279,3 +284,41 @@ def _chain_to_library(g: Graph, start: str | None) -> tuple[Node, list[str]] | N
         cur = nxt
     return None
 
+
+
+# -- scans --------------------------------------------------------------------------------------
+def _flip_dim(n: Node, g: Graph) -> int | None:
+    """The one dim a ``flip`` node reverses (non-negative), else None."""
+    if n.target != "aten.flip.default" or n.shape is None:
+        return None
+    dims = n.args[1] if len(n.args) > 1 else n.kwargs.get("dims")
+    if not isinstance(dims, list) or len(dims) != 1:
+        return None
+    return int(dims[0]) % max(1, len(n.shape))
+
+
+def _reverse_scans(g: Graph) -> None:
+    for c in list(g.calls()):
+        if c.opname not in ("cumsum", "cumprod") or c.kwargs or len(c.args) != 2 \
+                or c.shape is None:
+            continue
+        users = g.users()
+        inner = g.node(node_ref(c.args[0]))
+        d = int(c.args[1]) % max(1, len(c.shape))
+        outs = users.get(c.name, [])
+        if _flip_dim(inner, g) != d or users.get(inner.name) != [c.name] or len(outs) != 1 \
+                or outs[0] == "output" or _flip_dim(g.node(outs[0]), g) != d:
+            continue
+        outer = g.node(outs[0])
+        c.args = [inner.args[0], d]
+        c.kwargs = {"reverse": True}
+        c.lowers_to = list(dict.fromkeys(c.lowers_to + ["aten.flip.default"]))
+        for u in users.get(outer.name, []):
+            if u == "output":
+                g.outputs = _replace_refs(g.outputs, outer.name, c.name)
+                continue
+            un = g.node(u)
+            un.args = _replace_refs(un.args, outer.name, c.name)
+            un.kwargs = _replace_refs(un.kwargs, outer.name, c.name)
+        g.nodes.remove(inner)
+        g.nodes.remove(outer)
