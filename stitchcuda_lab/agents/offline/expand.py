@@ -37,7 +37,7 @@ KERNEL_VIEWS = ("getitem", "unsqueeze", "squeeze", "view", "reshape", "_unsafe_v
 REDUCTIONS = {
     "sum": "sum", "mean": "sum", "amax": "max", "amin": "min", "max": "max", "min": "min",
     "argmax": "argmax", "argmin": "argmin", "var": "welford", "std": "welford",
-    "logsumexp": "softmax", "prod": "prod",
+    "logsumexp": "softmax", "prod": "prod", "linalg_vector_norm": "sum",
 }
 # Scans along one dim: aten op name -> running combine.
 SCANS = {"cumsum": "sum", "cumprod": "prod"}
@@ -64,6 +64,8 @@ def node_role(n: Node) -> str | None:
         return "norm"
     if name in REDUCTIONS and n.op_class == "reduction":
         return "reduction"
+    if name == "gather" and n.dtype in FLOAT_DTYPES:
+        return "gather"
     if name in SCANS and n.op_class == "reduction" and n.dtype in FLOAT_DTYPES \
             and n.kwargs.get("dtype") is None:
         return "scan"
@@ -104,6 +106,10 @@ def row_geometry(n: Node, graph: Graph) -> tuple[list[int], list[int], tuple | N
         R = norm_dims(dim)
     elif name in SOFTMAXES or name in SCANS:
         R = norm_dims(a[1])
+    elif name == "linalg_vector_norm":
+        R = norm_dims(a[2] if len(a) > 2 else n.kwargs.get("dim"))
+    elif name == "gather":
+        R = norm_dims(a[1])
     elif name in ("layer_norm", "rms_norm"):
         k = len(a[1])
         R = list(range(rank - k, rank))
@@ -139,6 +145,8 @@ def expand(lw: Lowering, n: Node, role: str) -> None:
         _view(lw, n)
     elif role == "reduction":
         _reduction(lw, n)
+    elif role == "gather":
+        _gather(lw, n)
     elif role == "scan":
         lw.env[n.name] = lw.scan(SCANS[name], lw.full_input(n), bool(n.kwargs.get("reverse")))
     else:
@@ -235,6 +243,8 @@ def _reduction(lw: Lowering, n: Node) -> None:
         if name == "std":
             e = f"sqrt{e}"
         lw.env[n.name] = lw.emit(e, [o["m2"]], "row")
+    elif name == "linalg_vector_norm":
+        _vector_norm(lw, n, x)
     elif name == "logsumexp":
         o = lw.reduce("softmax", x, ["m", "s"])
         lw.env[n.name] = lw.emit(f"({o['m']} + sc_log({o['s']}))", [o["m"], o["s"]], "row")
@@ -242,6 +252,46 @@ def _reduction(lw: Lowering, n: Node) -> None:
         raise Unsupported(f"{n.name}: {name}")
     if n.shape is not None and list(n.shape) not in (lw.keep_form, lw.drop_form):
         raise Unsupported(f"{n.name}: output shape {n.shape}")
+
+
+def _vector_norm(lw: Lowering, n: Node, x: str) -> None:
+    """``||x||_ord`` of each row: ord 2 a sum of squares, 1 a sum of |x|, inf/-inf the
+    largest/smallest |x|, other ords sum(|x|^ord)^(1/ord)."""
+    ordv = n.args[1] if len(n.args) > 1 else n.kwargs.get("ord", 2)
+    if not isinstance(ordv, (int, float)) or isinstance(ordv, bool) or ordv == 0:
+        raise Unsupported(f"{n.name}: vector norm of order {ordv!r}")
+    ordv = float(ordv)
+    ax = lw.emit(f"fabs({x})", [x], "full")
+    if ordv in (float("inf"), float("-inf")):
+        o = lw.reduce("max" if ordv > 0 else "min", ax, ["r"])
+        lw.env[n.name] = o["r"]
+        return
+    if ordv == 2:
+        o = lw.reduce("sum", lw.emit(f"({x} * {x})", [x], "full"), ["sum"])
+        lw.env[n.name] = lw.emit(f"sqrt({o['sum']})", [o["sum"]], "row")
+    elif ordv == 1:
+        lw.env[n.name] = lw.reduce("sum", ax, ["sum"])["sum"]
+    else:
+        o = lw.reduce("sum", lw.emit(f"pow({ax}, {lw.lit(ordv)})", [ax], "full"), ["sum"])
+        lw.env[n.name] = lw.emit(f"pow({o['sum']}, {lw.lit(1.0 / ordv)})", [o["sum"]], "row")
+
+
+def _gather(lw: Lowering, n: Node) -> None:
+    """``gather(x, d, idx)`` with one index per row (``idx`` of the row shape): the row's
+    element at ``idx``, read directly (a cross-entropy's target logit)."""
+    x_ref, idx_ref = node_ref(n.args[0]), node_ref(n.args[2])
+    x, idx = lw.graph.node(x_ref), lw.graph.node(idx_ref)
+    if x_ref in lw.members or len(lw.Rset) != 1 or lw.split is not None \
+            or x.dtype not in ("float32", "float64") or idx.dtype != "int64" \
+            or list(idx.shape or []) != lw.keep_form or lw.S != list(x.shape or []):
+        raise Unsupported(f"{n.name}: gather of one element per row of an input only")
+    lw.full_input(n)    # x read per element too: its operand and row base exist
+    t = lw.tensor_arg(idx_ref, lw.keep_form)
+    d = next(iter(lw.Rset))
+    op = next(o for o in lw.operands if o.node == x_ref and o.role == "in")
+    stride = op.strides[d]
+    e = (f"(({lw.acc}){op.name}[b_{op.name} + (long long)({t}) * {stride}LL])")
+    lw.env[n.name] = lw.emit(e, [t], "row")
 
 
 def _softmax(lw: Lowering, n: Node, x: str) -> None:

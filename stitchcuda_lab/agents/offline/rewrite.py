@@ -2,6 +2,7 @@
 
 ``rewrite(graph)`` returns a new Graph (the input is never changed) where:
 
+- losses and norms are written as the ops the kernels compute (``decompose.py``);
 - a convolution/linear whose every user is fusable loses its bias: the library runs without it
   and a broadcast ``add`` (the bias viewed as ``[C, 1, 1]``) joins the epilogue kernel, so the
   library output is read once instead of once by cuDNN's separate bias pass and once by us;
@@ -28,6 +29,7 @@ from typing import Any
 
 from ... import aten
 from ...graph import Graph, Node
+from .decompose import decompose
 from .expand import node_role
 from .helpers import contiguous_strides, node_ref
 
@@ -88,6 +90,7 @@ def rewrite(graph: Graph) -> Graph:
         return graph
     g = copy.deepcopy(graph)
     try:
+        decompose(g)
         _fold_avgpool_mean(g)
         _adaptive_avg_to_mean(g)
         _split_bias(g)
