@@ -138,7 +138,8 @@ mish hardswish hardsigmoid relu6 where gt lt ge le eq ne maximum minimum fmax fm
 cos tan asin acos atan sinh cosh asinh acosh atanh erf erfc sign sgn floor ceil round trunc frac
 logical_not logical_and logical_or logical_xor bitwise_not square dropout _to_copy to type_as
 masked_fill addcmul addcdiv lerp threshold hardshrink softshrink tanhshrink logsigmoid fmod
-remainder floor_divide prelu glu native_dropout alpha_dropout feature_dropout
+remainder floor_divide prelu glu native_dropout alpha_dropout feature_dropout log_sigmoid
+softsign
 """)
 _REDUCTION = _words("""
 sum mean amax amin max min argmax argmin prod var std var_mean std_mean logsumexp norm

@@ -160,6 +160,9 @@ def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: st
     # The agent keeps the reference program when no candidate beats it: what a user gets is
     # never slower than eager, and the row says so.
     row["kept_reference"] = session.keeps_reference() or ours is None
+    # which op stopped the agent (or that no candidate beat eager), in the agent's words
+    row["kept_reason"] = (session.kept_reason() or "no timing of the candidate") \
+        if row["kept_reference"] else None
     row["ours_ms"] = eager if row["kept_reference"] else ours
     row["eager_ms"] = eager
     for mode in [m for m in modes.split(",") if m]:
@@ -475,8 +478,8 @@ def _fmt(x, spec=".3f") -> str:
 def _row_cells(r: dict, modes: list[str]) -> list[str]:
     status = r.get("status", "?")
     if r.get("kept_reference"):
-        status += " (reference kept" + (f": {r['kept_reason']}" if r.get("kept_reason")
-                                        else "") + ")"
+        status += " (reference kept: why below)" if r.get("kept_reason") else \
+            " (reference kept)"
     if r.get("error"):
         status += f": {str(r['error'])[:120]}"
     share = r.get("ceiling_share")
@@ -527,6 +530,10 @@ def markdown(result: dict) -> str:
     if len(s.get("suites", {})) > 1:
         lines += _summary_table("suite", s["suites"])
     lines += _summary_table("category", s["categories"])
+    kept = [r for r in result["rows"] if r.get("kept_reason")]
+    if kept:
+        lines += ["", "Reference kept:", ""]
+        lines += [f"- {r['problem']}: {r['kept_reason']}" for r in kept]
     return "\n".join(lines) + "\n"
 
 

@@ -263,6 +263,7 @@ def optimize_result(session: Any, problem_report: Any = None,
         "speedup_vs_eager": bv.speedup_vs_eager if bv else None,
         "speedup_vs_compile": bv.speedup_vs_compile if bv else None,
         "kept_reference": session.keeps_reference(),
+        "kept_reason": session.kept_reason(),
         "eager_ms": eager_ms,
         "eager_ms_source": eager_source,
         "ours_ms": bv.timings.get("ours") if bv else None,
@@ -324,6 +325,8 @@ def _print_result(r: dict[str, Any], as_json: bool) -> None:
             print("result    no candidate beat eager: keep the reference program")
     else:
         print(f"result    no passing candidate ({r['status']}); the model stays as it is")
+    if r.get("kept_reason"):
+        print(f"kept      {r['kept_reason']}")
     spend = r.get("spend") or {}
     if spend.get("exchanges"):
         from .spend import Usage

@@ -14,6 +14,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import aten
 from .record import Record, Shown
 
 # Task kinds the planners emit. "keep" leaves ops to the library with a reason.
@@ -82,6 +83,27 @@ class Plan(Shown, Record):
     def active(self) -> list[Task]:
         """Tasks the Coder should work on (everything not skipped)."""
         return [t for t in self.tasks if t.status != "skipped" and t.kind != "keep"]
+
+    def blockers(self) -> list[str]:
+        """``"<op>: <why>"`` for each computing op a ``keep`` task leaves to PyTorch (no kernel
+        template, an unsupported case): the ops that stop a plan from replacing the whole
+        forward. Library ops (GEMM, convolution) kept by design and cheap ops are not listed."""
+        out: list[str] = []
+        for t in self.tasks:
+            if t.kind != "keep":
+                continue
+            for target in t.targets:
+                if aten.op_class(target) != "compute" or target == "getitem":
+                    continue
+                op = aten.short(target)
+                why = t.reason
+                for prefix in (f"{op}: ", f"{target}: "):
+                    if why.startswith(prefix):
+                        why = why[len(prefix):]
+                line = f"{op}: {why}" if why else op
+                if line not in out:
+                    out.append(line)
+        return out
 
     def __str__(self) -> str:
         lines = [f"Plan ({self.agent}, {self.device}){' [approved]' if self.approved else ''}"]

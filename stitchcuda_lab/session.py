@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 
 ProgressFn = Callable[[str, "float | None"], None]
 NOISE = 0.02          # a refine iteration must beat the best so far by 2% to keep going
+MAX_BLOCKERS = 3     # ops named in a kept-reference reason (the rest are in the plan)
 
 
 class Session(Shown):
@@ -385,6 +386,32 @@ class Session(Shown):
         """True when no passing candidate is faster than eager: the reference is what to keep."""
         best = self.best()
         return best is None or (best[1].speedup_vs_eager or 0.0) <= 1.0
+
+    def kept_reason(self) -> str | None:
+        """Why the reference program is kept (None when a candidate beats eager): the ops the
+        plan left to PyTorch, each as ``"<op>: <why>"``, then what the candidates did (slower
+        than eager, or none passed). The CLI, the bench row and the panel all show this."""
+        if not self.keeps_reference():
+            return None
+        plan = self.state.plan
+        parts = plan.blockers()[:MAX_BLOCKERS] if plan is not None else []
+        best = self.best()
+        if best is not None:
+            sp = best[1].speedup_vs_eager
+            parts.append("no candidate beat eager" + (f" (best {sp:.2f}x)" if sp else ""))
+        else:
+            last = self.state.last_verdict()
+            if last is not None:
+                parts.append(f"no candidate passed (last: {last.status}"
+                             + (f": {last.reason}" if last.reason else "") + ")")
+            elif plan is not None and not plan.active():
+                kept = [t.reason for t in plan.tasks if t.kind == "keep" and t.reason]
+                if not parts and kept:
+                    parts.append(kept[0])
+                parts.append("the plan has no kernel to write")
+            elif self.state.message:
+                parts.append(self.state.message)
+        return "; ".join(parts) if parts else "no candidate beat eager"
 
     def model(self, device: str | None = None) -> torch.nn.Module:
         """The best candidate's ModelNew, built in this process (seeded like the reference)."""

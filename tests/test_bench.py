@@ -85,7 +85,7 @@ def test_summary_and_markdown_group_by_category():
              "eager_ms": 2.0, "ours_ms": 1.0, "compile_default_ms": 1.0},
             {"problem": "02_norm_b.py", "category": "norm", "status": "pass", "correct": True,
              "kept_reference": True, "speedup_vs_eager": 1.0, "speedup_vs_compile": None,
-             "eager_ms": 1.0, "ours_ms": 1.0}]
+             "eager_ms": 1.0, "ours_ms": 1.0, "kept_reason": "cumsum: no scan template"}]
     result = {"environment": {"device": "cpu"}, "modes": "default", "command": "x",
               "rows": rows, "summary": bench.summarise(rows)}
     assert result["summary"]["correct"] == 2
@@ -93,6 +93,7 @@ def test_summary_and_markdown_group_by_category():
     md = bench.markdown(result)
     assert "| 01_pointwise_a.py | pass | 2.000 | 1.000 | 1.000 | 2.00x | 1.00x | — |" in md
     assert "reference kept" in md
+    assert "- 02_norm_b.py: cumsum: no scan template" in md
 
 
 def test_summary_by_suite_counts_what_the_yardstick_asks():
@@ -154,6 +155,7 @@ def test_bench_runs_each_problem_in_its_own_process(tmp_path):
     good, bad = rows["01_pointwise_tiny.py"], rows["02_other_broken.py"]
     assert good["correct"] and good["status"] == "pass" and good["eager_ms"] > 0
     assert good["speedup_vs_eager"] >= 1.0          # the reference is kept when it loses
+    assert (good["kept_reason"] is None) == (not good["kept_reference"])   # and says why
     assert not bad["correct"] and "boom" in bad.get("error", "")  # recorded, bench went on
     assert (out / "results.md").read_text().count("|") > 10
     assert (out / "results.html").exists()

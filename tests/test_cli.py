@@ -76,6 +76,30 @@ def test_optimize_says_to_keep_the_reference_when_no_candidate_beats_eager(
     assert rc == 0, err
     r = json.loads(out)
     assert r["correct"] and r["speedup_vs_eager"] == 0.8 and r["kept_reference"] is True
+    assert r["kept_reason"] == "no candidate beat eager (best 0.80x)"
+
+
+def test_kept_reason_names_the_op_that_stopped_the_plan(capsys, problem_file, tmp_path,
+                                                         monkeypatch, fakes):
+    from stitchcuda_lab.agents import base
+    from stitchcuda_lab.plan import Task
+
+    class Keeps(FakePlanner):
+        def plan(self, problem, graph, settings):
+            plan = super().plan(problem, graph, settings)
+            plan.tasks.append(Task(id="t9", kind="keep", ops=["cumsum"],
+                                   targets=["aten.cumsum.default"],
+                                   reason="cumsum: no scan template"))
+            return plan
+    monkeypatch.setattr(base, "get_agents", lambda name, settings: (Keeps(), FakeCoder({0: [0.9]})))
+    rc, out, err = run(capsys, "optimize", problem_file, "--device", "cpu", "--iters", "0",
+                       "--out", tmp_path / "s", "--json")
+    assert rc == 0, err
+    r = json.loads(out)
+    assert r["kept_reason"] == "cumsum: no scan template; no candidate beat eager (best 0.90x)"
+    rc, out, _ = run(capsys, "optimize", problem_file, "--device", "cpu", "--iters", "0",
+                     "--out", tmp_path / "s2", "--quiet")
+    assert "kept      cumsum: no scan template" in out
 
 
 def test_optimize_human_output(capsys, problem_file, tmp_path, fakes):

@@ -58,3 +58,15 @@ def test_objects_render_short_text_and_html():
         bundle = obj._repr_mimebundle_()
         assert needle in bundle["text/plain"] and needle in bundle["text/html"]
         assert len(bundle["text/plain"]) < 400      # no dataclass dump of the profile
+
+
+def test_blockers_name_the_computing_ops_a_plan_keeps_with_their_reason():
+    plan = Plan(tasks=[
+        Task(id="t1", kind="pointwise_fusion", ops=["relu"], targets=["aten.relu.default"]),
+        Task(id="t2", kind="keep", ops=["conv"], targets=["aten.conv2d.default"],
+             reason="conv2d: GEMM/convolution stays in the vendor library"),
+        Task(id="t3", kind="keep", ops=["cumsum"], targets=["aten.cumsum.default"],
+             reason="cumsum: no kernel template"),
+        Task(id="t4", kind="keep", ops=["flip"], targets=["aten.view.default"],
+             reason="view: moves no data")])
+    assert plan.blockers() == ["cumsum: no kernel template"]

@@ -876,6 +876,9 @@ def summary_html(session: Any) -> str:
     elif vs:
         parts.append(f"<b>No candidate has passed yet</b> ({html.escape(_counts(session))}): "
                      "a failed candidate is never a result.")
+    kept = _kept_reason(session) if ph in ("done", "stopped") or best is not None else None
+    if kept:
+        parts.append(f"<b>Reference kept:</b> {html.escape(kept)}.")
     return ("<div class='stitch-summary'>" + " ".join(parts) + "</div>") if parts else ""
 
 
@@ -1050,6 +1053,14 @@ def _show(out: W.Output, fig: Any) -> None:
     jupyterlab-plotly extension without loading anything from the network."""
     out.outputs = ({"output_type": "display_data", "metadata": {},
                     "data": figures.mimebundle(fig)},)
+
+
+def _kept_reason(session: Any) -> str | None:
+    """Which op stopped the agent (``Session.kept_reason``); None when a candidate beats eager."""
+    try:
+        return session.kept_reason()
+    except Exception:  # noqa: BLE001 - a view never fails on a half-made session
+        return None
 
 
 def _best(session: Any) -> tuple[Candidate, Verdict] | None:

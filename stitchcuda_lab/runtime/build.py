@@ -224,3 +224,16 @@ def _option_value(raw: str):
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", name) or "kernel"
+
+
+def passive_openmp() -> None:
+    """Our kernels' OpenMP threads sleep between calls instead of spinning.
+
+    The C kernels link the system's libgomp, a second thread pool beside torch's own copy;
+    libgomp reads ``OMP_WAIT_POLICY`` once, when the first kernel library loads it (torch's
+    pool is set up by then and keeps its policy). Spinning threads of a pool that is not
+    running take the cores from torch's pool and from the process's other work (on a small
+    shared CPU, milliseconds per call that the kernels' own time does not show); a sleeping
+    pool costs a wake-up of microseconds per parallel region. A value the user set is kept.
+    """
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -60,6 +60,8 @@ def load(source: str, lang: str = "cuda", name: str = "kernel", *,
         loaded_key = (lang, source, flags, arch, device)
         if loaded_key not in _LOADED:
             path = _BUILDER[0](lang, source, name, flags, arch)
+            if lang == "c":
+                build.passive_openmp()
             _LOADED[loaded_key] = (CModule(name, ctypes.CDLL(str(path)), str(path)) if lang == "c"
                                    else CudaModule(name, Path(path).read_bytes(), device))
         return _LOADED[loaded_key]

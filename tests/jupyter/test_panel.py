@@ -316,3 +316,13 @@ def test_a_click_while_a_step_runs_is_a_note_not_an_error(panel):
     panel.next_button.click()
     assert "still running" in panel.note and panel.error == ""
     panel._busy = False
+
+
+def test_the_summary_names_the_op_that_kept_the_reference(panel):
+    from stitchcuda_lab.jupyter.panel import summary_html
+    _approve_plan(panel)
+    panel.kernel_approve.click()
+    panel.session.kept_reason = lambda: "cumsum: no scan template"
+    assert "Reference kept:</b> cumsum: no scan template" in summary_html(panel.session)
+    panel.session.kept_reason = lambda: None
+    assert "Reference kept" not in summary_html(panel.session)

@@ -17,6 +17,7 @@ from .codegen import (REDUCTIONS, RowValues, elem_index, elem_lines, offset, row
 from .helpers import ceildiv
 from .ir import KernelSpec, Operand, Stmt, deps_closure
 from .launch import C_CHUNK
+from .scan import scan_body_c, scan_stmt
 
 C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16",
            "bfloat16": "uint16_t", "bool": "uint8_t", "int64": "int64_t", "int32": "int32_t",
@@ -154,6 +155,8 @@ def emit_c(spec: KernelSpec, params: dict | None = None) -> str:
     params = params or {}
     if spec.kind == "pointwise":
         body = _pointwise(spec, params)
+    elif scan_stmt(spec) is not None:
+        body = scan_body_c(spec, _load, _store)
     else:
         body = _RowKernel(spec).body()
     sig = ", ".join(_ptr(o) for o in spec.operands)

@@ -28,6 +28,7 @@ from .codegen import (FIELDS, REDUCTIONS, RowValues, acc_name, elem_index, elem_
                       state_type, update)
 from .helpers import contiguous_strides, round_up
 from .ir import KernelSpec, Operand, Stmt, deps_closure
+from .scan import scan_body_cuda, scan_stmt
 from .launch import (auto_unroll, cached_operands, default_params, kernel_strategy,
                      row_in_registers, row_strategy, vec_ok, vec_operands)
 
@@ -184,6 +185,8 @@ def emit_cuda(spec: KernelSpec, params: dict | None = None) -> str:
             f"{spec.acc} math, params {params}\n")
     if spec.kind == "pointwise":
         body = _pointwise(spec, params)
+    elif scan_stmt(spec) is not None:
+        body = scan_body_cuda(spec, _load, _store, int(params["block"]))
     else:
         body = _RowKernel(spec, params).body()
     return (_header(spec) + "\n" + head + f'extern "C" __global__ void __launch_bounds__('

@@ -37,8 +37,10 @@ KERNEL_VIEWS = ("getitem", "unsqueeze", "squeeze", "view", "reshape", "_unsafe_v
 REDUCTIONS = {
     "sum": "sum", "mean": "sum", "amax": "max", "amin": "min", "max": "max", "min": "min",
     "argmax": "argmax", "argmin": "argmin", "var": "welford", "std": "welford",
-    "logsumexp": "softmax", "prod": "prod",
+    "logsumexp": "softmax", "prod": "prod", "linalg_vector_norm": "sum",
 }
+# Scans along one dim: aten op name -> running combine.
+SCANS = {"cumsum": "sum", "cumprod": "prod"}
 NORMALIZATIONS = ("softmax", "_softmax", "log_softmax", "_log_softmax", "layer_norm", "group_norm",
                   "instance_norm", "batch_norm", "rms_norm")
 SOFTMAXES = ("softmax", "_softmax", "log_softmax", "_log_softmax")
@@ -48,8 +50,8 @@ _EPS = {"float32": 1.1920928955078125e-07, "float64": 2.220446049250313e-16,
 
 
 def node_role(n: Node) -> str | None:
-    """How a node can take part in a generated kernel: pointwise | reduction | norm | view |
-    None (library only)."""
+    """How a node can take part in a generated kernel: pointwise | reduction | norm | scan |
+    view | None (library only)."""
     name = n.opname
     if n.op != "call_function" or n.mutates or (
             name.endswith("_") and name != "_softmax" and not name.startswith("_")):
@@ -62,6 +64,11 @@ def node_role(n: Node) -> str | None:
         return "norm"
     if name in REDUCTIONS and n.op_class == "reduction":
         return "reduction"
+    if name == "gather" and n.dtype in FLOAT_DTYPES:
+        return "gather"
+    if name in SCANS and n.op_class == "reduction" and n.dtype in FLOAT_DTYPES \
+            and n.kwargs.get("dtype") is None:
+        return "scan"
     if n.op_class == "pointwise":
         if not is_pointwise_supported(name, aten.overload(n.target), n.args, n.kwargs):
             return None
@@ -97,7 +104,11 @@ def row_geometry(n: Node, graph: Graph) -> tuple[list[int], list[int], tuple | N
         if name in ("max", "min") and not n.target.endswith(".dim"):
             dim = None
         R = norm_dims(dim)
-    elif name in SOFTMAXES:
+    elif name in SOFTMAXES or name in SCANS:
+        R = norm_dims(a[1])
+    elif name == "linalg_vector_norm":
+        R = norm_dims(a[2] if len(a) > 2 else n.kwargs.get("dim"))
+    elif name == "gather":
         R = norm_dims(a[1])
     elif name in ("layer_norm", "rms_norm"):
         k = len(a[1])
@@ -134,6 +145,10 @@ def expand(lw: Lowering, n: Node, role: str) -> None:
         _view(lw, n)
     elif role == "reduction":
         _reduction(lw, n)
+    elif role == "gather":
+        _gather(lw, n)
+    elif role == "scan":
+        lw.env[n.name] = lw.scan(SCANS[name], lw.full_input(n), bool(n.kwargs.get("reverse")))
     else:
         x = lw.full_input(n)
         if name in SOFTMAXES:
@@ -228,6 +243,8 @@ def _reduction(lw: Lowering, n: Node) -> None:
         if name == "std":
             e = f"sqrt{e}"
         lw.env[n.name] = lw.emit(e, [o["m2"]], "row")
+    elif name == "linalg_vector_norm":
+        _vector_norm(lw, n, x)
     elif name == "logsumexp":
         o = lw.reduce("softmax", x, ["m", "s"])
         lw.env[n.name] = lw.emit(f"({o['m']} + sc_log({o['s']}))", [o["m"], o["s"]], "row")
@@ -235,6 +252,46 @@ def _reduction(lw: Lowering, n: Node) -> None:
         raise Unsupported(f"{n.name}: {name}")
     if n.shape is not None and list(n.shape) not in (lw.keep_form, lw.drop_form):
         raise Unsupported(f"{n.name}: output shape {n.shape}")
+
+
+def _vector_norm(lw: Lowering, n: Node, x: str) -> None:
+    """``||x||_ord`` of each row: ord 2 a sum of squares, 1 a sum of |x|, inf/-inf the
+    largest/smallest |x|, other ords sum(|x|^ord)^(1/ord)."""
+    ordv = n.args[1] if len(n.args) > 1 else n.kwargs.get("ord", 2)
+    if not isinstance(ordv, (int, float)) or isinstance(ordv, bool) or ordv == 0:
+        raise Unsupported(f"{n.name}: vector norm of order {ordv!r}")
+    ordv = float(ordv)
+    ax = lw.emit(f"fabs({x})", [x], "full")
+    if ordv in (float("inf"), float("-inf")):
+        o = lw.reduce("max" if ordv > 0 else "min", ax, ["r"])
+        lw.env[n.name] = o["r"]
+        return
+    if ordv == 2:
+        o = lw.reduce("sum", lw.emit(f"({x} * {x})", [x], "full"), ["sum"])
+        lw.env[n.name] = lw.emit(f"sqrt({o['sum']})", [o["sum"]], "row")
+    elif ordv == 1:
+        lw.env[n.name] = lw.reduce("sum", ax, ["sum"])["sum"]
+    else:
+        o = lw.reduce("sum", lw.emit(f"pow({ax}, {lw.lit(ordv)})", [ax], "full"), ["sum"])
+        lw.env[n.name] = lw.emit(f"pow({o['sum']}, {lw.lit(1.0 / ordv)})", [o["sum"]], "row")
+
+
+def _gather(lw: Lowering, n: Node) -> None:
+    """``gather(x, d, idx)`` with one index per row (``idx`` of the row shape): the row's
+    element at ``idx``, read directly (a cross-entropy's target logit)."""
+    x_ref, idx_ref = node_ref(n.args[0]), node_ref(n.args[2])
+    x, idx = lw.graph.node(x_ref), lw.graph.node(idx_ref)
+    if x_ref in lw.members or len(lw.Rset) != 1 or lw.split is not None \
+            or x.dtype not in ("float32", "float64") or idx.dtype != "int64" \
+            or list(idx.shape or []) != lw.keep_form or lw.S != list(x.shape or []):
+        raise Unsupported(f"{n.name}: gather of one element per row of an input only")
+    lw.full_input(n)    # x read per element too: its operand and row base exist
+    t = lw.tensor_arg(idx_ref, lw.keep_form)
+    d = next(iter(lw.Rset))
+    op = next(o for o in lw.operands if o.node == x_ref and o.role == "in")
+    stride = op.strides[d]
+    e = (f"(({lw.acc}){op.name}[b_{op.name} + (long long)({t}) * {stride}LL])")
+    lw.env[n.name] = lw.emit(e, [t], "row")
 
 
 def _softmax(lw: Lowering, n: Node, x: str) -> None:

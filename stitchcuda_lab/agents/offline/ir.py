@@ -2,7 +2,7 @@
 
 A ``KernelSpec`` iterates ``dims`` (outermost first); ``reduce`` marks the dims reduced inside a
 row. Statements load an operand, compute an expression, reduce a per-element value to one per
-row, or store. ``level`` says whether a value is per element (``full``) or per row (``row``);
+row, scan it (a running sum or product along the row: one value per element), or store. ``level`` says whether a value is per element (``full``) or per row (``row``);
 ``passno`` orders the passes a row kernel makes over its row. Lowering (``lower.py``) builds
 it, the passes (``passes.py``) finish it, the backends print it.
 """
@@ -30,7 +30,7 @@ class Operand:
 
 @dataclass
 class Stmt:
-    op: str                    # load | expr | reduce | store
+    op: str                    # load | expr | reduce | scan | store
     var: str = ""
     expr: str = ""
     deps: list[str] = field(default_factory=list)
@@ -40,6 +40,7 @@ class Stmt:
     outs: dict = field(default_factory=dict)  # reduce: role -> var (sum/max/idx/mean/m2/m/s)
     ctype: str = ""            # value type when not the accumulator type ("long long")
     passno: int = 0
+    reverse: bool = False      # scan: from the row's last element to its first
 
 
 @dataclass

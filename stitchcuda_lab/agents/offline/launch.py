@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .helpers import ceildiv, contiguous_strides, round_up
 from .ir import KernelSpec, deps_closure
+from .scan import scan_stmt, scan_strategy
 
 WAVES = 512   # grid cap in blocks per SM: in practice one block per chunk or row
 MAX_UNROLL = 4   # float4 loads each thread has in flight before it uses the first
@@ -30,6 +31,9 @@ def default_params(spec: KernelSpec, lang: str = "cuda") -> dict:
         # each and a grid that covers the tensor once (no grid-stride loop) beat 256 x 1 in a
         # persistent grid by 5-10% on 256 MB chains, matching Inductor's kernels
         return {"block": 128, "vec": 4 if vec_ok(spec) else 1, "ipt": 2, "waves": WAVES}
+    if scan_stmt(spec) is not None:   # scan.py: a block or a thread per row
+        strategy = scan_strategy(spec)
+        return {"block": 256, "vec": 1, "rows": strategy, "waves": WAVES, "cache": False}
     strategy = row_strategy(spec)
     # 256 threads up to 4096-element rows (measured on the H200: LayerNorm rows of 4096 ran
     # 23% faster than with 512), 512 for longer rows

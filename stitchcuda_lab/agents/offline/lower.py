@@ -69,7 +69,7 @@ def _geometry(graph: Graph, nodes: list[Node], roles: dict[str, str]):
     a pointwise group the largest shape every value broadcasts into."""
     geo = None
     for n in nodes:
-        if roles[n.name] in ("reduction", "norm"):
+        if roles[n.name] in ("reduction", "norm", "scan"):
             g = row_geometry(n, graph)
             if geo is None:
                 geo = g
@@ -216,8 +216,21 @@ class Lowering:
             self.level[v] = "row"
             if r == "idx":
                 self.ctypes[v] = "long long"
+        if any(s.op == "scan" for s in self.stmts):
+            raise Unsupported("a scan shares its kernel with no reduction")
         self.stmts.append(Stmt(op="reduce", kind=kind, deps=[x], outs=outs, level="row"))
         return outs
+
+    def scan(self, kind: str, x: str, reverse: bool = False) -> str:
+        """The running ``kind`` (sum | prod) of the per-element value ``x`` along the row."""
+        if self.level.get(x) != "full":
+            raise Unsupported("scan of a value that is not per-element")
+        if any(s.op in ("scan", "reduce") for s in self.stmts):
+            raise Unsupported("a scan shares its kernel with no other scan or reduction")
+        v = self.new_var()
+        self.level[v] = "full"
+        self.stmts.append(Stmt(op="scan", kind=kind, var=v, deps=[x], reverse=reverse))
+        return v
 
     def full_input(self, n: Node) -> str:
         """The per-element variable of ``n``'s first argument."""

@@ -83,7 +83,7 @@ def fusion_groups(graph: Graph) -> tuple[list[list[str]], dict[str, str]]:
         except Unsupported as e:
             for m in members:
                 n = graph.node(m)
-                why[m] = _why_not(n) if node_role(n) == "view" else str(e)
+                why[m] = _why_not(n) if node_role(n) == "view" else _unsupported(n, e)
     return result, why
 
 
@@ -105,19 +105,30 @@ def _convex(members: set[str], users: dict[str, list[str]], order: dict[str, int
 
 
 def _why_not(n: Node) -> str:
+    """Why ``n`` stays in PyTorch, as ``"<op>: <why>"`` (the op's short name first: the
+    kept-reference reason quotes it)."""
+    op = n.opname
     if aten.is_library(n.target):
-        return "GEMM/convolution stays in the vendor library (cuBLAS/cuDNN, oneDNN on CPU)"
+        return f"{op}: GEMM/convolution stays in the vendor library (cuBLAS/cuDNN, oneDNN on CPU)"
     if n.mutates or n.opname.endswith("_"):
-        return "in-place update (e.g. a counter buffer): left as PyTorch does it"
+        return f"{op}: in-place update (e.g. a counter buffer): left as PyTorch does it"
     if n.opname in ("dropout", "native_dropout") and n.args[2:3] == [True]:
-        return "training-mode dropout draws random numbers: left to PyTorch so results match"
+        return f"{op}: training-mode dropout draws random numbers: left to PyTorch so results match"
     if n.op_class == "data_movement":
-        return "view/layout op: moves no data or is a plain copy; left to PyTorch"
+        return f"{op}: view/layout op: moves no data or is a plain copy; left to PyTorch"
     if n.op_class == "rnn":
-        return "recurrent op: stays in the library"
+        return f"{op}: recurrent op: stays in the library"
     if n.op_class == "reduction":
-        return f"{n.opname}: no row-reduction template (pooling/scan); left to the library"
-    return f"{n.target}: no kernel template; left to the library"
+        return f"{op}: no kernel template for this reduction; left to the library"
+    return f"{op}: no kernel template; left to the library"
+
+
+def _unsupported(n: Node, e: Exception) -> str:
+    """The lowering's reason for ``n`` as ``"<op>: <why>"`` (it names the node, not the op)."""
+    why = str(e)
+    if why.startswith(f"{n.name}: "):
+        why = why[len(n.name) + 2:]
+    return f"{n.opname}: {why}"
 
 
 class OfflinePlanner:
@@ -164,7 +175,8 @@ class OfflinePlanner:
                             and p not in claimed and p not in libs:
                         libs.append(p)
             tid += 1
-            kinds = sorted({s.kind for s in spec.stmts if s.op == "reduce"})
+            kinds = sorted({s.kind if s.op == "reduce" else f"scan_{s.kind}"
+                            for s in spec.stmts if s.op in ("reduce", "scan")})
             what = _describe(spec, graph, kinds)
             if libs:
                 ops = sorted(libs + members, key=lambda x: graph.nodes.index(graph.node(x)))
@@ -281,7 +293,8 @@ def tensor_core_gemms(graph: Graph) -> list[str]:
 def _describe(spec, graph, kinds: list[str]) -> str:
     names = {"welford": "one-pass Welford mean/var", "softmax": "online softmax (max+sum in one "
              "pass)", "sum": "sum", "max": "max", "min": "min", "argmax": "argmax",
-             "argmin": "argmin", "prod": "product"}
+             "argmin": "argmin", "prod": "product", "scan_sum": "running sum (scan)",
+             "scan_prod": "running product (scan)"}
     pw = [graph.node(m).opname for m in spec.ops
           if node_role(graph.node(m)) == "pointwise"]
     if spec.kind == "pointwise":

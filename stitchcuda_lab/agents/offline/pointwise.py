@@ -93,6 +93,7 @@ SIMPLE = {
     "relu": "({0} < {zero} ? {zero} : {0})",
     "logical_not": "({0} == {zero})", "tanhshrink": "({0} - sc_tanh({0}))",
     "logsigmoid": "(sc_min({0}, {zero}) - sc_log1p(sc_exp(-fabs({0}))))",
+    "log_sigmoid": "(sc_min({0}, {zero}) - sc_log1p(sc_exp(-fabs({0}))))",
     "mish": "({0} * sc_tanh(sc_softplus({0})))",
     "hardswish": "({0} * sc_min(sc_max({0} + {three}, {zero}), {six}) / {six})",
     "hardsigmoid": "(sc_min(sc_max({0} + {three}, {zero}), {six}) / {six})",
@@ -259,7 +260,31 @@ def _dropout(x: _Args, n: str, overload: str) -> str | None:
     return None if x.kw("train", 2, False) else f"({x.A})"
 
 
+def _loss(x: _Args, n: str, overload: str) -> str | None:
+    """A loss with ``reduction=none`` (decompose.py writes the mean or sum as its own op)."""
+    if x.kw("reduction", 2, 1) != 0:
+        return None
+    A, B, L = x.A, x.V(1), x.L
+    if n == "mse_loss":
+        return f"(({A} - {B}) * ({A} - {B}))"
+    if n == "l1_loss":
+        return f"fabs({A} - {B})"
+    if n == "kl_div":   # xlogy(t, t) - t * input; exp(t) * (t - input) for a log target
+        if x.kw("log_target", 3, False):
+            return f"(sc_exp({B}) * ({B} - {A}))"
+        return f"(({B} > {L(0)} ? {B} * sc_log({B}) : {L(0)}) - {B} * {A})"
+    d = f"fabs({A} - {B})"
+    if n == "smooth_l1_loss":
+        beta = float(x.kw("beta", 3, 1.0))
+        if beta == 0:
+            return d
+        return f"({d} < {L(beta)} ? {L(0.5 / beta)} * {d} * {d} : {d} - {L(0.5 * beta)})"
+    delta = float(x.kw("delta", 3, 1.0))   # huber_loss
+    return f"({d} < {L(delta)} ? {L(0.5)} * {d} * {d} : {L(delta)} * ({d} - {L(0.5 * delta)}))"
+
+
 _RULES: dict[str, Callable[[_Args, str, str], str | None]] = {
+    **{loss: _loss for loss in ("mse_loss", "l1_loss", "kl_div", "smooth_l1_loss", "huber_loss")},
     "add": _add_sub, "sub": _add_sub, "rsub": _add_sub,
     "mul": lambda x, n, overload: f"({x.A} * {x.V(1)})",
     "div": _div, "true_divide": _div, "gelu": _gelu, "pow": _pow,

@@ -195,6 +195,11 @@ def _forward_body(graph: Graph, inputs: list, calls: list[KernelCall], lang: str
             body.append(f"{var(n.name)} = {var(n.args[0]['node'])}[{int(n.args[1])}]")
             continue
         fn = f"runtime.gemm.{n.opname}" if key in split else "torch.ops." + n.target
+        if n.kwargs.get("reverse"):   # a reversed scan (rewrite.py) left to PyTorch: flips
+            x, d = render_arg(n.args[0]), render_arg(n.args[1])
+            body.append(f"{var(n.name)} = torch.ops.aten.flip.default({fn}("
+                        f"torch.ops.aten.flip.default({x}, [{d}]), {d}), [{d}])")
+            continue
         args = [render_arg(a) for a in n.args] + [f"{k}={render_arg(v)}"
                                                   for k, v in n.kwargs.items()]
         body.append(f"{var(n.name)} = {fn}({', '.join(args)})")

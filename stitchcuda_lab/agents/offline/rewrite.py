@@ -2,6 +2,7 @@
 
 ``rewrite(graph)`` returns a new Graph (the input is never changed) where:
 
+- losses and norms are written as the ops the kernels compute (``decompose.py``);
 - a convolution/linear whose every user is fusable loses its bias: the library runs without it
   and a broadcast ``add`` (the bias viewed as ``[C, 1, 1]``) joins the epilogue kernel, so the
   library output is read once instead of once by cuDNN's separate bias pass and once by us;
@@ -12,6 +13,10 @@
   pointwise chain from a library op, becomes ``amax``/``mean`` over dims ``[3, 5]`` of the
   chain lifted to ``[N, C, OH, kh, OW, kw]`` (a free view of the library output), so one row
   kernel applies bias/batch-norm/activation and pools, writing only the pooled tensor.
+
+- ``flip(cumsum(flip(x, [d]), d), [d])`` (a reversed scan) becomes one ``cumsum`` of ``x``
+  with ``reverse=True`` (the scan kernel walks the row backwards; ``program.py`` writes the
+  flips back when the scan stays in PyTorch).
 
 Every rewrite is exact up to float summation order. Deterministic, so the Planner and the Coder
 see the same node names.
@@ -24,6 +29,7 @@ from typing import Any
 
 from ... import aten
 from ...graph import Graph, Node
+from .decompose import decompose
 from .expand import node_role
 from .helpers import contiguous_strides, node_ref
 
@@ -84,10 +90,12 @@ def rewrite(graph: Graph) -> Graph:
         return graph
     g = copy.deepcopy(graph)
     try:
+        decompose(g)
         _fold_avgpool_mean(g)
         _adaptive_avg_to_mean(g)
         _split_bias(g)
         _pool_epilogue(g)
+        _reverse_scans(g)
     except (KeyError, TypeError, ValueError, IndexError):
         return graph
     return g
@@ -279,3 +287,41 @@ def _chain_to_library(g: Graph, start: str | None) -> tuple[Node, list[str]] | N
         cur = nxt
     return None
 
+
+
+# -- scans --------------------------------------------------------------------------------------
+def _flip_dim(n: Node, g: Graph) -> int | None:
+    """The one dim a ``flip`` node reverses (non-negative), else None."""
+    if n.target != "aten.flip.default" or n.shape is None:
+        return None
+    dims = n.args[1] if len(n.args) > 1 else n.kwargs.get("dims")
+    if not isinstance(dims, list) or len(dims) != 1:
+        return None
+    return int(dims[0]) % max(1, len(n.shape))
+
+
+def _reverse_scans(g: Graph) -> None:
+    for c in list(g.calls()):
+        if c.opname not in ("cumsum", "cumprod") or c.kwargs or len(c.args) != 2 \
+                or c.shape is None:
+            continue
+        users = g.users()
+        inner = g.node(node_ref(c.args[0]))
+        d = int(c.args[1]) % max(1, len(c.shape))
+        outs = users.get(c.name, [])
+        if _flip_dim(inner, g) != d or users.get(inner.name) != [c.name] or len(outs) != 1 \
+                or outs[0] == "output" or _flip_dim(g.node(outs[0]), g) != d:
+            continue
+        outer = g.node(outs[0])
+        c.args = [inner.args[0], d]
+        c.kwargs = {"reverse": True}
+        c.lowers_to = list(dict.fromkeys(c.lowers_to + ["aten.flip.default"]))
+        for u in users.get(outer.name, []):
+            if u == "output":
+                g.outputs = _replace_refs(g.outputs, outer.name, c.name)
+                continue
+            un = g.node(u)
+            un.args = _replace_refs(un.args, outer.name, c.name)
+            un.kwargs = _replace_refs(un.kwargs, outer.name, c.name)
+        g.nodes.remove(inner)
+        g.nodes.remove(outer)

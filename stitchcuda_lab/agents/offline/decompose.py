@@ -1,0 +1,213 @@
+"""Losses and norms written as the ops the kernels compute, applied by ``rewrite`` first.
+
+The graph keeps composite ops (``cross_entropy_loss``, ``mse_loss``, ...) as one node; each is
+rewritten here into aten ops the compiler has templates for, so a loss becomes a row kernel
+(per-row terms with their reductions) and a reduction over the rows:
+
+- ``mse_loss``, ``smooth_l1_loss``, ``huber_loss``, ``l1_loss``, ``kl_div`` with a mean or
+  sum reduction: the same loss with ``reduction=none`` (one pointwise op, ``pointwise.py``)
+  and a ``mean``/``sum`` of it;
+- ``cross_entropy_loss`` (class indices, no weight or label smoothing): ``logsumexp`` of each
+  row minus the row's target logit (``gather``), zero where the target is ``ignore_index``,
+  summed and divided by the number of counted rows;
+- ``triplet_margin_loss``: the two pairwise distances ``||a - b + eps||_p`` as row sums,
+  ``clamp_min(margin + d_ap - d_an, 0)``, then the reduction;
+- ``cosine_similarity``: ``sum(x1 * x2) / (max(||x1||, eps) * max(||x2||, eps))`` (three sums
+  over the same rows);
+- ``broadcast_tensors`` of tensors that already share one shape: its items are the tensors.
+
+The last node of each expansion keeps the original's name, so its users and the graph's
+outputs are unchanged; every node written is an aten call the program can still run as such.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import aten
+from ...graph import Graph, Node
+from .helpers import contiguous_strides, node_ref
+
+# reduction= of aten loss ops: 0 none, 1 mean, 2 sum
+_NONE, _MEAN, _SUM = 0, 1, 2
+# losses whose reduction=none form is one pointwise op: name -> position of ``reduction``
+ELEMENTWISE_LOSSES = {"mse_loss": 2, "smooth_l1_loss": 2, "huber_loss": 2, "l1_loss": 2,
+                      "kl_div": 2}
+
+
+class _Builder:
+    """New nodes inserted before ``anchor`` in graph order, with unique names."""
+
+    def __init__(self, g: Graph, anchor: Node) -> None:
+        self.g, self.anchor = g, anchor
+
+    def add(self, target: str, args: list, shape: list[int], dtype: str = "float32",
+            kwargs: dict | None = None, op_class: str | None = None) -> Node:
+        names = {n.name for n in self.g.nodes}
+        base = f"{self.anchor.name}_{aten.short(target)}"
+        name, i = base, 1
+        while name in names:
+            name, i = f"{base}_{i}", i + 1
+        n = Node(name=name, op="call_function", target=target,
+                 op_class=op_class or aten.category(target), args=args, kwargs=kwargs or {},
+                 shape=list(shape), dtype=dtype, stride=contiguous_strides(list(shape)),
+                 lowers_to=[target])
+        k = self.g.nodes.index(self.anchor)
+        self.g.nodes.insert(k, n)
+        return n
+
+    def become(self, target: str, args: list, kwargs: dict | None = None) -> None:
+        """The anchor turns into the expansion's last op (same name, shape and users)."""
+        a = self.anchor
+        a.lowers_to = list(dict.fromkeys([target, a.target] + a.lowers_to))
+        a.target, a.args, a.kwargs = target, args, kwargs or {}
+        a.op_class = aten.category(target)
+
+
+def _ref(n: Node) -> dict:
+    return {"node": n.name}
+
+
+def _arg(n: Node, pos: int, name: str, default: Any) -> Any:
+    if name in n.kwargs:
+        return n.kwargs[name]
+    return n.args[pos] if len(n.args) > pos and n.args[pos] is not None else default
+
+
+def decompose(g: Graph) -> None:
+    """Rewrite every loss and norm the module docstring lists, in place."""
+    _drop_same_shape_broadcasts(g)
+    for n in list(g.calls()):
+        if n.shape is None or n.dtype not in ("float32", "float64"):
+            continue
+        name = n.opname
+        if name in ELEMENTWISE_LOSSES:
+            _elementwise_loss(g, n)
+        elif name == "cross_entropy_loss":
+            _cross_entropy(g, n)
+        elif name == "triplet_margin_loss":
+            _triplet(g, n)
+        elif name == "cosine_similarity":
+            _cosine(g, n)
+
+
+def _drop_same_shape_broadcasts(g: Graph) -> None:
+    users = g.users()
+    for n in list(g.calls()):
+        if n.opname != "broadcast_tensors" or not n.args or not isinstance(n.args[0], list):
+            continue
+        refs = [node_ref(a) for a in n.args[0]]
+        shapes = [g.node(r).shape if r else None for r in refs]
+        if None in refs or None in shapes or any(s != shapes[0] for s in shapes):
+            continue
+        items = users.get(n.name, [])
+        if any(u == "output" or g.node(u).target != "getitem" for u in items):
+            continue
+        for u in items:
+            item = g.node(u)
+            src = refs[int(item.args[1])]
+            for m in g.nodes:
+                m.args = _swap(m.args, u, src)
+                m.kwargs = _swap(m.kwargs, u, src)
+            g.outputs = _swap(g.outputs, u, src)
+            g.nodes.remove(item)
+        g.nodes.remove(n)
+
+
+def _swap(x: Any, old: str, new: str) -> Any:
+    if isinstance(x, dict):
+        if set(x) == {"node"}:
+            return {"node": new} if x["node"] == old else x
+        return {k: _swap(v, old, new) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_swap(v, old, new) for v in x]
+    return x
+
+
+def _reduce_all(b: _Builder, x: Node, red: int) -> None:
+    b.become("aten.mean.default" if red == _MEAN else "aten.sum.default", [_ref(x)])
+
+
+def _elementwise_loss(g: Graph, n: Node) -> None:
+    pos = ELEMENTWISE_LOSSES[n.opname]
+    red = _arg(n, pos, "reduction", _MEAN)
+    a, t = (g.node(node_ref(n.args[i])) for i in (0, 1))
+    if red not in (_MEAN, _SUM) or a.shape is None or a.shape != t.shape:
+        return
+    b = _Builder(g, n)
+    args = list(n.args) + [None] * (pos + 1 - len(n.args))
+    args[pos] = _NONE
+    kwargs = {k: v for k, v in n.kwargs.items() if k != "reduction"}
+    per = b.add(n.target, args[:pos + 1] + list(n.args[pos + 1:]), a.shape, n.dtype, kwargs,
+                op_class="pointwise")
+    _reduce_all(b, per, red)
+
+
+def _cross_entropy(g: Graph, n: Node) -> None:
+    x, t = (g.node(node_ref(n.args[i])) for i in (0, 1))
+    weight = _arg(n, 2, "weight", None)
+    red = _arg(n, 3, "reduction", _MEAN)
+    ignore = _arg(n, 4, "ignore_index", -100)
+    smoothing = _arg(n, 5, "label_smoothing", 0.0)
+    if x.shape is None or len(x.shape) != 2 or t.dtype != "int64" or weight is not None \
+            or smoothing or red not in (_MEAN, _SUM) or t.shape != x.shape[:1]:
+        return
+    N = x.shape[0]
+    b = _Builder(g, n)
+    ti = b.add("aten.unsqueeze.default", [_ref(t), 1], [N, 1], "int64")
+    lse = b.add("aten.logsumexp.default", [_ref(x), [1], True], [N, 1], x.dtype)
+    pick = b.add("aten.gather.default", [_ref(x), 1, _ref(ti)], [N, 1], x.dtype)
+    diff = b.add("aten.sub.Tensor", [_ref(lse), _ref(pick)], [N, 1], x.dtype)
+    valid = b.add("aten.ne.Scalar", [_ref(ti), ignore], [N, 1], "bool")
+    loss = b.add("aten.where.ScalarOther", [_ref(valid), _ref(diff), 0.0], [N, 1], x.dtype)
+    if red == _SUM:
+        b.become("aten.sum.default", [_ref(loss)])
+        return
+    total = b.add("aten.sum.default", [_ref(loss)], [], x.dtype)
+    count = b.add("aten.sum.default", [_ref(valid)], [], "int64")
+    b.become("aten.div.Tensor", [_ref(total), _ref(count)])
+
+
+def _distance(b: _Builder, x: Node, y: Node, p: float, eps: float) -> Node:
+    """``||x - y + eps||_p`` along the last dim (``pairwise_distance``), keepdim False."""
+    d = b.add("aten.sub.Tensor", [_ref(x), _ref(y)], x.shape, x.dtype)
+    d = b.add("aten.add.Tensor", [_ref(d), eps], x.shape, x.dtype)
+    return b.add("aten.linalg_vector_norm.default", [_ref(d), p, [-1], False], x.shape[:-1],
+                 x.dtype)
+
+
+def _triplet(g: Graph, n: Node) -> None:
+    a, pz, ng = (g.node(node_ref(n.args[i])) for i in (0, 1, 2))
+    margin = _arg(n, 3, "margin", 1.0)
+    p = _arg(n, 4, "p", 2.0)
+    eps = _arg(n, 5, "eps", 1e-6)
+    swap = _arg(n, 6, "swap", False)
+    red = _arg(n, 7, "reduction", _MEAN)
+    if swap or red not in (_MEAN, _SUM) or a.shape is None or len(a.shape) != 2 \
+            or not (a.shape == pz.shape == ng.shape):
+        return
+    b = _Builder(g, n)
+    dap, dan = _distance(b, a, pz, p, eps), _distance(b, a, ng, p, eps)
+    gap = b.add("aten.sub.Tensor", [_ref(dap), _ref(dan)], dap.shape, a.dtype)
+    gap = b.add("aten.add.Tensor", [_ref(gap), margin], dap.shape, a.dtype)
+    loss = b.add("aten.clamp_min.default", [_ref(gap), 0.0], dap.shape, a.dtype)
+    _reduce_all(b, loss, red)
+
+
+def _cosine(g: Graph, n: Node) -> None:
+    x1, x2 = (g.node(node_ref(n.args[i])) for i in (0, 1))
+    dim = _arg(n, 2, "dim", 1)
+    eps = _arg(n, 3, "eps", 1e-8)
+    if x1.shape is None or x1.shape != x2.shape or not x1.shape:
+        return
+    b = _Builder(g, n)
+    shape = list(n.shape)
+    dims = [int(dim) % len(x1.shape)]
+    prod = b.add("aten.mul.Tensor", [_ref(x1), _ref(x2)], x1.shape, x1.dtype)
+    dot = b.add("aten.sum.dim_IntList", [_ref(prod), dims], shape, x1.dtype)
+    norms = []
+    for x in (x1, x2):
+        nx = b.add("aten.linalg_vector_norm.default", [_ref(x), 2, dims], shape, x.dtype)
+        norms.append(b.add("aten.clamp_min.default", [_ref(nx), eps], shape, x.dtype))
+    den = b.add("aten.mul.Tensor", [_ref(norms[0]), _ref(norms[1])], shape, x1.dtype)
+    b.become("aten.div.Tensor", [_ref(dot), _ref(den)])
