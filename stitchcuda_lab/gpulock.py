@@ -1,4 +1,10 @@
-"""One GPU shared by several problems at once (``bench --jobs N``): timed work has it alone.
+"""One GPU shared by several processes: timed work has it alone, and memory is given back.
+
+Memory: the caller, the judge and a candidate's process share one GPU, and a problem of tens
+of GB fits only once, so each gives back what PyTorch's allocator keeps cached before the
+next one needs it (``release_cached_memory``).
+
+Time: with ``bench --jobs N`` several problems share one GPU at once.
 
 Most of a problem's time is spent off the GPU (starting processes, tracing the graph,
 planning, writing and building kernels, torch.compile's code generation), so problems can
@@ -66,3 +72,14 @@ def _lock(path: str | None, mode: int) -> Iterator[None]:
     finally:
         _held.pop(path, None)
         os.close(fd)   # closing the descriptor releases the lock
+
+
+def release_cached_memory(device: str) -> None:
+    """Return the memory PyTorch's caching allocator holds unused to the device."""
+    if device.startswith("cuda"):
+        import gc
+
+        import torch
+        gc.collect()
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()

@@ -141,6 +141,7 @@ class Session(Shown):
                 if on_progress is not None:
                     on_progress("analysing the model's graph", 0.0)
                 graph = _analyse(problem, device, settings)
+        gpulock.release_cached_memory(device)   # the Verifier's processes need it
         store = SessionStore(settings.sessions_dir)
         log = store.create({"problem": problem.name, "origin": problem.origin, "device": device,
                             "agent": agent, "iters": settings.iters,

@@ -189,6 +189,14 @@ class Pool:
         while len(self._spares) < self.spares:
             self._spares.append(Sandbox(self.device, self.threads))
 
+    def settle(self) -> None:
+        """Wait until the spares have started, so none starts up during a timing."""
+        for s in list(self._spares):
+            try:
+                s.wait_ready()
+            except RuntimeError:   # take() starts another and says why if it fails too
+                self._spares.remove(s)
+
     def take(self) -> Sandbox:
         self.fill()
         box = self._spares.pop(0)

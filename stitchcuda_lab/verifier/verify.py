@@ -44,7 +44,7 @@ from typing import Any
 from ..verdict import TrialResult, Verdict
 from .. import gpulock
 from . import antihack, profile, timing
-from .compare import compare, same, stale_outputs, tolerance
+from .compare import Print, compare, same, stale_outputs, tolerance
 from .exchange import draw, read_output, tensors
 from .options import VerifyOptions
 from .pool import Pool, Sandbox
@@ -101,10 +101,14 @@ class WorkerState:
             self.references[key] = Reference(source, mod, model, seed)
         return self.references[key]
 
-    def sandbox(self) -> Sandbox:
+    def spares(self) -> Pool:
         if self.pool is None:
             self.pool = Pool(self.device, self.threads)
-        return self.pool.take()
+        self.pool.fill()
+        return self.pool
+
+    def sandbox(self) -> Sandbox:
+        return self.spares().take()
 
 
 class Reject(Exception):
@@ -225,6 +229,7 @@ class Job:
         self.draw(fresh_seed())   # inputs too large for this machine are said here, with sizes
         if self.opts.time:   # before any candidate process is up: nothing can slow them down
             self.baselines(flags)
+        gpulock.release_cached_memory(self.device)   # the candidate's process gets what the judge held
         self.box = self.state.sandbox()
         folder = self.box.folder
         (folder / "problem.py").write_text(self.job["problem_source"])
@@ -290,6 +295,7 @@ class Job:
             reply = self.ask({"op": "trial", "seed": seed, "sizes": sizes, "first": t == 0,
                               "trace": t == traced_trial, "second": t < 2})
             got, res = self.read(reply.get("outputs"), ref_out)
+            second = None
             if got is not None:
                 second, res2 = self.read(reply.get("second"), ref_out)
                 if second is not None and all(r["ok"] for r in res) and not all(
@@ -304,8 +310,10 @@ class Job:
                 max_rel_err=max((r["rel"] for r in res), default=0.0),
                 mismatches=sum(r["mismatches"] for r in res),
                 message="; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])))
-            outs.append(got or [])
-            refs.append(ref_out)
+            # prints, not the tensors: five trials' outputs may not fit beside the candidate's
+            outs.append([Print(g) for g in got or []])
+            refs.append([Print(r) for r in ref_out])
+            got = second = ref_out = None   # the GPU memory goes back before the next trial
             traced["aten_ops"] = _merge(traced.get("aten_ops", {}), reply.get("aten_ops"))
             if reply.get("trace"):
                 traced["trace"] = self.read_trace(reply["trace"])
@@ -516,16 +524,23 @@ class Job:
             cached = {"_flags": []}
             timer = timing.Timer(self.device)
             lock = self.opts.gpu_lock
-            for mode in ["eager"] + self.opts.modes():
+            fns = {"eager": self.ref.model}
+            for mode in self.opts.modes():   # compiled first, all of them: mostly host work,
+                try:                          # while others may time and a spare starts up
+                    fn = torch.compile(self.ref.model, mode=None if mode == "default" else mode)
+                    with gpulock.shared(lock):
+                        self.local_call(timer, fn, fresh_seed())
+                    fns[mode] = fn
+                except Exception as e:  # noqa: BLE001  (a baseline that cannot compile is noted)
+                    cached["_flags"].append(f"compile_failed:{mode}")
+                    print(f"torch.compile mode={mode} failed: {e}", file=sys.stderr)
+            if self.state.pool is not None:
+                self.state.pool.settle()
+            for mode, fn in fns.items():
                 try:
-                    fn = self.ref.model if mode == "eager" else torch.compile(
-                        self.ref.model, mode=None if mode == "default" else mode)
-                    if mode != "eager":   # compiling is mostly host work: others may time
-                        with gpulock.shared(lock):
-                            self.local_call(timer, fn, fresh_seed())
                     with gpulock.exclusive(lock):
                         res = self.timed(lambda seed, fn=fn: self.local_call(timer, fn, seed))
-                except Exception as e:  # noqa: BLE001  (a baseline that cannot compile is noted)
+                except Exception as e:  # noqa: BLE001
                     cached["_flags"].append(f"compile_failed:{mode}")
                     print(f"torch.compile mode={mode} failed: {e}", file=sys.stderr)
                     continue
@@ -645,6 +660,7 @@ def run_verify(job: dict, state: WorkerState) -> dict:
 
 def run_baseline(job: dict, state: WorkerState) -> dict:
     j = Job(dict(job, candidate_source=""), state, time.monotonic() + 600)
+    state.spares()   # the first candidate's process starts while the baselines compile
     return {"timings": j.baselines([]), "healthy": True}
 
 
