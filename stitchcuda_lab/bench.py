@@ -342,7 +342,7 @@ def summarise(rows: list[dict]) -> dict[str, Any]:
     by_cat: dict[str, list[dict]] = {}
     for r in rows:
         by_cat.setdefault(r.get("category", "other"), []).append(r)
-    summary = {"problems": len(rows), "correct": sum(bool(r.get("correct")) for r in rows),
+    summary: dict[str, Any] = {"problems": len(rows), "correct": sum(bool(r.get("correct")) for r in rows),
                "geomean_vs_eager": geomean([r.get("speedup_vs_eager") for r in rows]),
                "geomean_vs_compile": geomean([r.get("speedup_vs_compile") for r in rows]),
                "categories": {}}

@@ -370,10 +370,10 @@ class Session(Shown):
         best = self.state.best_pair()
         if best:
             return best
-        v = self.state.last_verdict()
-        if v is None:
+        last = self.state.last_verdict()
+        if last is None:
             return None, None
-        return self.state.candidates.get(v.candidate_id), v
+        return self.state.candidates.get(last.candidate_id), last
 
     # ------------------------------------------------------------------ results
     def best(self) -> tuple[Candidate, Verdict] | None:

@@ -103,7 +103,8 @@ class Worker:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self.alive else None
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
 
     def start(self) -> None:
         if self.alive:
@@ -113,7 +114,8 @@ class Worker:
         from_child_r, from_child_w = os.pipe()
         fd, log = tempfile.mkstemp(prefix="stitch_worker_", suffix=".log")
         self._log = Path(log)
-        env = clean_env(**self._extra_env)
+        env = clean_env()
+        env.update(self._extra_env)     # as keywords, a variable named "base" would be taken
         env.update(STITCH_CACHE_DIR=str(self.cache_dir), STITCH_CACHE="1" if self.cache else "0",
                    TORCH_EXTENSIONS_DIR=str(Path(self.cache_dir) / "torch_extensions"),
                    PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
@@ -142,7 +144,7 @@ class Worker:
         self.info = msg
 
     def close(self) -> None:
-        if self.alive:
+        if self._proc is not None and self.alive:
             try:
                 self._send({"op": "exit"})
                 self._proc.wait(timeout=5)
