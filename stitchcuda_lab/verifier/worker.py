@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from collections.abc import Iterable
 
 from ..errors import ConfigError, WorkerError
@@ -38,7 +38,8 @@ from ..verdict import Verdict
 from . import channel
 from .options import VerifyOptions
 
-__all__ = ["Worker", "get_worker", "resolve_device", "clean_env", "VerifyOptions"]
+__all__ = ["Worker", "WorkerHandle", "get_worker", "resolve_device", "clean_env",
+           "VerifyOptions"]
 
 START_TIMEOUT = 120.0
 JUDGE_GRACE = 60.0   # the judge stops a candidate at its timeout; the caller waits this longer
@@ -78,6 +79,22 @@ def resolve_device(name: str) -> str:
                               hint=f"use cuda:0 .. cuda:{count - 1}")
         return name
     raise ConfigError(f"unknown device {name!r}", hint="use auto, cpu, cuda or cuda:N")
+
+
+class WorkerHandle(Protocol):
+    """What the Session asks of the Verifier: ``Worker`` (below) is the real one; tests and
+    tools pass their own (``Session.create(worker=...)``)."""
+
+    def verify(self, problem_source: str, candidate_source: str, *,
+               replaced: Iterable[str] | None = (), kept: Iterable[str] = (),
+               options: VerifyOptions | None = None, timeout: float = 300.0) -> Verdict:
+        """The candidate's Verdict; the candidate's faults are a Verdict, never an exception."""
+        ...
+
+    def baseline(self, problem_source: str, *,
+                 options: VerifyOptions | None = None) -> dict[str, float]:
+        """Eager and torch.compile timings (ms) of the problem's reference."""
+        ...
 
 
 class Worker:
