@@ -53,8 +53,9 @@ def shrink_source(source: str, factor: int) -> str:
             continue
         value = node.value
         items = value.elts if isinstance(value, ast.Tuple) else [value]
-        values = [_int_expr(v) for v in items]
-        if not items or any(v is None for v in values):
+        found = [_int_expr(v) for v in items]
+        values = [v for v in found if v is not None]
+        if not items or len(values) < len(found):
             continue
         ints = [max(1, v // factor) if v >= 64 else v for v in values]
         text = ", ".join(map(str, ints))
@@ -186,7 +187,7 @@ def _limits(problem, ms: float | None, session) -> dict[str, Any]:
     from . import roofline
     work = roofline.least_work(problem)
     device = (session.facts().get("device") or {}) if ms else {}
-    keep = {k: work[k] for k in ("bytes", "flops", "work_error") if k in work}
+    keep: dict[str, Any] = {k: work[k] for k in ("bytes", "flops", "work_error") if k in work}
     return {**keep, **roofline.shares(work, ms, device)}
 
 
@@ -419,9 +420,9 @@ def _progress_line(i: int, n: int, row: dict) -> str:
             + (f"  {s:.2f}x eager" if s else "") + (f"  {c:.2f}x compile" if c else ""))
 
 
-def geomean(xs: list[float]) -> float | None:
-    xs = [x for x in xs if x and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+def geomean(xs: list[float | None]) -> float | None:
+    ok = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in ok) / len(ok)) if ok else None
 
 
 def environment() -> dict[str, Any]:

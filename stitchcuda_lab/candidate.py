@@ -57,7 +57,7 @@ class Candidate(Shown, Record):
         d = dict(d)
         d["kernels"] = [k if isinstance(k, KernelSource) else KernelSource.from_dict(k)
                         for k in d.get("kernels", [])]
-        return super().from_dict.__func__(cls, d)  # type: ignore[attr-defined]
+        return super().from_dict(d)
 
     def digest(self) -> str:
         h = hashlib.sha256(self.program.encode())

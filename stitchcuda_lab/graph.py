@@ -143,7 +143,7 @@ class Graph:
                  + (f", eager {self.eager_ms:.3f} ms" if self.eager_ms is not None else "")]
         for n in self.nodes:
             if n.op == "placeholder":
-                what = n.kind + (f" {n.fqn}" if n.fqn else f" #{n.input_index}"
+                what = (n.kind or "") + (f" {n.fqn}" if n.fqn else f" #{n.input_index}"
                                  if n.input_index is not None else "")
                 lines.append(f"  {n.name:<20} {what:<24} {n.dtype} {n.shape}")
             elif n.op == "call_function":
@@ -303,8 +303,8 @@ def _replay(graph: Graph, ep: Any, model: Any, inputs: list) -> None:
             if n.op != "placeholder":
                 continue
             if n.kind == "input":
-                env[n.name] = inputs[n.input_index].clone() if hasattr(
-                    inputs[n.input_index], "clone") else inputs[n.input_index]
+                x = inputs[n.input_index or 0]     # an input placeholder has its index
+                env[n.name] = x.clone() if hasattr(x, "clone") else x
             elif n.kind in ("param", "buffer"):
                 env[n.name] = state[n.fqn]
             elif n.fqn in consts:
@@ -428,22 +428,22 @@ def node_flops(n: Node, by_name: dict[str, Node]) -> int:
     cls = n.op_class
     ins = [by_name[r] for r in n.inputs() if r in by_name]
     tin = [x for x in ins if x.shape is not None]
+    shapes: list[list[int]] = [x.shape for x in tin if x.shape is not None]   # tin's, in order
     name = n.opname
     if cls == "gemm":
         if "attention" in name and len(tin) >= 3:
-            q, k = tin[0].shape, tin[1].shape
+            q, k = shapes[0], shapes[1]
             return 4 * math.prod(q[:-1]) * k[-2] * q[-1]
-        mats = [x for x in tin if len(x.shape) >= 1]
+        mats = [s for s in shapes if len(s) >= 1]
         if name in ("addmm", "baddbmm", "addbmm", "addmv") and len(mats) >= 2:
             mats = mats[1:]
         if not mats or n.shape is None:
             return 0
-        k = mats[0].shape[-1] if mats[0].shape else 1
-        return 2 * n.numel * k
+        return 2 * n.numel * mats[0][-1]
     if cls == "convolution":
         if len(tin) < 2 or n.shape is None:
             return 0
-        w = tin[1].shape
+        w = shapes[1]
         transposed = "transpose" in name or (name in ("convolution", "_convolution")
                                               and len(n.args) > 6 and n.args[6] is True)
         if transposed:

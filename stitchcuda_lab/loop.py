@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .errors import InvalidEvent
@@ -47,11 +48,13 @@ class Event:
     """Base of loop events. ``kind`` names the event in the session log."""
 
     kind: ClassVar[str] = ""
+    # every event is a dataclass: what ``dataclasses.fields`` looks for (declared only)
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     def payload(self) -> dict[str, Any]:
         """JSON-able fields of the event (plans, candidates and verdicts as dicts)."""
         out = {}
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+        for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if hasattr(v, "to_dict"):
                 v = v.to_dict()
@@ -163,7 +166,7 @@ def event_from_payload(kind: str, payload: dict[str, Any]) -> Event:
         p["candidate"] = Candidate.from_dict(p["candidate"])
     if "verdict" in p:
         p["verdict"] = Verdict.from_dict(p["verdict"])
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in p.items() if k in names})
 
 
@@ -458,11 +461,12 @@ def _on_failed(s: State, e: Failed) -> None:
     s.phase, s.message = "failed", e.message
 
 
-_HANDLERS = {PlanProposed: _on_plan, PlanEdited: _on_plan, PlanApproved: _on_plan_approved,
-             CandidatesProposed: _on_candidates, CandidateEdited: _on_candidate_edited,
-             CandidateApproved: _on_candidate_approved, VerdictReady: _on_verdict,
-             AttemptFailed: _on_attempt_failed, NextIteration: _on_next, Regenerate: _on_regenerate, Finished: _on_finished,
-             Stop: _on_stop, Failed: _on_failed}
+_HANDLERS: dict[type[Event], Callable[[State, Any], None]] = {
+    PlanProposed: _on_plan, PlanEdited: _on_plan, PlanApproved: _on_plan_approved,
+    CandidatesProposed: _on_candidates, CandidateEdited: _on_candidate_edited,
+    CandidateApproved: _on_candidate_approved, VerdictReady: _on_verdict,
+    AttemptFailed: _on_attempt_failed, NextIteration: _on_next, Regenerate: _on_regenerate,
+    Finished: _on_finished, Stop: _on_stop, Failed: _on_failed}
 _NONTERMINAL = tuple(p for p in PHASES if p not in TERMINAL)
 _ALLOWED = {"PlanProposed": ("new", "planned"), "PlanEdited": ("planned",),
             "PlanApproved": ("planned",), "CandidatesProposed": ("plan_approved", "refining"),

@@ -70,7 +70,7 @@ class Plan(Shown, Record):
     def from_dict(cls, d: dict[str, Any]) -> Plan:
         d = dict(d)
         d["tasks"] = [t if isinstance(t, Task) else Task.from_dict(t) for t in d.get("tasks", [])]
-        return super().from_dict.__func__(cls, d)  # type: ignore[attr-defined]
+        return super().from_dict(d)
 
     def task(self, task_id: str) -> Task:
         for t in self.tasks:

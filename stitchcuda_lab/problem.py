@@ -187,16 +187,17 @@ def problem_from_objects(model_cls: type, get_inputs: Callable,
         pass
 
     # 3. By reference.
-    refs = []
+    refs: list[str] = []
+    importable = True
     for name, obj in objs.items():
         mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
         if obj is objs["get_init_inputs"] and get_init_inputs is None:
             continue
         if not mod or mod == "__main__" or "<" in qual or "." in qual:
-            refs = None
+            importable = False
             break
         refs.append(f"from {mod} import {qual} as {name}")
-    if refs is not None:
+    if importable:
         if get_init_inputs is None:
             refs.append("\n\ndef get_init_inputs():\n    return []")
         src = _REF_MARK + " (no source found)\n" + "\n".join(refs) + "\n"

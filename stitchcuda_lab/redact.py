@@ -12,7 +12,7 @@ environment builder which variables to drop.
 from __future__ import annotations
 
 import re
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T", str, bytes)
 
@@ -24,7 +24,7 @@ _USERINFO = r"([A-Za-z][A-Za-z0-9+.\-]*://)([^/@\s'\"<>]+)@"
 _PARAM = (r"([?&#;](?:[A-Za-z0-9_\-]*(?:key|token|secret|password|passwd|pwd|signature|sig"
           r"|auth|credential)[A-Za-z0-9_\-]*)=)([^&#\s'\"<>]+)")
 
-_PATTERNS = {
+_PATTERNS: dict[type, tuple[re.Pattern[Any], re.Pattern[Any]]] = {
     str: (re.compile(_USERINFO), re.compile(_PARAM, re.I)),
     bytes: (re.compile(_USERINFO.encode()), re.compile(_PARAM.encode(), re.I)),
 }

@@ -58,10 +58,13 @@ from .settings import Settings
 from .spend import Spend
 from .store import SessionLog, SessionStore, StoreWarning
 from .verifier.options import VerifyOptions
-from .verifier.worker import resolve_device
+from .verifier.worker import WorkerHandle, resolve_device
 
 if TYPE_CHECKING:
     import torch
+
+    from .agents.base import Coder, Planner
+    from .agents.rubric import Reviewer
 
 ProgressFn = Callable[[str, "float | None"], None]
 NOISE = 0.02          # a refine iteration must beat the best so far by 2% to keep going
@@ -73,8 +76,8 @@ class Session(Shown):
 
     def __init__(self, log: SessionLog, problem: Problem, settings: Settings, *, agent: str,
                  device: str, state: State | None = None, graph: Graph | None = None,
-                 planner: Any = None, coder: Any = None, worker: Any = None,
-                 on_progress: ProgressFn | None = None):
+                 planner: Planner | None = None, coder: Coder | None = None,
+                 worker: WorkerHandle | None = None, on_progress: ProgressFn | None = None):
         self.log = log
         self.problem = problem
         self.settings = settings
@@ -103,8 +106,9 @@ class Session(Shown):
     @classmethod
     def create(cls, problem: Problem | str | os.PathLike, settings: Settings | None = None,
                agent: str | None = None, *, device: str | None = None, isolate: bool = False,
-               time_forward: bool = False, planner: Any = None, coder: Any = None,
-               worker: Any = None, graph: Graph | None = None,
+               time_forward: bool = False, planner: Planner | None = None,
+               coder: Coder | None = None, worker: WorkerHandle | None = None,
+               graph: Graph | None = None,
                on_progress: ProgressFn | None = None) -> Session:
         """A new session for ``problem`` (a Problem, or a problem file's path).
 
@@ -158,8 +162,9 @@ class Session(Shown):
 
     @classmethod
     def open(cls, session: str | os.PathLike, settings: Settings | None = None, *,
-             iters: int | None = None, planner: Any = None, coder: Any = None,
-             worker: Any = None, on_progress: ProgressFn | None = None,
+             iters: int | None = None, planner: Planner | None = None,
+             coder: Coder | None = None, worker: WorkerHandle | None = None,
+             on_progress: ProgressFn | None = None,
              lock: bool = True) -> Session:
         """Reopen a session (also one interrupted by a crash) by replaying its events.
 
@@ -276,7 +281,7 @@ class Session(Shown):
     def _plan(self) -> None:
         planner, _ = self._agents()
         self._progress(f"planning with the {self.agent} planner", self._fraction(0.05))
-        plan = planner.plan(self.problem, self.graph, self.settings)
+        plan = planner.plan(self.problem, self._analysed(), self.settings)
         self.post(PlanProposed(plan))
         self._progress(f"plan: {len(plan.tasks)} task(s)", self._fraction(0.1))
 
@@ -288,8 +293,10 @@ class Session(Shown):
         kw: dict[str, Any] = {}
         if _takes(coder.code, "attempts"):
             kw["attempts"] = self.state.attempts()
+        if self.state.plan is None:     # pragma: no cover - the loop codes an approved plan
+            raise InvalidEvent("there is no plan to write candidates for")
         try:
-            cands = coder.code(self.problem, self.graph, self.state.plan, self.settings,
+            cands = coder.code(self.problem, self._analysed(), self.state.plan, self.settings,
                                iteration=it, previous=previous, feedback=feedback, **kw)
         except ReplyError as e:
             # The model answered but nothing usable came: the iteration fails, the loop goes on
@@ -332,7 +339,7 @@ class Session(Shown):
             self._progress(f"{cid}: {verdict.summary()}",
                            self._fraction(0.3 + 0.7 * (i + 1) / len(todo)))
 
-    def _reviewer(self):
+    def _reviewer(self) -> Reviewer | None:
         """The LLM judge when ``settings.judge`` is on and the Coder talks to an LLM."""
         if not self.settings.judge:
             return None
@@ -374,10 +381,10 @@ class Session(Shown):
         best = self.state.best_pair()
         if best:
             return best
-        v = self.state.last_verdict()
-        if v is None:
+        last = self.state.last_verdict()
+        if last is None:
             return None, None
-        return self.state.candidates.get(v.candidate_id), v
+        return self.state.candidates.get(last.candidate_id), last
 
     # ------------------------------------------------------------------ results
     def best(self) -> tuple[Candidate, Verdict] | None:
@@ -557,7 +564,7 @@ class Session(Shown):
         except (OSError, StoreError):   # a full disk: the log itself stays valid
             pass
 
-    def _agents(self):
+    def _agents(self) -> tuple[Planner, Coder]:
         if self._planner is None or self._coder is None:
             from .agents.base import get_agents
             planner, coder = get_agents(self.agent, self.settings)
@@ -569,6 +576,15 @@ class Session(Shown):
                               facts=self.facts, guard=self._guard)
             self._recorders_attached = True
         return self._planner, self._coder
+
+    def _analysed(self) -> Graph:
+        """The graph the agents read. A session reopened from a log that holds none (written
+        before the graph was logged, or cut short) analyses the problem again and logs it."""
+        if self.graph is None:
+            self.graph = _analyse(self.problem, self.device, self.settings)
+            if not self.readonly:
+                self.log.append("graph", {"graph": self.graph.to_dict()})
+        return self.graph
 
     def _record_exchange(self, payload: dict[str, Any]) -> None:
         spend = self.spend()          # read before this exchange is in the log
@@ -601,7 +617,7 @@ class Session(Shown):
         if line:
             self._progress(line, None)
 
-    def _get_worker(self):
+    def _get_worker(self) -> WorkerHandle:
         if self._worker is None:
             from .verifier.worker import get_worker     # looked up here: tests replace it
             self._worker = get_worker(self.device, self.settings)

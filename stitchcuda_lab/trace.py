@@ -79,7 +79,7 @@ def kernel_summary(trace: Any, *, top: int = 30) -> list[dict]:
         t[0] += 1
         t[1] += float(e.get("dur", 0))
     whole = sum(t[1] for t in totals.values()) or 1.0
-    out = [{"name": n, "count": int(c), "total_us": round(d, 3), "share": round(d / whole, 4)}
+    out: list[dict[str, Any]] = [{"name": n, "count": int(c), "total_us": round(d, 3), "share": round(d / whole, 4)}
            for n, (c, d) in totals.items()]
     out.sort(key=lambda r: -r["total_us"])
     return out[:top]

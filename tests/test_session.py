@@ -367,6 +367,26 @@ def test_agent_errors_are_logged_and_leave_the_session_resumable(make, settings)
     assert again.advance(auto=True).phase == "done"
 
 
+def test_a_session_reopened_from_a_log_without_its_graph_analyses_it_again(make):
+    s, _ = make({0: [1.4]}, iters=0)
+    s.close()
+    events = s.dir / "events.jsonl"
+    events.write_text("".join(line for line in events.read_text().splitlines(keepends=True)
+                              if json.loads(line)["kind"] != "graph"))
+    seen = []
+
+    class Looking(FakePlanner):
+        def plan(self, problem, graph, settings):
+            seen.append(graph)
+            return super().plan(problem, graph, settings)
+    again = Session.open(s.id, s.settings, planner=Looking(), coder=FakeCoder({0: [1.4]}),
+                         worker=FakeWorker())
+    assert again.graph is None
+    assert again.advance(auto=True).phase == "done"
+    assert seen and seen[0] is not None and seen[0].nodes
+    assert "graph" in kinds(again)
+
+
 def test_model_loads_the_best_candidate_seeded_like_the_reference(make):
     s, _ = make({0: [1.5]}, iters=0)
     s.advance(auto=True)

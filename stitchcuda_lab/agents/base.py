@@ -2,6 +2,16 @@
 
 Planners and Coders see only data (Problem, Graph, Plan, Verdict): they never run generated
 code themselves; the Verifier does that in its worker.
+
+The Session takes any object that fits these protocols (``Session.create(planner=, coder=)``)
+and type checking holds the offline and LLM agents to them. Beyond them an agent may have, and
+the Session looks for each with ``getattr``:
+
+- ``recorder``, ``progress``, ``facts``, ``guard`` left None: the Session sets them (record
+  each LLM exchange, show progress, read its measured facts, check its spending caps);
+- a Coder's ``attempts`` keyword on ``code``: every try so far (``loop.Attempt``) is passed;
+- a Coder's ``why_empty``: why it returned no candidate; ``stops_early = False``: run to
+  ``--iters`` even when a refine round gains nothing.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import aten
 from ..candidate import Candidate
@@ -42,6 +42,16 @@ if TYPE_CHECKING:
 
 CRITERIA = ("anti_hacking", "cuda_engineering", "coverage", "compliance")
 FASTER = 1.05   # "more than 5% faster"
+
+
+class Reviewer(Protocol):
+    """A judge ``grade`` asks for its scores (agents/llm/reviewer.py's LLMReviewer)."""
+
+    def score(self, candidate: Candidate, verdict: Verdict, *, problem: Problem | None = None,
+              reference_ops: Iterable[str] | None = None) -> dict[str, Any]:
+        """The rule rubric merged with the judge's ``{criterion: {"score", "reason"}}``;
+        raises StitchError when the judge could not be had."""
+        ...
 
 # Top-level modules a candidate program may import. torch covers torch.utils.cpp_extension,
 # which KernelBench-style candidates (load_inline) use.
@@ -100,7 +110,7 @@ def reference_ops(graph: Graph | None) -> list[str] | None:
 
 
 def grade(candidate: Candidate, verdict: Verdict, *, reference_ops: Iterable[str] | None = None,
-          reviewer: Any = None, problem: Problem | None = None) -> None:
+          reviewer: Reviewer | None = None, problem: Problem | None = None) -> None:
     """Fill ``verdict.rubric`` and ``verdict.reward``: the rule scores, then, with a
     ``reviewer`` (an LLM judge), its merged scores.
 

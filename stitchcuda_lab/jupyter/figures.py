@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import html
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
@@ -458,20 +458,20 @@ def _parse_kernel_summary(summary: Any) -> dict[str, dict[str, float]]:
                 for name, v in items.items():
                     if isinstance(v, (int, float)):
                         out[side][str(name)] = float(v)
-                    elif isinstance(v, Mapping) and total(v) is not None:
-                        out[side][str(name)] = total(v)  # type: ignore[assignment]
+                    elif isinstance(v, Mapping) and (t := total(v)) is not None:
+                        out[side][str(name)] = t
             elif isinstance(items, list):
                 for d in items:
-                    if isinstance(d, Mapping) and total(d) is not None:
+                    if isinstance(d, Mapping) and (t := total(d)) is not None:
                         name = str(d.get("name", "?"))
-                        out[side][name] = out[side].get(name, 0.0) + total(d)  # type: ignore
+                        out[side][name] = out[side].get(name, 0.0) + t
     elif isinstance(summary, list):
         for d in summary:
-            if isinstance(d, Mapping) and total(d) is not None:
+            if isinstance(d, Mapping) and (t := total(d)) is not None:
                 side = d.get("side", "candidate")
                 if side in SIDES:
                     name = str(d.get("name", "?"))
-                    out[side][name] = out[side].get(name, 0.0) + total(d)  # type: ignore
+                    out[side][name] = out[side].get(name, 0.0) + t
     return dict(out)
 
 
@@ -519,8 +519,8 @@ def ncu_rows(ncu: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     for d in items:
         if not isinstance(d, Mapping):
             continue
-        row = {"name": str(d.get("name") or d.get("kernel") or "?"), "dram_pct": None,
-               "sm_pct": None, "dur_us": None}
+        row: dict[str, Any] = {"name": str(d.get("name") or d.get("kernel") or "?"),
+                               "dram_pct": None, "sm_pct": None, "dur_us": None}
         for k, v in d.items():
             if not isinstance(v, (int, float)):
                 continue
@@ -570,7 +570,7 @@ def ncu_figure(ncu: Mapping[str, Any] | None, *, title: str = "Nsight Compute th
     return fig
 
 
-def history_figure(points: list[Mapping[str, Any]], *, title: str = "Speedup per iteration"
+def history_figure(points: Sequence[Mapping[str, Any]], *, title: str = "Speedup per iteration"
                    ) -> go.Figure:
     """Every verified candidate as a dot at its iteration (your edits as diamonds, failures
     as crosses on the axis) and the best passing speedup so far as a line. ``points`` are

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -45,8 +45,11 @@ def _trait(f: dataclasses.Field) -> Any:
 
 
 # One configurable trait per Settings field, made from the fields (declared once, there).
-_SettingTraits = type(Magics)("_SettingTraits", (Magics,),
-                              {f.name: _trait(f) for f in dataclasses.fields(Settings)})
+if TYPE_CHECKING:
+    _SettingTraits = Magics     # the traits are made at run time: the checker sees Magics
+else:
+    _SettingTraits = type(Magics)("_SettingTraits", (Magics,),
+                                  {f.name: _trait(f) for f in dataclasses.fields(Settings)})
 
 
 @magics_class
@@ -140,11 +143,11 @@ class StitchMagics(_SettingTraits):
         as well as showing in the panel; with ``--auto`` any error fails the cell, since no one
         may be watching the panel (papermill, CI)."""
         from .panel import SessionPanel
-        names = {k: v for k, v in (names or {}).items() if v}
-        panel = SessionPanel(session, threaded=False, names=names, editor=self.editor)
+        given = {k: v for k, v in (names or {}).items() if v}
+        panel = SessionPanel(session, threaded=False, names=given, editor=self.editor)
         self.panels[str(session.id)] = panel
-        if self.shell is not None and names.get("panel"):
-            self.shell.user_ns[names["panel"]] = panel
+        if self.shell is not None and given.get("panel"):
+            self.shell.user_ns[given["panel"]] = panel
         handle = display(panel, display_id=True)
         if advance and not _finished(session):
             with quiet_profiler():

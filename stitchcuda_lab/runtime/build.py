@@ -128,8 +128,8 @@ def _cuda_core():
         return cc
     except (ImportError, AttributeError):
         try:
-            import cuda.core.experimental as cc  # type: ignore[no-redef]
-            return cc
+            import cuda.core.experimental as old
+            return old
         except ImportError:
             raise BuildError("cuda.core is not installed, so CUDA kernels cannot be compiled",
                              hint="pip install 'stitchcuda-lab[cuda]' (cuda-core, cuda-bindings)"

@@ -28,7 +28,7 @@ from .cache import KernelCache
 __all__ = ["load", "i32", "f64", "sm_count", "CModule", "CudaModule", "clear_loaded",
            "build_cached", "use_builder"]
 
-_LOADED: dict[str, Any] = {}      # cache key -> loaded module (one build per process and key)
+_LOADED: dict[tuple[Any, ...], CModule | CudaModule] = {}   # cache key -> loaded module (one build per process and key)
 _LOCK = threading.Lock()
 
 
@@ -60,9 +60,10 @@ def load(source: str, lang: str = "cuda", name: str = "kernel", *,
         loaded_key = (lang, source, flags, arch, device)
         if loaded_key not in _LOADED:
             path = _BUILDER[0](lang, source, name, flags, arch)
-            if lang == "c":
+            if device is None:
                 build.passive_openmp()
-            _LOADED[loaded_key] = (CModule(name, ctypes.CDLL(str(path)), str(path)) if lang == "c"
+            _LOADED[loaded_key] = (CModule(name, ctypes.CDLL(str(path)), str(path))
+                                   if device is None
                                    else CudaModule(name, Path(path).read_bytes(), device))
         return _LOADED[loaded_key]
 

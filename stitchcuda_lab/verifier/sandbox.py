@@ -28,6 +28,7 @@ import os
 import sys
 import time
 import traceback
+import types
 import warnings
 from pathlib import Path
 from typing import Any
@@ -279,10 +280,7 @@ def poison(device: str, sizes: list[int]) -> None:
 
 def _bound_draw(get_inputs):
     """``exchange.draw`` over the problem's own ``get_inputs``, as it was when loaded."""
-    class _Problem:
-        pass
-    p = _Problem()
-    p.get_inputs = get_inputs
+    p = types.SimpleNamespace(get_inputs=get_inputs)
     return lambda device, seed: draw(p, device, seed)
 
 
@@ -298,6 +296,8 @@ def _plain(out: list) -> None:
 def _load_module(path: Path, name: str):
     import importlib.util
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path} as a module")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)

@@ -129,6 +129,8 @@ class Failed(Exception):
 
 def load_module(path: Path, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path} as a module")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     try:
@@ -160,12 +162,19 @@ class Job:
         self.tags = 0
         self.checks_left = 0
 
+    @property
+    def sandbox(self) -> Sandbox:
+        """The candidate's process, from the start of ``run`` on."""
+        if self.box is None:
+            raise RuntimeError("the job has no sandbox yet: run() takes one")
+        return self.box
+
     # -- talking to the sandbox --
     def ask(self, msg: dict) -> dict:
         """Send a command and wait for its reply, serving the sandbox's build requests."""
         self.tags += 1
         tag = self.tags
-        box = self.box
+        box = self.sandbox
         box.send(dict(msg, tag=tag))
         while True:
             try:
@@ -210,17 +219,17 @@ class Job:
             arch = (kernels._cuda_arch(kernels._cuda_device_index()) if lang == "cuda"
                     else kernels._host_arch())
             # a user of its own for the compiler: not the candidate's, whose process is alive
-            builder = None if self.box.uid is None else self.box.uid + 1
+            builder = None if self.sandbox.uid is None else self.sandbox.uid + 1
             path = kernels.build_cached(lang, str(req.get("source", "")), name,
                                         tuple(str(f) for f in req.get("flags", [])), arch,
                                         user=builder)
         except BuildError as e:
             return {"error": e.message, "log": e.log, "hint": e.hint}
-        target = self.box.folder / f"lib_{secrets.token_hex(8)}{Path(path).suffix}"
+        target = self.sandbox.folder / f"lib_{secrets.token_hex(8)}{Path(path).suffix}"
         shutil.copyfile(path, target)
-        if self.box.uid is not None:
+        if self.sandbox.uid is not None:
             import os
-            os.chown(target, self.box.uid, self.box.uid)
+            os.chown(target, self.sandbox.uid, self.sandbox.uid)
         return {"path": str(target)}
 
     # -- the protocol --
@@ -286,7 +295,8 @@ class Job:
         import torch
         n = max(1, self.opts.trials)
         traced_trial = secrets.randbelow(n)
-        trials, outs, refs, traced = [], [], [], {}
+        trials, outs, refs = [], [], []
+        traced: dict[str, Any] = {}
         for t in range(n):
             seed = fresh_seed()
             with torch.no_grad():
@@ -313,7 +323,7 @@ class Job:
             # prints, not the tensors: five trials' outputs may not fit beside the candidate's
             outs.append([Print(g) for g in got or []])
             refs.append([Print(r) for r in ref_out])
-            got = second = ref_out = None   # the GPU memory goes back before the next trial
+            del got, second, ref_out   # the GPU memory goes back before the next trial
             traced["aten_ops"] = _merge(traced.get("aten_ops", {}), reply.get("aten_ops"))
             if reply.get("trace"):
                 traced["trace"] = self.read_trace(reply["trace"])
@@ -465,7 +475,8 @@ class Job:
         return {"reference": profile.rows(ref), "candidate": profile.rows(trace),
                 "kernels": trace_mod.kernel_summary(trace),
                 "reference_kernels": trace_mod.kernel_summary(ref, top=10),
-                "ncu": ncu.run(self.box.folder / "problem.py", self.box.folder / "candidate.py",
+                "ncu": ncu.run(self.sandbox.folder / "problem.py",
+                               self.sandbox.folder / "candidate.py",
                                seed=self.ref.weight_seed, enabled=self.opts.ncu,
                                device=self.device)}
 
@@ -570,7 +581,8 @@ class Job:
         reply = self.ask({"op": "call", "seed": seed})
         seen = (time.perf_counter() - t0) * 1e3
         ms, wall = reply.get("ms"), reply.get("wall_ms")
-        if not all(isinstance(v, (int, float)) and 0 <= v < 1e9 for v in (ms, wall)):
+        if not (isinstance(ms, (int, float)) and isinstance(wall, (int, float))
+                and 0 <= ms < 1e9 and 0 <= wall < 1e9):
             raise Reject("protocol_tampering", "a timing reply without its times")
         return float(ms), float(wall), seen
 
@@ -622,11 +634,11 @@ class Job:
                              "differently when it is timed")
 
     def check_processes(self, ticks: int) -> None:
-        strays = self.box.strays()
+        strays = self.sandbox.strays()
         if strays:
             raise Reject("subprocess", f"the candidate left processes running (pid "
                          f"{', '.join(map(str, strays[:4]))})")
-        if self.box.child_cpu_ticks() > ticks:
+        if self.sandbox.child_cpu_ticks() > ticks:
             raise Reject("subprocess", "child processes of the candidate ran during the "
                          "checked or timed calls")
 

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from collections.abc import Iterable
 
 from ..errors import ConfigError, WorkerError
@@ -38,7 +38,8 @@ from ..verdict import Verdict
 from . import channel
 from .options import VerifyOptions
 
-__all__ = ["Worker", "get_worker", "resolve_device", "clean_env", "VerifyOptions"]
+__all__ = ["Worker", "WorkerHandle", "get_worker", "resolve_device", "clean_env",
+           "VerifyOptions"]
 
 START_TIMEOUT = 120.0
 JUDGE_GRACE = 60.0   # the judge stops a candidate at its timeout; the caller waits this longer
@@ -80,6 +81,22 @@ def resolve_device(name: str) -> str:
     raise ConfigError(f"unknown device {name!r}", hint="use auto, cpu, cuda or cuda:N")
 
 
+class WorkerHandle(Protocol):
+    """What the Session asks of the Verifier: ``Worker`` (below) is the real one; tests and
+    tools pass their own (``Session.create(worker=...)``)."""
+
+    def verify(self, problem_source: str, candidate_source: str, *,
+               replaced: Iterable[str] | None = (), kept: Iterable[str] = (),
+               options: VerifyOptions | None = None, timeout: float = 300.0) -> Verdict:
+        """The candidate's Verdict; the candidate's faults are a Verdict, never an exception."""
+        ...
+
+    def baseline(self, problem_source: str, *,
+                 options: VerifyOptions | None = None) -> dict[str, float]:
+        """Eager and torch.compile timings (ms) of the problem's reference."""
+        ...
+
+
 class Worker:
     """A handle on one worker process; methods never raise for the candidate's faults."""
 
@@ -103,7 +120,8 @@ class Worker:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self.alive else None
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
 
     def start(self) -> None:
         if self.alive:
@@ -113,7 +131,8 @@ class Worker:
         from_child_r, from_child_w = os.pipe()
         fd, log = tempfile.mkstemp(prefix="stitch_worker_", suffix=".log")
         self._log = Path(log)
-        env = clean_env(**self._extra_env)
+        env = clean_env()
+        env.update(self._extra_env)     # as keywords, a variable named "base" would be taken
         env.update(STITCH_CACHE_DIR=str(self.cache_dir), STITCH_CACHE="1" if self.cache else "0",
                    TORCH_EXTENSIONS_DIR=str(Path(self.cache_dir) / "torch_extensions"),
                    PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
@@ -142,7 +161,7 @@ class Worker:
         self.info = msg
 
     def close(self) -> None:
-        if self.alive:
+        if self._proc is not None and self.alive:
             try:
                 self._send({"op": "exit"})
                 self._proc.wait(timeout=5)

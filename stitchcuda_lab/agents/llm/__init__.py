@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ...verdict import Verdict
     from ...problem import Problem
     from ...settings import Settings
+    from ..offline import OfflineCoder, OfflinePlanner
 
 _SDKS = {"claude": "anthropic", "openai": "openai"}     # provider -> the LLM extra's SDK
 
@@ -56,7 +57,8 @@ def make_client(provider: str, settings: Settings, *, recorder: Recorder | None 
 
 def make_agents(name: str, settings: Settings, *, client: StructuredClient | None = None,
                 recorder: Recorder | None = None, progress: Progress | None = None,
-                knowledge: Any = _UNSET, **client_kw: Any) -> tuple[Any, Any]:
+                knowledge: Any = _UNSET, **client_kw: Any
+                ) -> tuple[LLMPlanner | OfflinePlanner, LLMCoder | HybridCoder]:
     """The (Planner, Coder) for ``claude``, ``openai`` or ``hybrid``.
 
     ``client`` replaces the live provider (a ``ReplayClient``, or one built with a test
@@ -92,7 +94,7 @@ class HybridCoder:
 
     name = "hybrid"
 
-    def __init__(self, offline: Any, llm: LLMCoder):
+    def __init__(self, offline: OfflineCoder, llm: LLMCoder):
         self.offline, self.llm = offline, llm
 
     stops_early = False

@@ -86,12 +86,15 @@ class ClaudeClient(StructuredClient):
 
     # ------------------------------------------------------------------ one request
     def _send(self, request: Request, repair: Repair | None, max_tokens: int) -> Turn:
-        system = [{"type": "text", "text": request.system, "cache_control": _CACHE}]
+        # plain JSON, as the session log records it, not the SDK's TypedDicts
+        system: list[dict[str, Any]] = [{"type": "text", "text": request.system,
+                                         "cache_control": _CACHE}]
         if request.context:
             system.append({"type": "text", "text": request.context, "cache_control": _CACHE})
         messages = _messages(request, repair)
-        tool = {"name": request.tool.name, "description": request.tool.description,
-                "input_schema": request.tool.schema}
+        tool: dict[str, Any] = {"name": request.tool.name,
+                                "description": request.tool.description,
+                                "input_schema": request.tool.schema}
         choice: dict[str, Any] = {"type": "tool", "name": request.tool.name,
                                   "disable_parallel_tool_use": True}
         extra: dict[str, Any] = {}
@@ -99,13 +102,13 @@ class ClaudeClient(StructuredClient):
             choice = {"type": "auto", "disable_parallel_tool_use": True}
             extra["thinking"] = {"type": "enabled", "budget_tokens": self.thinking}
             max_tokens += self.thinking
+        extra.update(system=system, messages=messages, tools=[tool], tool_choice=choice)
         self._emit(request, "start", model=self.model, max_tokens=max_tokens)
         chars = shown = 0
         stream = None
         try:
             with self._client.messages.stream(
-                    model=self.model, max_tokens=max_tokens, system=system,
-                    messages=messages, tools=[tool], tool_choice=choice, **extra) as stream:
+                    model=self.model, max_tokens=max_tokens, **extra) as stream:
                 for event in stream:
                     if event.type == "input_json":
                         chars += len(event.partial_json)

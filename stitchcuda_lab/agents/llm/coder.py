@@ -21,6 +21,7 @@ feedback), the sample number and the candidate id.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -59,7 +60,7 @@ class LLMCoder(KnowledgeMixin):
     def __init__(self, client: StructuredClient, *, knowledge: Any = _UNSET,
                  name: str | None = None):
         self.client = client
-        self.name = name or getattr(client, "origin", client.provider)
+        self.name: str = name or str(getattr(client, "origin", client.provider))
         if knowledge is not _UNSET:
             self.knowledge = knowledge
 
@@ -89,7 +90,7 @@ class LLMCoder(KnowledgeMixin):
                 user=coder_request(plan, lang, iteration, memory, settings.memory_tokens,
                                    sample=(sample, k, out)),
                 tool=CANDIDATE_TOOL, refs=ids, check=lambda data: check_candidate(data, lang),
-                repeat=lambda data, taken=taken: memory.repeats(data, taken),
+                repeat=functools.partial(memory.repeats, taken=taken),
                 annotate=lambda data: {"candidate_id": candidate_from_reply(data).id},
                 meta={"skill": skill, "sample": sample, "samples": k})
             try:
@@ -116,7 +117,8 @@ class Memory:
         self.attempts = list(attempts)
         passed = [a for a in self.attempts if a.verdict is not None and a.verdict.status == "pass"
                   and a.verdict.correct]
-        self.best = max(passed, key=lambda a: a.verdict.speedup_vs_eager or 0.0, default=None)
+        self.best = max(passed, key=lambda a: (a.verdict and a.verdict.speedup_vs_eager) or 0.0,
+                        default=None)
         judged = [a for a in self.attempts if a.verdict is not None or a.failure]
         self.last = judged[-1] if judged else None
 
@@ -139,10 +141,10 @@ class Memory:
         """The candidate a new one builds on: the last failed one when it failed, else the best."""
         if self.last is not None and self.last.candidate is not None and self.last is not self.best:
             return self.last.candidate.id
-        if self.best is not None:
+        if self.best is not None and self.best.candidate is not None:
             return self.best.candidate.id
-        with_code = [a for a in self.attempts if a.candidate is not None]
-        return with_code[-1].candidate.id if with_code else None
+        with_code = [a.candidate for a in self.attempts if a.candidate is not None]
+        return with_code[-1].id if with_code else None
 
     def repeats(self, data: dict[str, Any], taken: dict[str, Candidate]) -> str | None:
         """Why this reply is not new (an earlier candidate, or a sample of this iteration)."""
@@ -193,14 +195,14 @@ def check_candidate(data: dict[str, Any], lang: str) -> list[str]:
     classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     if "ModelNew" not in classes:
         errors.append("$.program: no class ModelNew")
-    loaded = {n.slice.value for n in ast.walk(tree) if isinstance(n, ast.Subscript)
+    loaded: set[object] = {n.slice.value for n in ast.walk(tree) if isinstance(n, ast.Subscript)
               and isinstance(n.value, ast.Name) and n.value.id == "SOURCES"
               and isinstance(n.slice, ast.Constant)}
     for name in names:
         if name not in loaded:
             errors.append(f"$.program: kernel {name!r} is never loaded "
                           f"(runtime.load(SOURCES[{name!r}], lang=LANGS[{name!r}], name={name!r}))")
-    for name in sorted(loaded - set(names)):
+    for name in sorted(loaded - set(names), key=str):     # SOURCES[0] is no str
         errors.append(f"$.program: SOURCES[{name!r}] has no kernel of that name")
     assigned = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets
                 if isinstance(t, ast.Name)}
@@ -218,20 +220,22 @@ def coder_request(plan: Plan, lang: str, iteration: int, memory: Memory,
     """This turn's message: the plan, the baseline, the last failure, the attempts, the ask."""
     parts = ["## Approved plan", *plan_lines(plan)]
     best, last = memory.best, memory.last
-    failed_last = last is not None and last is not best and (
+    failed_last = last is not None and last is not best and bool(
         last.failure or (last.verdict is not None and last.verdict.status != "pass"))
-    if best is not None:
+    # an attempt's verdict comes with its candidate; best passed, so it has both
+    if best is not None and best.candidate is not None and best.verdict is not None:
         v = best.verdict
         parts += [f"## Baseline: candidate {best.candidate.id} (iteration {best.iteration}), "
                   f"the best that passed: {_timing(v)}",
                   *candidate_blocks(best.candidate)]
         if not failed_last:
             parts += ["### Verifier feedback on the baseline", feedback_text(v)]
-    if failed_last and last.candidate is not None:
+    if (failed_last and last is not None and last.candidate is not None
+            and last.verdict is not None):
         parts += [f"## Last attempt: candidate {last.candidate.id} (iteration {last.iteration}) "
                   f"failed: {last.verdict.status}", *candidate_blocks(last.candidate),
                   "### Verifier feedback", feedback_text(last.verdict)]
-    elif failed_last:
+    elif failed_last and last is not None:
         parts += [f"## Last attempt (iteration {last.iteration}) produced no candidate "
                   f"({last.cause})", last.failure]
     history = attempts_text(memory.attempts, memory_tokens * CHARS_PER_TOKEN)
@@ -258,7 +262,7 @@ def _ask(iteration: int, lang: str, memory: Memory, failed_last: bool) -> str:
                 f"in lang {lang!r}. Call submit_candidate.")
     tail = ("Do not resubmit any candidate listed above. Say what you changed in `notes`. Call "
             "submit_candidate with the complete candidate.")
-    if failed_last:
+    if failed_last and last is not None:
         status = last.verdict.status if last.verdict is not None else last.cause
         fix = ("fix it from the feedback" if last.candidate is not None
                else "write a complete, valid candidate")
@@ -350,8 +354,7 @@ def failures_text(attempts: Sequence[Attempt]) -> str:
     for key, group in sorted(groups.items(), key=lambda kv: -len(kv[1])):
         its = ", ".join(str(a.iteration) for a in group)
         example = group[-1]
-        detail = (example.failure if example.candidate is None else
-                  _example(example.verdict))
+        detail = (example.failure if example.verdict is None else _example(example.verdict))
         lines.append(f"- {key}: {len(group)} attempt(s) (iterations {its}); latest: "
                      f"{_short(detail, 240)}")
     return "\n".join(lines)

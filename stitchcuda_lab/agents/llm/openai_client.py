@@ -196,7 +196,7 @@ class _Accumulator:
                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached}
 
     def turn(self, model: str) -> Turn:
-        common = {"text": self.text, "model": self.model or model, "usage": self.usage_dict(),
+        common: dict[str, Any] = {"text": self.text, "model": self.model or model, "usage": self.usage_dict(),
                   "thinking": self.reasoning}
         if self.refusal:
             return Turn(tool_input=None, stop_reason="refusal", detail=self.refusal, **common)

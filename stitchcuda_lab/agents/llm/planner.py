@@ -40,6 +40,8 @@ class KnowledgeMixin:
     def knowledge(self, value: Any) -> None:
         self._knowledge = value
 
+    client: StructuredClient    # every LLM role has one (set in its __init__)
+
     # The session sets these: ``facts`` returns the session's measured facts (hardware, the
     # Verifier's baseline timings), ``guard`` stops requests once a spending cap is reached,
     # ``recorder`` persists exchanges and ``progress`` shows them.
@@ -79,7 +81,7 @@ class LLMPlanner(KnowledgeMixin):
     def __init__(self, client: StructuredClient, *, knowledge: Any = _UNSET,
                  name: str | None = None):
         self.client = client
-        self.name = name or getattr(client, "origin", client.provider)
+        self.name: str = name or str(getattr(client, "origin", client.provider))
         if knowledge is not _UNSET:
             self.knowledge = knowledge
 

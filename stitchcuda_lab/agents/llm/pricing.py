@@ -82,7 +82,7 @@ def parse_price(text: str) -> Price:
                           hint="USD per million tokens, e.g. STITCH_PRICE=3,15")
     if len(parts) == 2:
         parts += [parts[0] * CACHE_WRITE, parts[0] * CACHE_READ]
-    return Price(*parts, basis="the price setting (STITCH_PRICE)")
+    return Price(parts[0], parts[1], parts[2], parts[3], basis="the price setting (STITCH_PRICE)")
 
 
 def is_local(url: str) -> bool:

@@ -102,7 +102,7 @@ def _calls(exchanges: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         cur = open_by_role.get(role)
         new = (cur is None or (e.get("ask") or None) != (cur[0].get("ask") or None)
                or (not e.get("ask") and e.get("attempt", 1) == 1))
-        if new:
+        if cur is None or new:
             cur = []
             calls.append(cur)
             open_by_role[role] = cur

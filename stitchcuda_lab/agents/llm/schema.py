@@ -15,7 +15,7 @@ from typing import Any
 
 from ...plan import TASK_KINDS
 
-_TYPES = {
+_TYPES: dict[str, type | tuple[type, ...]] = {
     "object": dict, "array": list, "string": str, "boolean": bool,
     "integer": int, "number": (int, float), "null": type(None),
 }

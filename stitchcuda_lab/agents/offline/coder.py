@@ -57,7 +57,7 @@ class OfflineCoder:
             return found
         base = dict(previous.params.get("tasks", {}))
         variants = self.variants(graph, plan, base, iteration, feedback)
-        out = []
+        out: list[Candidate] = []
         for label, tparams in variants[:MAX_VARIANTS]:
             c = self.candidate(problem, graph, plan, tparams, iteration=iteration,
                                parent=previous.id, variant=label)

@@ -100,7 +100,8 @@ def schedule(graph: Graph, groups: list[list[str]]) -> list[tuple[str, Any]]:
 
 
 def render(graph: Graph, problem_source: str, problem_name: str, calls: list[KernelCall],
-           lang: str, cuda_graph: bool, notes: list[str], split: set[str] = frozenset()) -> str:
+           lang: str, cuda_graph: bool, notes: list[str],
+           split: frozenset[str] | set[str] = frozenset()) -> str:
     """Python source of the candidate module (without the SOURCES/LANGS table).
 
     Nodes in ``split`` (fp32 GEMMs of a tensor_core_gemm task) call ``runtime.gemm.<op>``,
@@ -177,7 +178,7 @@ def _init(graph: Graph, cuda_graph: bool) -> list[str]:
 
 
 def _forward_body(graph: Graph, inputs: list, calls: list[KernelCall], lang: str,
-                  split: set[str]) -> list[str]:
+                  split: frozenset[str] | set[str]) -> list[str]:
     """The forward's statements: the graph in order, fused groups as kernel launches."""
     body = [f"{var(n.name)} = {_access(n.fqn)}" for n in graph.placeholders()
             if n.kind in ("param", "buffer", "const")]

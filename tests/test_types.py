@@ -1,0 +1,38 @@
+"""The package type-checks: mypy at the configuration in pyproject.toml ([tool.mypy]) finds
+nothing, so the seams (agents/base.py's Planner and Coder, verifier/worker.py's WorkerHandle)
+are checked against their callers on every test run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "stitchcuda_lab"
+
+
+def _mypy(*args: str) -> tuple[str, str, int]:
+    api = pytest.importorskip("mypy.api", reason="mypy is not installed: pip install -e '.[dev]'")
+    # the cache (git-ignored) makes a second run take seconds; the first reads all of torch
+    return api.run(["--config-file", str(ROOT / "pyproject.toml"),
+                    "--cache-dir", str(ROOT / ".mypy_cache"), *args])
+
+
+def test_the_package_type_checks():
+    out, err, status = _mypy(str(PKG))
+    assert status == 0, f"mypy found problems (run `python -m mypy`):\n{out}{err}"
+
+
+def test_the_type_check_can_fail(tmp_path):
+    probe = tmp_path / "probe.py"          # outside the package: the check itself is tested
+    probe.write_text("from stitchcuda_lab.agents.base import Coder\n"
+                     "class NotACoder:\n    name = 'x'\n"
+                     "def use(c: Coder) -> None: ...\n"
+                     "use(NotACoder())\n"
+                     "def n(x: int = None) -> int:\n    return x\n")
+    out, _, status = _mypy(str(PKG), str(probe))     # the package beside it: its imports resolve
+    assert status == 1, out
+    assert 'probe.py:5: error: Argument 1 to "use" has incompatible type "NotACoder"' in out
+    assert 'probe.py:6: error: Incompatible default for parameter "x" (default has type "None"' \
+        in out                                       # no implicit Optional
