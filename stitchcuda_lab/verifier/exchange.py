@@ -61,9 +61,14 @@ def write_outputs(outs: list, folder: Path, tag: str) -> list[dict]:
     entries = []
     for i, t in enumerate(outs):
         path = folder / f"{tag}_{i}.bin"
-        raw = t.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy()
+        flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
+        if flat.is_cuda:   # through page-locked memory: several times faster for GBs
+            raw = torch.empty(flat.numel(), dtype=torch.uint8, pin_memory=True)
+            raw.copy_(flat)
+        else:
+            raw = flat
         with open(path, "wb") as f:
-            f.write(memoryview(raw))
+            f.write(memoryview(raw.numpy()))
         entries.append({"path": str(path), "shape": list(t.shape),
                         "dtype": str(t.dtype).replace("torch.", "")})
     return entries
@@ -94,8 +99,9 @@ def read_output(entry: Any, like: Any) -> Any:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size != nbytes:
             return f"protocol: the output file is not {nbytes} bytes of a regular file"
-        buf = bytearray(nbytes)
-        view, got = memoryview(buf), 0
+        # read straight into page-locked memory when it goes on to the GPU
+        host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=like.is_cuda)
+        view, got = memoryview(host.numpy()), 0
         while got < nbytes:
             n = os.readv(fd, [view[got:]])
             if n <= 0:
@@ -105,5 +111,4 @@ def read_output(entry: Any, like: Any) -> Any:
         os.close(fd)
     if nbytes == 0:
         return torch.empty(like.shape, dtype=like.dtype, device=like.device)
-    flat = torch.frombuffer(buf, dtype=torch.uint8)
-    return flat.view(like.dtype).reshape(like.shape).to(like.device)
+    return host.view(like.dtype).reshape(like.shape).to(like.device)
