@@ -100,6 +100,23 @@ einsum tensordot bilinear
 """)
 
 
+_FAMILIES = {
+    "gemm": _words("mm addmm bmm baddbmm addbmm mv addmv dot vdot matmul linear _int_mm "
+                   "_scaled_mm einsum tensordot bilinear"),
+    "convolution": {n for n in LIBRARY if "conv" in n},
+    "attention": {n for n in LIBRARY if "attention" in n},
+}
+
+
+def library_family(op: str) -> str | None:
+    """``gemm``, ``convolution`` or ``attention`` for a library op, else None.
+
+    A kept op stands for its family: ``linear`` dispatches to ``matmul`` and then ``mm`` or
+    ``addmm`` depending on the shapes and the device, and a trace shows whichever ran."""
+    n = norm(op)
+    return next((name for name, ops in _FAMILIES.items() if n in ops), None)
+
+
 def op_class(op: str) -> str:
     """``cheap``, ``library`` or ``compute`` (see the module docstring), by ``norm``."""
     n = norm(op)

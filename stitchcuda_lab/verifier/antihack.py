@@ -27,7 +27,7 @@ from collections import Counter
 from typing import Any
 from collections.abc import Iterable
 
-from ..aten import CHEAP, LIBRARY, norm, op_class
+from ..aten import CHEAP, LIBRARY, library_family, norm, op_class
 
 REASONS = {
     # rejected
@@ -66,6 +66,7 @@ def find_fallback(candidate_ops: Iterable[str], *, replaced: Iterable[str] | Non
                   kept: Iterable[str], reference_ops: Iterable[str] = ()) -> list[str]:
     """The candidate's ops that break the policy above (aten names as traced), sorted."""
     kept_n = {norm(k) for k in kept}
+    families = {library_family(k) for k in kept_n} - {None}
     ref_compute = {norm(o) for o in reference_ops if op_class(o) == "compute"}
     if replaced is None:
         strict, rep, allowed = True, set(), kept_n | LIBRARY
@@ -76,7 +77,7 @@ def find_fallback(candidate_ops: Iterable[str], *, replaced: Iterable[str] | Non
     bad = []
     for op in candidate_ops:
         n = norm(op)
-        if n in CHEAP or n in allowed:
+        if n in CHEAP or n in allowed or library_family(n) in families:
             continue
         if n in rep or (strict and n != "*"):
             bad.append(str(op))

@@ -424,8 +424,10 @@ class Job:
                 f"{op} x{ops[op]}" for op in fallback[:8])))
         elif replaced is None:   # library work the reference never does is not "kept"
             ref_lib = {antihack.norm(o) for o in ref_ops if antihack.op_class(o) == "library"}
+            families = {antihack.library_family(k) for k in kept} - {None}
             extra = sorted(op for op in ops if antihack.op_class(op) == "library"
-                           and op not in ref_lib and op not in {antihack.norm(k) for k in kept})
+                           and op not in ref_lib and op not in {antihack.norm(k) for k in kept}
+                           and antihack.library_family(op) not in families)
             if extra:
                 found.append(("pytorch_fallback", "ran library ops the reference never runs "
                               "and KEPT_OPS does not name: " + ", ".join(

@@ -50,8 +50,7 @@ def test_every_code_cell_is_valid_ipython(name):
 
 # 03's verdict holds no timeline rows since the Verifier moved candidates into processes of
 # their own (seen 2026-12-01, cause not yet found): kept visible as an expected failure
-_KNOWN = {"03_reading_profiles.ipynb": "the GEMM + epilogue tutorial's verdict has no profile "
-          "rows under the new Verifier (open in the workbench issue)"}
+_KNOWN: dict[str, str] = {}   # notebook -> why it is expected to fail headless (none now)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.xfail(reason=_KNOWN[n])])

@@ -78,3 +78,15 @@ def test_precision_switches_are_seen_and_restored_whichever_api_flipped_them():
             assert numerics_flags() == saved and not changed_numerics(saved)
     finally:
         restore_numerics(saved)
+
+
+def test_a_kept_library_op_stands_for_its_family():
+    # linear dispatches to matmul, then mm or addmm, depending on shapes and device
+    traced = ["aten::linear", "aten::matmul", "aten::mm"]
+    assert find_fallback(traced, replaced=["aten.gelu.default"],
+                         kept=["aten.linear.default"]) == []
+    # ... but a kept GEMM does not cover a convolution, nor the compute it replaced
+    assert find_fallback(traced + ["aten::convolution"], replaced=["aten.convolution.default"],
+                         kept=["aten.mm.default"]) == ["aten::convolution"]
+    assert find_fallback(traced + ["aten::gelu"], replaced=["aten.gelu.default", "aten.mm"],
+                         kept=[]) == ["aten::gelu", "aten::mm"]
