@@ -126,7 +126,7 @@ def category_of(path: Path) -> str:
 
 def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: str,
             shrink: int, settings_overrides: dict[str, Any] | None = None,
-            on_progress=None) -> dict[str, Any]:
+            on_progress=None, ceiling: dict[str, Any] | None = None) -> dict[str, Any]:
     """Optimise one problem and time it against the baselines; returns a result row."""
     from .problem import problem_from_source
     from .session import Session
@@ -173,7 +173,7 @@ def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: st
     compiled = [t for k, t in timings.items() if k.startswith("compile:") and t]
     row["speedup_vs_best_compile"] = _ratio(min(compiled, default=None), row["ours_ms"])
     row["candidate_speedup_vs_eager"] = _ratio(eager, ours)
-    row.update(_limits(problem, row["ours_ms"], session))
+    row.update(_limits(problem, row["ours_ms"], session, ceiling))
     row["seconds"] = round(time.perf_counter() - t0, 1)
     try:
         row["cpus"] = len(os.sched_getaffinity(0))
@@ -182,11 +182,13 @@ def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: st
     return row
 
 
-def _limits(problem, ms: float | None, session) -> dict[str, Any]:
-    """The row's distance from the device's limits (``roofline``): advice, never fatal."""
+def _limits(problem, ms: float | None, session, ceiling: dict | None) -> dict[str, Any]:
+    """The row's distance from the device's limits (``roofline``): advice, never fatal.
+    ``ceiling``: the device's figures, measured once for the whole bench."""
     from . import roofline
     work = roofline.least_work(problem)
-    device = (session.facts().get("device") or {}) if ms else {}
+    device = ceiling if ceiling is not None else (
+        (session.facts().get("device") or {}) if ms else {})
     keep: dict[str, Any] = {k: work[k] for k in ("bytes", "flops", "work_error") if k in work}
     return {**keep, **roofline.shares(work, ms, device)}
 
@@ -207,6 +209,7 @@ def _child_main(argv: list[str]) -> int:
     ap.add_argument("--shrink", type=int, default=1)
     ap.add_argument("--json-out", required=True)
     ap.add_argument("--cpus", default=None, help="comma list of the CPUs to keep to")
+    ap.add_argument("--ceiling", default=None, help="JSON file of the device's measured figures")
     a = ap.parse_args(argv)
     _apply_cpu_slice(a.cpus)
     stage = Path(a.json_out).with_suffix(".stage")
@@ -222,8 +225,9 @@ def _child_main(argv: list[str]) -> int:
             pass
 
     try:
+        ceiling = json.loads(Path(a.ceiling).read_text()) if a.ceiling else None
         row = run_one(a.problem, device=a.device, iters=a.iters, agent=a.agent, modes=a.modes,
-                      shrink=a.shrink, on_progress=on_progress)
+                      shrink=a.shrink, on_progress=on_progress, ceiling=ceiling)
     except Exception as e:  # recorded in the row; the bench goes on with the next problem
         why = e.one_line() if isinstance(e, StitchError) else str(e)   # as the CLI says it
         row = {"problem": Path(a.problem).name, "category": category_of(Path(a.problem)),
@@ -296,6 +300,9 @@ def _spawn_row(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int 
     if gpu_lock:
         from .settings import env_name
         env[env_name("gpu_lock")] = gpu_lock
+    ceiling = out_dir / "ceiling.json"
+    if ceiling.exists():
+        cmd += ["--ceiling", str(ceiling)]
     if cpus:
         cmd += ["--cpus", ",".join(str(c) for c in cpus)]
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(len(cpus)))
@@ -512,7 +519,12 @@ def markdown(result: dict) -> str:
     lines = [f"# Benchmark: {env.get('device', '?')}", "",
              f"{env.get('date')} · torch {env.get('torch')} · CUDA {env.get('cuda')} · "
              f"`{result['command']}`" + ("" if result.get("complete", True) else
-                                         " · **partial: the run did not finish**"), ""]
+                                         " · **partial: the run did not finish**")]
+    ceiling = env.get("ceiling") or {}
+    if ceiling.get("bandwidth_gbs"):
+        lines.append(f"Ceilings measured in this run: copy {ceiling['bandwidth_gbs']:.0f} GB/s, "
+                     f"fp32 GEMM {ceiling.get('fp32_tflops', 0):.1f} TFLOP/s.")
+    lines.append("")
     suites: dict[str, list[dict]] = {}
     for r in result["rows"]:
         suites.setdefault(r.get("suite") or "", []).append(r)
@@ -594,6 +606,7 @@ def main_bench(args: argparse.Namespace) -> int:
               "agent": args.agent, "shrink": args.shrink,
               "command": "stitchcuda-lab bench " + " ".join(sys.argv[2:]),
               "complete": False, "rows": []}
+    result["environment"]["ceiling"] = _measure_ceiling(out_dir, args)
     done: list[dict] = []
 
     def on_row(row: dict) -> None:
@@ -616,6 +629,25 @@ def main_bench(args: argparse.Namespace) -> int:
     else:
         print(markdown(result))
     return 0
+
+
+def _measure_ceiling(out_dir: Path, args: argparse.Namespace) -> dict[str, Any] | None:
+    """The device's copy bandwidth and GEMM rates (``doctor.device_facts``), measured once in
+    a process of their own before any problem runs, for every row's "of ceiling"."""
+    target = out_dir / "ceiling.json"
+    target.unlink(missing_ok=True)
+    code = ("import json, sys; from stitchcuda_lab.doctor import device_facts; "
+            "from stitchcuda_lab.verifier.worker import resolve_device; "
+            "print(json.dumps(device_facts(resolve_device(sys.argv[1]))))")
+    try:
+        out = subprocess.run([sys.executable, "-c", code, args.device], capture_output=True,
+                             text=True, timeout=120)
+        facts = json.loads(out.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        _say("could not measure the device's ceilings; rows go without their share of them")
+        return None
+    target.write_text(json.dumps(facts))
+    return facts
 
 
 def _write(out_dir: Path, result: dict) -> dict:

@@ -160,6 +160,9 @@ def test_bench_runs_each_problem_in_its_own_process(tmp_path):
     assert (out / "results.md").read_text().count("|") > 10
     assert (out / "results.html").exists()
     assert json.loads(proc.stdout)["problems"] == 2
+    ceiling = result["environment"]["ceiling"]   # measured once, before any problem
+    assert ceiling["bandwidth_gbs"] > 0 and ceiling["fp32_tflops"] > 0
+    assert good["bytes"] > 0 and 0 < good["bandwidth_share"]    # each row against it
 
 
 def test_two_problems_at_once_share_the_device_through_its_lock(tmp_path):
