@@ -8,7 +8,8 @@ builds the reference ``Model`` (the judge times this process's call path on it b
 candidate code is here: ``call`` below), then on ``candidate`` the candidate's ``ModelNew``, and
 serves the judge's commands:
 
-- ``trial``: draw inputs from the seed that comes with the command, call the model once (under
+- ``trial``: draw inputs from the seed that comes with the command (scaled as it says, for the
+  trial outside get_inputs()'s range: ``exchange.widen``), call the model once (under
   the op tracer, and the profiler when asked), run the checks only this process can make
   (aliasing, mutated inputs, tensor subclasses, threads and streams left running, precision
   switches, a second call for determinism), write the outputs for the judge;
@@ -36,7 +37,7 @@ from typing import Any
 from . import channel
 from .antihack import live_threads, new_threads, overlaps
 from .compare import same
-from .exchange import draw, tensors, write_outputs
+from .exchange import draw, tensors, widen, write_outputs
 from .profile import trace_to_file
 
 
@@ -148,7 +149,7 @@ class Harness:
     def trial(self, cmd: dict) -> dict:
         """One checked call on inputs drawn from the command's seed."""
         import torch
-        inputs = self.draw(self.device, int(cmd["seed"]))
+        inputs = widen(self.draw(self.device, int(cmd["seed"])), cmd.get("widen"))
         saved = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         poison(self.device, cmd.get("sizes", []))
         trace_path = None
