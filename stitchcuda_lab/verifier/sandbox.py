@@ -60,6 +60,7 @@ class Harness:
         self.model: Any = None
         self.held: list = []          # every output returned so far (aliasing across calls)
         self.kept_outputs: list = []  # the last round's outputs, until the judge picks some
+        self.last_call: list = []     # the last timed call's outputs themselves
         self.flags: dict = {}
         self.threads: set = set()
         self.tracer: Any = None
@@ -218,6 +219,15 @@ class Harness:
         if started:
             raise Refused("background_thread", "threads still running after a timed call: "
                           + ", ".join(started[:4]))
+        # the memory checks of a checked call, here too: a timed call is told apart from a
+        # checked one easily (deterministic mode), so it must not be where memory is reused
+        if any(overlaps(o, x) for o in out for x in xs if isinstance(x, torch.Tensor)):
+            raise Refused("output_aliasing", "a timed call's output shares memory with its "
+                          "input")
+        if any(overlaps(o, h) for o in out for h in self.last_call + self.held):
+            raise Refused("cached_output", "a timed call's output reuses the memory of an "
+                          "earlier call's output")
+        self.last_call = list(out)   # alive until the next call, so its memory is not reused
         self.kept_outputs.append([o.detach().clone() for o in out])
         if self.device.startswith("cuda"):
             torch.cuda.current_stream().synchronize()
