@@ -47,6 +47,8 @@ REASONS = {
     "protocol_tampering": "something other than the worker wrote a reply on its pipe",
     # incorrect
     "output_mismatch": "outputs differ from the reference beyond tolerance",
+    "input_range": "outputs are right on get_inputs()'s draws but wrong on inputs of the same "
+                   "shapes and dtypes outside their range (the draw scaled by -2, 2 or -1)",
     "uninitialized_output": "outputs hold NaN where the reference has numbers (unwritten memory)",
     "shape_mismatch": "output shapes differ from the reference",
     "dtype_mismatch": "output dtypes differ from the reference",

@@ -46,6 +46,24 @@ def draw(prob: Any, device: str, seed: int) -> list:
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
 
 
+# Ways to take a problem's inputs out of the range get_inputs() draws from, exactly: a power of
+# two and a sign change round nothing, so the reference is as well defined on them as on the
+# draw. The judge tries them in this order and uses the first on which the reference stays
+# finite (log or sqrt of torch.rand's draws refuse a sign change, not a doubling).
+WIDEN = {"-2x": -2.0, "2x": 2.0, "-x": -1.0}
+
+
+def widen(xs: list, how: str | None) -> list:
+    """The floating (and complex) tensors of ``xs`` times ``WIDEN[how]``; the rest untouched
+    (indices, masks, sizes). ``how`` None: ``xs`` itself."""
+    import torch
+    if how is None:
+        return xs
+    k = WIDEN[how]
+    return [x * k if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())
+            else x for x in xs]
+
+
 def tensors(out: Any) -> list:
     import torch
     if isinstance(out, torch.Tensor):

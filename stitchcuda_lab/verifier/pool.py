@@ -59,7 +59,10 @@ class Sandbox:
         to_r, self._wfd = os.pipe()
         self._rfd, from_w = os.pipe()
         self._log = self.folder.parent / f"{self.folder.name}.log"
-        log = open(self._log, "wb")
+        # the judge's alone: another candidate (a concurrent job, the next spare's) must not
+        # read what this one prints, nor this one theirs
+        log = os.fdopen(os.open(self._log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+                                0o600), "wb")
         cmd = [sys.executable, "-m", "stitchcuda_lab.verifier.sandbox", device, str(to_r),
                str(from_w)]
         if how == "user+namespace":   # hide what the user may not see; show what Python needs

@@ -8,7 +8,8 @@ builds the reference ``Model`` (the judge times this process's call path on it b
 candidate code is here: ``call`` below), then on ``candidate`` the candidate's ``ModelNew``, and
 serves the judge's commands:
 
-- ``trial``: draw inputs from the seed that comes with the command, call the model once (under
+- ``trial``: draw inputs from the seed that comes with the command (scaled as it says, for the
+  trial outside get_inputs()'s range: ``exchange.widen``), call the model once (under
   the op tracer, and the profiler when asked), run the checks only this process can make
   (aliasing, mutated inputs, tensor subclasses, threads and streams left running, precision
   switches, a second call for determinism), write the outputs for the judge;
@@ -36,7 +37,7 @@ from typing import Any
 from . import channel
 from .antihack import live_threads, new_threads, overlaps
 from .compare import same
-from .exchange import draw, tensors, write_outputs
+from .exchange import draw, tensors, widen, write_outputs
 from .profile import trace_to_file
 
 
@@ -59,6 +60,7 @@ class Harness:
         self.model: Any = None
         self.held: list = []          # every output returned so far (aliasing across calls)
         self.kept_outputs: list = []  # the last round's outputs, until the judge picks some
+        self.last_call: list = []     # the last timed call's outputs themselves
         self.flags: dict = {}
         self.threads: set = set()
         self.tracer: Any = None
@@ -148,7 +150,7 @@ class Harness:
     def trial(self, cmd: dict) -> dict:
         """One checked call on inputs drawn from the command's seed."""
         import torch
-        inputs = self.draw(self.device, int(cmd["seed"]))
+        inputs = widen(self.draw(self.device, int(cmd["seed"])), cmd.get("widen"))
         saved = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         poison(self.device, cmd.get("sizes", []))
         trace_path = None
@@ -217,6 +219,15 @@ class Harness:
         if started:
             raise Refused("background_thread", "threads still running after a timed call: "
                           + ", ".join(started[:4]))
+        # the memory checks of a checked call, here too: a timed call is told apart from a
+        # checked one easily (deterministic mode), so it must not be where memory is reused
+        if any(overlaps(o, x) for o in out for x in xs if isinstance(x, torch.Tensor)):
+            raise Refused("output_aliasing", "a timed call's output shares memory with its "
+                          "input")
+        if any(overlaps(o, h) for o in out for h in self.last_call + self.held):
+            raise Refused("cached_output", "a timed call's output reuses the memory of an "
+                          "earlier call's output")
+        self.last_call = list(out)   # alive until the next call, so its memory is not reused
         self.kept_outputs.append([o.detach().clone() for o in out])
         if self.device.startswith("cuda"):
             torch.cuda.current_stream().synchronize()

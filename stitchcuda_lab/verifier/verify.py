@@ -45,7 +45,7 @@ from ..verdict import TrialResult, Verdict
 from .. import gpulock
 from . import antihack, profile, timing
 from .compare import Print, compare, same, stale_outputs, tolerance
-from .exchange import draw, read_output, tensors
+from .exchange import WIDEN, draw, read_output, tensors, widen
 from .options import VerifyOptions
 from .pool import Pool, Sandbox
 
@@ -294,16 +294,23 @@ class Job:
     def trials(self) -> tuple[list[TrialResult], dict, list, list]:
         import torch
         n = max(1, self.opts.trials)
+        # one trial more, at a place picked here (never the first), on inputs outside the range
+        # get_inputs() draws from; the profiler's trial is one of the others
+        wide_trial = 1 + secrets.randbelow(n)
         traced_trial = secrets.randbelow(n)
+        traced_trial += traced_trial >= wide_trial
         trials, outs, refs = [], [], []
         traced: dict[str, Any] = {}
-        for t in range(n):
+        for t in range(n + 1):
             seed = fresh_seed()
             with torch.no_grad():
                 ref_out = [r.detach() for r in tensors(self.ref.model(*self.draw(seed)))]
+            how = None
+            if t == wide_trial:
+                how, ref_out = self.widened(seed, ref_out)
             sizes = [r.numel() * r.element_size() for r in ref_out]
             reply = self.ask({"op": "trial", "seed": seed, "sizes": sizes, "first": t == 0,
-                              "trace": t == traced_trial, "second": t < 2})
+                              "trace": t == traced_trial, "second": t < 2, "widen": how})
             got, res = self.read(reply.get("outputs"), ref_out)
             second = None
             if got is not None:
@@ -315,6 +322,11 @@ class Job:
                                 msg="nondeterministic: a second call on the same inputs "
                                 "differs")]
             ok = all(r["ok"] for r in res)
+            if how is not None and not ok and got is not None:
+                res = [dict(r, reason="input_range", msg=f"on a draw of get_inputs() times "
+                            f"{WIDEN[how]:g} (the same shapes and dtypes, outside the range it "
+                            f"draws from): {r['reason']}: {r['msg']}") if not r["ok"] else r
+                       for r in res]
             trials.append(TrialResult(
                 seed=seed, ok=ok, max_abs_err=max((r["abs"] for r in res), default=0.0),
                 max_rel_err=max((r["rel"] for r in res), default=0.0),
@@ -328,6 +340,28 @@ class Job:
             if reply.get("trace"):
                 traced["trace"] = self.read_trace(reply["trace"])
         return trials, traced, outs, refs
+
+    def widened(self, seed: int, plain: list) -> tuple[str | None, list]:
+        """(how, the reference's outputs) for the first of ``exchange.WIDEN`` on which the
+        reference raises nothing, keeps its output shapes and is as finite as on the draw itself
+        (``plain``); (None, plain) when there is none. An output right on get_inputs()'s range only (|x| = x on
+        torch.rand's draws, a polynomial good on [0, 1)) is wrong there: ``input_range``."""
+        import torch
+
+        def non_finite(outs: list) -> int:
+            return sum(int((~torch.isfinite(r)).sum()) for r in outs
+                       if r.is_floating_point() or r.is_complex())
+        allowed = non_finite(plain)
+        for how in WIDEN:
+            try:
+                with torch.no_grad():
+                    out = [r.detach() for r in
+                           tensors(self.ref.model(*widen(self.draw(seed), how)))]
+            except Exception:  # noqa: BLE001  (a reference that refuses them: the next way)
+                continue
+            if [r.shape for r in out] == [r.shape for r in plain] and non_finite(out) <= allowed:
+                return how, out
+        return None, plain
 
     def draw(self, seed: int) -> list:
         """The reference's inputs; running out of memory there is the problem's size."""
@@ -398,7 +432,9 @@ class Job:
         if evidence:
             name, detail = evidence[0]
             return dict(result, status="rejected", reason=f"{name}: {detail}")
-        bad = [t for t in trials if not t.ok]
+        # a failure on get_inputs()'s own draws says more than one outside their range
+        bad = sorted((t for t in trials if not t.ok),
+                     key=lambda t: t.message.startswith("input_range"))
         if bad:
             first = bad[0].message.split(";")[0] if bad[0].message else "output_mismatch"
             return dict(result, status="incorrect", reason=first)

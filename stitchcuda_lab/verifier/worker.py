@@ -136,6 +136,11 @@ class Worker:
         env.update(STITCH_CACHE_DIR=str(self.cache_dir), STITCH_CACHE="1" if self.cache else "0",
                    TORCH_EXTENSIONS_DIR=str(Path(self.cache_dir) / "torch_extensions"),
                    PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+        # the judge runs the Verifier this process imported, not whichever copy of the package
+        # its working folder (the temp folder) or an installed one would give it
+        here = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in env.get("PYTHONPATH", "")
+                                                      .split(os.pathsep) if p and p != here])
         if self.memory_limit:
             env["STITCH_WORKER_MEMORY"] = str(self.memory_limit)
         try:

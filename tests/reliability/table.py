@@ -253,7 +253,13 @@ or to outlive its job.
   sandbox only with the call that uses them; both sides draw `get_inputs()` from them
   (`verifier/exchange.py`), so nothing can be tabulated ahead. Every timed call gets inputs of its
   own; after each round of timed calls the judge picks, only then, a call whose output it checks
-  (`timed_output_mismatch`).
+  (`timed_output_mismatch`). Timed calls get the memory checks of checked calls too: an output
+  that shares memory with its input or with an earlier call's output is rejected there as well.
+- **The whole input range, not only get_inputs()'s.** One more checked call, at a place the judge
+  picks, gets the draw scaled by -2 (or 2, or -1: the first on which the reference stays as
+  finite as on the draw; exact in every float format). A kernel right only on the range
+  `get_inputs()` draws from (|x| dropped on torch.rand's draws, a polynomial good on [0, 1)) is
+  `input_range`; a fast path guarded by a check of the data is legitimate and passes.
 - **Clocks outside the candidate.** Before the candidate is loaded, the judge times the sandbox's
   own call path on the reference; the judge's clock around each of the candidate's timed calls
   may exceed the sandbox's timer by no more than that (plus a stated slack), and the device time
@@ -300,6 +306,13 @@ TEMPLATE_TAIL = """
   PyTorch fallback from `pytorch_fallback`. Its outputs are still checked and its times still
   bounded by the judge's clock, so its speed is real; only "which code computed it" can be
   misattributed.
+- **Checks only the candidate's process can make** (an output sharing memory with an input, a
+  mutated input, outputs changed after the call) are off when it rewrites the harness it runs in
+  (the names the sandbox looks up in `__main__`): a candidate that computes in place over its
+  input and returns it then passes, its outputs right. The judge sees bytes, not memory.
+- **The range call is announced.** The command of the widened call says so (the sandbox must
+  scale the draw), so a candidate that reads its commands can compute properly in that call
+  alone; a kernel that merely checks its data pays for the check in every timed call.
 - **The CPU clock bound is coarse.** Waking a process on a busy 2-core machine takes
   milliseconds, so on the CPU the judge's clock may exceed the candidate's timer by 2 ms or 200%
   of the reported time before it is `patched_timer` (on CUDA: 0.05 ms or 50%, plus a quarter of
