@@ -86,15 +86,18 @@ def write_outputs(outs: list, folder: Path, tag: str) -> list[dict]:
         else:
             raw = flat
         with open(path, "wb") as f:
-            f.write(memoryview(raw.numpy()))
+            f.write(raw.numpy().data)
         entries.append({"path": str(path), "shape": list(t.shape),
                         "dtype": str(t.dtype).replace("torch.", "")})
     return entries
 
 
-def read_output(entry: Any, like: Any) -> Any:
+def read_output(entry: Any, like: Any, folder: str | None = None) -> Any:
     """Judge side: the sandbox's output as a tensor on ``like``'s device, or a string saying
-    why it cannot be one ("shape_mismatch: ..." / "dtype_mismatch: ..." / "protocol: ...")."""
+    why it cannot be one ("shape_mismatch: ..." / "dtype_mismatch: ..." / "protocol: ...").
+
+    ``folder``: the outputs folder the judge made for this sandbox; a path elsewhere, or one
+    reached through a link, is a protocol error (the judge reads as a more privileged user)."""
     import torch
     if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
         return "protocol: an output entry without a path"
@@ -109,8 +112,15 @@ def read_output(entry: Any, like: Any) -> Any:
     if not re.fullmatch(r"[\w./-]+\.bin", entry["path"]):
         return "protocol: an output path with odd characters"
     nbytes = like.numel() * like.element_size()
+    where, name = os.path.split(entry["path"])
+    if folder is not None and where != folder:
+        return "protocol: an output file outside the sandbox's outputs folder"
     try:
-        fd = os.open(entry["path"], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        home = os.open(where or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=home)
+        finally:
+            os.close(home)
     except OSError as e:
         return f"protocol: cannot open the output file ({e.strerror})"
     try:
@@ -119,7 +129,7 @@ def read_output(entry: Any, like: Any) -> Any:
             return f"protocol: the output file is not {nbytes} bytes of a regular file"
         # read straight into page-locked memory when it goes on to the GPU
         host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=like.is_cuda)
-        view, got = memoryview(host.numpy()), 0
+        view, got = host.numpy().data, 0
         while got < nbytes:
             n = os.readv(fd, [view[got:]])
             if n <= 0:

@@ -398,7 +398,7 @@ class Job:
                            "msg": f"{n} outputs where the reference has {len(ref_out)}"}]
         got, res = [], []
         for entry, ref in zip(entries, ref_out):
-            t = read_output(entry, ref)
+            t = read_output(entry, ref, str(self.box.outputs) if self.box else None)
             if isinstance(t, str):
                 name, _, msg = t.partition(": ")
                 if name == "protocol":

@@ -71,3 +71,18 @@ def test_frames_that_are_not_messages_are_protocol_errors():
     finally:
         os.close(r)
         os.close(w)
+
+
+def test_only_files_in_the_sandboxs_own_outputs_folder_are_read(tmp_path):
+    ref = torch.arange(4.0)
+    own, other = tmp_path / "own", tmp_path / "other"
+    own.mkdir()
+    other.mkdir()
+    [entry] = write_outputs([ref], other, "t0")
+    assert read_output(entry, ref, str(own)).startswith("protocol: an output file outside")
+    linked = tmp_path / "linked"
+    linked.symlink_to(other)            # the folder itself swapped for a link
+    entry = dict(entry, path=str(linked / "t0_0.bin"))
+    assert read_output(entry, ref, str(linked)).startswith("protocol: cannot open")
+    [entry] = write_outputs([ref], own, "t1")
+    assert torch.equal(read_output(entry, ref, str(own)), ref)
