@@ -717,8 +717,13 @@ def run_baseline(job: dict, state: WorkerState) -> dict:
 def own_kernels(source: str) -> set[str]:
     """Names of the kernels a candidate's source defines (CUDA ``__global__`` functions, C
     functions it exports, Triton ``@triton.jit`` functions)."""
-    names = set(re.findall(r"__global__\s+(?:__launch_bounds__\([^)]*\)\s*)?void\s+(\w+)",
-                           source))
+    names = set()
+    for head in re.findall(r"__global__([^{;]*)", source):
+        # __launch_bounds__(...) may stand before or after the return type
+        head = re.sub(r"__launch_bounds__\s*\([^)]*\)", " ", head)
+        name = re.match(r"[^(]*?(\w+)\s*\(", head)
+        if name:
+            names.add(name.group(1))
     names |= set(re.findall(r"@triton\.jit[^\n]*\n\s*def\s+(\w+)", source))
     return names
 

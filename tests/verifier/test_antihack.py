@@ -90,3 +90,12 @@ def test_a_kept_library_op_stands_for_its_family():
                          kept=["aten.mm.default"]) == ["aten::convolution"]
     assert find_fallback(traced + ["aten::gelu"], replaced=["aten.gelu.default", "aten.mm"],
                          kept=[]) == ["aten::gelu", "aten::mm"]
+
+
+def test_own_kernels_are_named_wherever_launch_bounds_stand():
+    from stitchcuda_lab.verifier.verify import own_kernels
+    src = ('extern "C" __global__ void __launch_bounds__(256) row(const float* x) {}\n'
+           '__global__ __launch_bounds__(128, 2) void pre(int n) {}\n'
+           'template <int B> __global__ void tmpl (float* y) {}\n'
+           '@triton.jit\ndef tri(x):\n    pass\n')
+    assert own_kernels(src) == {"row", "pre", "tmpl", "tri"}

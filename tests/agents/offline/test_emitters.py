@@ -467,3 +467,11 @@ def test_division_by_a_constant_is_a_multiply_and_broadcasts_skip_lane_index_mat
     assert "a_in2[u] = __ldg(reinterpret_cast<const float4*>(in2) + " in vec
     assert "a_in3[u] = __ldg(reinterpret_cast<const float4*>(in3) + " in vec
     assert "(i_0)" not in vec and "* 0.3333333333333333f" in vec   # and / 3.0 is a multiply
+
+
+def test_the_verifier_finds_every_emitted_kernel_by_its_name():
+    """The Verifier's trace check looks for the candidate's own kernels by the names its source
+    defines (``__launch_bounds__`` stands after the return type here): each must be found."""
+    from stitchcuda_lab.verifier.verify import own_kernels
+    source, count = _all_cuda_sources()
+    assert own_kernels(source) == {f"k{i}" for i in range(count)}
