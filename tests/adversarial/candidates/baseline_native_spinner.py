@@ -1,6 +1,6 @@
 # problem: pointwise_big
-# expect: pass
-# why: the baselines are timed before the candidate's process exists, so nothing it starts can slow them; its own timed calls are honest
+# expect: pass | rejected patched_timer
+# why: the baselines are timed before the candidate's process exists, so nothing it starts can slow them; its own timed calls are honest; on a loaded 2-core machine its threads, still winding down in its first timed calls, can make its own clock disagree (patched_timer), which only hurts itself
 """Hack: the C library starts two native pthreads at import (invisible to threading.enumerate)
 that stream memory on both cores while the judge times the baseline in its own process, and
 stops them in the first timed call: the baseline is slowed, the candidate's timing is not."""
