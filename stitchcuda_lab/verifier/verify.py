@@ -58,6 +58,12 @@ MAX_SETS = 32
 # milliseconds (seen: 2-4 ms under load), so there the bound is coarse
 CLOCK_SLACK_MS = {"cuda": 0.05, "cpu": 2.0}
 CLOCK_SHARE = {"cuda": 0.5, "cpu": 2.0}   # ... or beyond this share of the reported time
+# ... or beyond this share of the path's own cost, measured on the reference before the
+# candidate loads. Half, not a quarter: a candidate process that started seconds ago still
+# has start-up work in flight (seen on the H200: honest 0.16 ms kernels over a 0.7 ms path
+# showed 0.3 ms more), and the verdict's time is the judge's clock less that cost anyway, so
+# a wider allowance lets no patched timer claim a faster time
+CLOCK_PATH_SHARE = 0.5
 DEVICE_SLACK = 1.5          # traced device time may exceed the timed median by this factor
 CHECKED_CALLS = 5           # timed calls whose outputs are checked, picked after each round
 
@@ -632,8 +638,8 @@ class Job:
         excess = res["extra_ms"] - calibration
         kind = "cuda" if self.device.startswith("cuda") else "cpu"
         slack = CLOCK_SLACK_MS[kind]
-        # the path's own spread grows with its length: a quarter of it is allowed on top
-        if excess > max(CLOCK_SHARE[kind] * reported, slack + 0.25 * calibration):
+        # the path's own spread grows with its length: half of it is allowed on top
+        if excess > max(CLOCK_SHARE[kind] * reported, slack + CLOCK_PATH_SHARE * calibration):
             raise Reject("patched_timer", f"the judge's clock saw {excess:.3f} ms per call "
                          f"more than the candidate's timer reported ({reported:.3f} ms), beyond "
                          f"what the same path took on the reference ({calibration:.3f} ms)")
