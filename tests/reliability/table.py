@@ -316,8 +316,9 @@ TEMPLATE_TAIL = """
 - **The CPU clock bound is coarse.** Waking a process on a busy 2-core machine takes
   milliseconds, so on the CPU the judge's clock may exceed the candidate's timer by 2 ms or 200%
   of the reported time before it is `patched_timer` (on CUDA: 0.05 ms or 50%, plus half of
-  the calibrated path; either way the verdict takes the judge's clock less that path). On the CPU the L2 flush comes before the inputs are drawn (the flush takes
-  tens of milliseconds and varies with load), so inputs are warm there, for every contender alike.
+  the calibrated path; either way the verdict takes the judge's clock less that path). On the
+  CPU the L2 flush comes before the inputs are drawn (the flush takes tens of milliseconds and
+  varies with load), so inputs are warm there, for every contender alike.
 - **numpy, scipy or hand-written C doing replaced work on the CPU** are not in the profiler's
   trace: such a candidate passes as "own code". On CUDA all device work is in the trace.
 - **load_inline candidates** build in their sandbox (a candidate's process writes nothing another
