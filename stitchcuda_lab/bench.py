@@ -491,7 +491,7 @@ def _row_cells(r: dict, modes: list[str]) -> list[str]:
     if r.get("error"):
         status += f": {str(r['error'])[:120]}"
     share = r.get("ceiling_share")
-    limit = "—" if share is None else f"{share:.0%} {'BW' if r.get('bound') == 'memory' else 'FP32'}"
+    limit = "—" if share is None else f"{share:.0%} {'BW' if r.get('bound') == 'memory' else 'FLOP'}"
     return ([r["problem"], status.replace("|", "/"), _fmt(r.get("eager_ms"))]
             + [_fmt(r.get(f"compile_{m}_ms")) for m in modes]
             + [_fmt(r.get("ours_ms")), _fmt(r.get("speedup_vs_eager"), ".2f") + "x",
@@ -523,7 +523,8 @@ def markdown(result: dict) -> str:
     ceiling = env.get("ceiling") or {}
     if ceiling.get("bandwidth_gbs"):
         lines.append(f"Ceilings measured in this run: copy {ceiling['bandwidth_gbs']:.0f} GB/s, "
-                     f"fp32 GEMM {ceiling.get('fp32_tflops', 0):.1f} TFLOP/s.")
+                     f"TF32 GEMM {ceiling.get('tf32_tflops', 0):.0f} TFLOP/s, plain fp32 GEMM "
+                     f"{ceiling.get('fp32_tflops', 0):.1f} TFLOP/s.")
     lines.append("")
     suites: dict[str, list[dict]] = {}
     for r in result["rows"]:
@@ -539,7 +540,8 @@ def markdown(result: dict) -> str:
               f"ours). Geomean vs eager {_fmt(s['geomean_vs_eager'], '.2f')}x, vs "
               f"torch.compile default {_fmt(s['geomean_vs_compile'], '.2f')}x. "
               "\"of ceiling\": the least bytes (or FLOPs) a forward must move at our time, "
-              "as a share of this device's measured copy bandwidth (or plain fp32 GEMM rate)."]
+              "as a share of this device's measured copy bandwidth (BW) or fp32-input tensor-core "
+              "GEMM rate (FLOP, TF32)."]
     if len(s.get("suites", {})) > 1:
         lines += _summary_table("suite", s["suites"])
     lines += _summary_table("category", s["categories"])

@@ -41,7 +41,8 @@ def least_work(problem: Any) -> dict[str, Any]:
 
 def shares(work: dict[str, Any], ms: float | None, device: dict[str, Any]) -> dict[str, Any]:
     """Achieved GB/s and TFLOP/s at ``ms`` per forward, and each as a share of the device's
-    measured copy bandwidth and plain fp32 GEMM rate (``doctor.device_facts``)."""
+    measured copy bandwidth and fp32-input GEMM rate on the tensor cores (TF32; the plain
+    fp32 rate where there are none), from ``doctor.device_facts``."""
     out: dict[str, Any] = {}
     if not ms or ms <= 0:
         return out
@@ -52,8 +53,11 @@ def shares(work: dict[str, Any], ms: float | None, device: dict[str, Any]) -> di
             out["bandwidth_share"] = round(out["gbs"] / device["bandwidth_gbs"], 3)
     if work.get("flops"):
         out["tflops"] = round(work["flops"] / seconds / 1e12, 2)
-        if device.get("fp32_tflops"):
-            out["flop_share"] = round(out["tflops"] / device["fp32_tflops"], 3)
+        # fp32 inputs on the tensor cores (TF32) are the fastest an fp32 GEMM or convolution
+        # can go (cuDNN's convolutions use them by default), so that is the roof
+        peak = device.get("tf32_tflops") or device.get("fp32_tflops")
+        if peak:
+            out["flop_share"] = round(out["tflops"] / peak, 3)
     # The nearer limit is the one that binds: the larger share says how close the run is.
     bound = max(("bandwidth_share", "flop_share"), key=lambda k: out.get(k) or 0.0)
     if out.get(bound):
