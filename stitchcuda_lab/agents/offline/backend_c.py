@@ -17,6 +17,7 @@ from .codegen import (REDUCTIONS, RowValues, elem_index, elem_lines, offset, row
 from .helpers import ceildiv
 from .ir import KernelSpec, Operand, Stmt, deps_closure
 from .launch import C_CHUNK
+from .pool import pool_body_c
 from .scan import scan_body_c, scan_stmt
 
 C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16",
@@ -155,6 +156,8 @@ def emit_c(spec: KernelSpec, params: dict | None = None) -> str:
     params = params or {}
     if spec.kind == "pointwise":
         body = _pointwise(spec, params)
+    elif spec.kind == "pool":
+        body = pool_body_c(spec, _load, _store)
     elif scan_stmt(spec) is not None:
         body = scan_body_c(spec, _load, _store)
     else:

@@ -28,6 +28,7 @@ from .codegen import (FIELDS, REDUCTIONS, RowValues, acc_name, elem_index, elem_
                       state_type, update)
 from .helpers import contiguous_strides, round_up
 from .ir import KernelSpec, Operand, Stmt, deps_closure
+from .pool import pool_body_cuda
 from .scan import scan_body_cuda, scan_stmt
 from .launch import (auto_unroll, cached_operands, default_params, kernel_strategy,
                      row_in_registers, row_strategy, vec_ok, vec_operands)
@@ -185,6 +186,8 @@ def emit_cuda(spec: KernelSpec, params: dict | None = None) -> str:
             f"{spec.acc} math, params {params}\n")
     if spec.kind == "pointwise":
         body = _pointwise(spec, params)
+    elif spec.kind == "pool":
+        body = pool_body_cuda(spec, _load, _store)
     elif scan_stmt(spec) is not None:
         body = scan_body_cuda(spec, _load, _store, int(params["block"]))
     else:

@@ -21,6 +21,7 @@ from ...aten import FLOAT_DTYPES
 from .helpers import node_ref
 from .ir import Stmt, Unsupported
 from .pointwise import is_pointwise_supported, pointwise_expr
+from .pool import POOLS, pool_window
 
 if TYPE_CHECKING:
     from ...graph import Graph, Node
@@ -51,7 +52,7 @@ _EPS = {"float32": 1.1920928955078125e-07, "float64": 2.220446049250313e-16,
 
 def node_role(n: Node) -> str | None:
     """How a node can take part in a generated kernel: pointwise | reduction | norm | scan |
-    view | None (library only)."""
+    pool | view | None (library only)."""
     name = n.opname
     if n.op != "call_function" or n.mutates or (
             name.endswith("_") and name != "_softmax" and not name.startswith("_")):
@@ -69,6 +70,8 @@ def node_role(n: Node) -> str | None:
     if name in SCANS and n.op_class == "reduction" and n.dtype in FLOAT_DTYPES \
             and n.kwargs.get("dtype") is None:
         return "scan"
+    if name in POOLS and n.op_class == "reduction" and n.dtype in FLOAT_DTYPES:
+        return "pool"
     if n.op_class == "pointwise":
         if not is_pointwise_supported(name, aten.overload(n.target), n.args, n.kwargs):
             return None
@@ -147,6 +150,14 @@ def expand(lw: Lowering, n: Node, role: str) -> None:
         _reduction(lw, n)
     elif role == "gather":
         _gather(lw, n)
+    elif role == "pool":
+        lw.window(True)
+        ref = node_ref(n.args[0])
+        x = lw.tensor_arg(ref, lw.S) if ref is not None else None
+        lw.window(False)
+        if x is None:
+            raise Unsupported(f"{n.name}: input is not a tensor")
+        lw.env[n.name] = lw.pool(x, pool_window(n, lw.graph))
     elif role == "scan":
         lw.env[n.name] = lw.scan(SCANS[name], lw.full_input(n), bool(n.kwargs.get("reverse")))
     else:
@@ -210,7 +221,7 @@ def _view(lw: Lowering, n: Node) -> None:
         return
     if isinstance(v, tuple) or n.shape is None:
         raise Unsupported(f"{n.name}: view of a tuple")
-    if lw.level[v] == "full" and list(n.shape) != lw.S:
+    if lw.level[v] in ("full", "win") and list(n.shape) != lw.S:
         raise Unsupported(f"{n.name}: reshapes a per-element value")
     if lw.level[v] == "row" and list(n.shape) not in (lw.keep_form, lw.drop_form):
         raise Unsupported(f"{n.name}: reshapes a row value")

@@ -2,7 +2,10 @@
 
 A ``KernelSpec`` iterates ``dims`` (outermost first); ``reduce`` marks the dims reduced inside a
 row. Statements load an operand, compute an expression, reduce a per-element value to one per
-row, scan it (a running sum or product along the row: one value per element), or store. ``level`` says whether a value is per element (``full``) or per row (``row``);
+row, scan it (a running sum or product along the row: one value per element), pool it (max or
+average over a window of the input, ``pool.py``: one value per output element), or store.
+``level`` says whether a value is per element (``full``), per row (``row``) or, in a pooling
+kernel, per element of the pooled input (``win``: read inside the window loop);
 ``passno`` orders the passes a row kernel makes over its row. Lowering (``lower.py``) builds
 it, the passes (``passes.py``) finish it, the backends print it.
 """
@@ -30,23 +33,24 @@ class Operand:
 
 @dataclass
 class Stmt:
-    op: str                    # load | expr | reduce | scan | store
+    op: str                    # load | expr | reduce | scan | pool | store
     var: str = ""
     expr: str = ""
     deps: list[str] = field(default_factory=list)
-    level: str = "full"        # full | row
+    level: str = "full"        # full | row | win
     operand: int = -1          # load/store: operand index
-    kind: str = ""             # reduce: sum | max | min | prod | argmax | argmin | welford | softmax
+    kind: str = ""             # pool: max | avg; reduce: sum | max | min | prod | argmax | argmin | welford | softmax
     outs: dict = field(default_factory=dict)  # reduce: role -> var (sum/max/idx/mean/m2/m/s)
     ctype: str = ""            # value type when not the accumulator type ("long long")
     passno: int = 0
     reverse: bool = False      # scan: from the row's last element to its first
+    window: dict = field(default_factory=dict)   # pool: its geometry (pool.pool_window)
 
 
 @dataclass
 class KernelSpec:
     name: str
-    kind: str                  # pointwise | rowwise
+    kind: str                  # pointwise | rowwise | pool
     dims: list[int]            # iteration sizes, outermost first
     reduce: list[bool]         # per dim: reduced inside a row
     acc: str                   # float | double

@@ -31,6 +31,8 @@ def default_params(spec: KernelSpec, lang: str = "cuda") -> dict:
         # each and a grid that covers the tensor once (no grid-stride loop) beat 256 x 1 in a
         # persistent grid by 5-10% on 256 MB chains, matching Inductor's kernels
         return {"block": 128, "vec": 4 if vec_ok(spec) else 1, "ipt": 2, "waves": WAVES}
+    if spec.kind == "pool":   # pool.py: a thread per output element
+        return {"block": 256, "vec": 1, "waves": WAVES}
     if scan_stmt(spec) is not None:   # scan.py: a block or a thread per row
         strategy = scan_strategy(spec)
         return {"block": 256, "vec": 1, "rows": strategy, "waves": WAVES, "cache": False}
@@ -46,6 +48,8 @@ def launch_config(spec: KernelSpec, params: dict | None = None) -> dict:
     """grid blocks (before the SM cap) and block threads for the program to launch with."""
     p = {**default_params(spec), **(params or {})}
     b = int(p["block"])
+    if spec.kind == "pool":
+        return {"blocks": max(1, ceildiv(spec.numel, b)), "block": b, "waves": int(p["waves"])}
     if spec.kind == "pointwise":
         per = b * int(p["vec"]) * int(p["ipt"])
         return {"blocks": max(1, ceildiv(spec.numel, per)), "block": b, "waves": int(p["waves"])}

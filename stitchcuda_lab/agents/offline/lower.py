@@ -4,7 +4,9 @@ A group is either *pointwise* (every value has the output shape S; external oper
 into it) or *rowwise*: S is split into row dims and reduced dims R; values are *full* (shape S,
 one per element) or *row* (one per row: reductions and what is computed from them). Rowwise
 kernels make passes over each row: a pass computes the reductions whose inputs are available,
-the last pass writes the full outputs.
+the last pass writes the full outputs. A *pool* group iterates a pooling node's output: the
+nodes before the pool are computed per element of its window (``win``), the nodes after it per
+output element (``pool.py``).
 
 ``build_spec`` finds the group's geometry, expands each node (``expand.py``), adds an output
 operand for every value read outside the group and runs the passes (``passes.py``). It raises
@@ -50,12 +52,16 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
             raise Unsupported(f"{n.name}: {n.target} has no kernel template")
         roles[n.name] = r
     lw = Lowering(graph, nodes, *_geometry(graph, nodes, roles))
+    pool = lw.pool_setup(roles)
     for n in nodes:
         if n.dtype is not None and n.dtype not in FLOAT_DTYPES + ("bool", "int64"):
             raise Unsupported(f"{n.name}: dtype {n.dtype}")
+        lw.side_of(n)
         expand(lw, n, roles[n.name])
+    lw.side_of(None)
     outputs = lw.outputs()
-    spec = KernelSpec(name=kname, kind="rowwise" if lw.rowwise else "pointwise",
+    kind = "pool" if pool else "rowwise" if lw.rowwise else "pointwise"
+    spec = KernelSpec(name=kname, kind=kind,
                       dims=list(lw.S), reduce=[d in lw.Rset for d in range(lw.rank)],
                       acc=lw.acc, operands=lw.operands, stmts=lw.stmts,
                       ops=[n.name for n in nodes],
@@ -68,6 +74,12 @@ def _geometry(graph: Graph, nodes: list[Node], roles: dict[str, str]):
     """(S, reduced dims, split, rowwise): the rows every reduction of the group shares, or for
     a pointwise group the largest shape every value broadcasts into."""
     geo = None
+    pools = [n for n in nodes if roles[n.name] == "pool"]
+    if pools:
+        if len(pools) > 1 or any(r in ("reduction", "norm", "scan") for r in roles.values()):
+            raise Unsupported(f"{pools[-1].name}: a pool shares its kernel with no other pool "
+                              "or reduction")
+        return list(pools[0].shape or []), [], None, False
     for n in nodes:
         if roles[n.name] in ("reduction", "norm", "scan"):
             g = row_geometry(n, graph)
@@ -113,6 +125,47 @@ class Lowering:
         self.level: dict[str, str] = {}     # var -> full | row
         self.ctypes: dict[str, str] = {}
         self._vars = 0
+        self.out_shape = list(S)            # a pool group's output shape (S while in its window)
+        self.window_in: list[int] = []      # ... and its pooled input's shape
+        self.prologue: set[str] = set()     # ... and the members computed inside its window
+        self.side = "full"                  # win while lowering a prologue node
+
+    def pool_setup(self, roles: dict[str, str]) -> bool:
+        """A pool group: the pooled input's shape and the members that feed the pool."""
+        pool = next((n for n in self.nodes if roles[n.name] == "pool"), None)
+        if pool is None:
+            return False
+        ref = node_ref(pool.args[0])
+        src = self.graph.node(ref) if ref is not None else None
+        if src is None or src.shape is None:
+            raise Unsupported(f"{pool.name}: input is not a tensor")
+        self.window_in = list(src.shape)
+        stack = [ref]
+        while stack:
+            m = stack.pop()
+            if m in self.members and m not in self.prologue:
+                self.prologue.add(m)
+                stack.extend(self.graph.node(m).inputs())
+        return True
+
+    def side_of(self, n: Node | None) -> None:
+        """Lower ``n`` inside the pool's window (shape: the pooled input) or after it."""
+        self.window(n is not None and n.name in self.prologue)
+
+    def window(self, inside: bool) -> None:
+        if self.window_in:
+            self.side = "win" if inside else "full"
+            self.S = self.window_in if inside else self.out_shape
+            self.keep_form = list(self.S)
+
+    def pool(self, x: str, window: dict) -> str:
+        """The pooled value of the window value ``x`` (one per output element)."""
+        if self.level.get(x) != "win":
+            raise Unsupported("pool of a value that is not read in its window")
+        v = self.new_var()
+        self.level[v] = "full"
+        self.stmts.append(Stmt(op="pool", kind=window["kind"], var=v, deps=[x], window=window))
+        return v
 
     def lit(self, v: Any) -> str:
         """A literal of the accumulator type."""
@@ -142,16 +195,16 @@ class Lowering:
         src = self.graph.node(ref)
         if src.dtype not in LOAD_DTYPES:
             raise Unsupported(f"{ref}: dtype {src.dtype} cannot be read by a generated kernel")
+        lvl = "win" if self.side == "win" else "row" if self._row_view(sview) else "full"
         for i, o in enumerate(self.operands):
             if o.role == "in" and o.node == ref and o.strides == astrides:
                 for s in self.stmts:
-                    if s.op == "load" and s.operand == i:
+                    if s.op == "load" and s.operand == i and (s.level == "win") == (lvl == "win"):
                         return s.var
         idx = len(self.operands)
         self.operands.append(Operand(name=f"in{idx}", node=ref, dtype=src.dtype,
                                      shape=list(src.shape or []), strides=astrides, role="in"))
         v = self.new_var()
-        lvl = "row" if self._row_view(sview) else "full"
         self.stmts.append(Stmt(op="load", var=v, operand=idx, level=lvl))
         self.level[v] = lvl
         return v
@@ -180,7 +233,9 @@ class Lowering:
             v = self.env[ref]
             if isinstance(v, tuple):
                 raise Unsupported(f"{ref}: tuple value used directly")
-            want = self.S if self.level[v] == "full" else self.keep_form
+            if (self.level[v] == "win") != (self.side == "win"):
+                raise Unsupported(f"{ref}: a value before the pool is read after it")
+            want = self.S if self.level[v] in ("full", "win") else self.keep_form
             if sview != want:
                 raise Unsupported(f"{ref}: broadcasting inside the group does not follow its rows")
             return v
@@ -197,8 +252,11 @@ class Lowering:
     def emit(self, expr: str, deps: list[str], lvl: str | None = None, ctype: str = "") -> str:
         """A new variable computing ``expr``; per row unless a dependency is per element."""
         v = self.new_var()
+        if lvl == "full" and self.side == "win":   # per element of the pool's window
+            lvl = "win"
         if lvl is None:
-            lvl = "full" if any(self.level.get(d) == "full" for d in deps) else "row"
+            lvl = "win" if any(self.level.get(d) == "win" for d in deps) else \
+                "full" if any(self.level.get(d) == "full" for d in deps) else "row"
         self.stmts.append(Stmt(op="expr", var=v, expr=expr, deps=deps, level=lvl, ctype=ctype))
         self.level[v] = lvl
         if ctype:
@@ -238,7 +296,7 @@ class Lowering:
         if ref is None:
             raise Unsupported(f"{n.name}: input is not a tensor")
         v = self.tensor_arg(ref, self.S)
-        if self.level[v] != "full":
+        if self.level[v] != ("win" if self.side == "win" else "full"):
             raise Unsupported(f"{n.name}: input is not per-element")
         return v
 
@@ -280,6 +338,8 @@ class Lowering:
     def _store(self, n: Node, v: str) -> int:
         if n.shape is None:
             raise Unsupported(f"{n.name}: output without shape")
+        if self.level[v] == "win":
+            raise Unsupported(f"{n.name}: a value before the pool is read outside the group")
         if self.level[v] == "row" and self.split is not None:
             raise Unsupported(f"{n.name}: group-norm row value used outside")
         oshape = list(n.shape)

@@ -15,7 +15,8 @@ def finish(spec: KernelSpec, split: tuple[int, int] | None) -> KernelSpec:
     """``spec`` with its dims split and coalesced, passes assigned and dead code pruned."""
     if split is not None:
         split_groups(spec, *split)
-    coalesce_dims(spec)
+    if spec.kind != "pool":   # a pool's window operands are strided over its input's dims
+        coalesce_dims(spec)
     assign_passes(spec)
     prune(spec)
     return spec

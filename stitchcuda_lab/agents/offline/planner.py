@@ -175,8 +175,8 @@ class OfflinePlanner:
                             and p not in claimed and p not in libs:
                         libs.append(p)
             tid += 1
-            kinds = sorted({s.kind if s.op == "reduce" else f"scan_{s.kind}"
-                            for s in spec.stmts if s.op in ("reduce", "scan")})
+            kinds = sorted({s.kind if s.op == "reduce" else f"{s.op}_{s.kind}"
+                            for s in spec.stmts if s.op in ("reduce", "scan", "pool")})
             what = _describe(spec, graph, kinds)
             if libs:
                 ops = sorted(libs + members, key=lambda x: graph.nodes.index(graph.node(x)))
@@ -189,6 +189,13 @@ class OfflinePlanner:
                             reason="the GEMM/conv stays near peak in the library; fusing what "
                                    "follows reads its output once instead of once per op",
                             refs=["gemm-epilogues", "fusion-rules"] + cpu_ref)
+            elif spec.kind == "pool":
+                task = Task(id=f"t{tid}", kind="reduction_fusion", ops=members,
+                            targets=spec.targets, share=share(members), technique=what,
+                            reason=f"{len(members)} ops around a pooling window: one kernel "
+                                   "computes each window's inputs as it reads them and writes "
+                                   "only the pooled tensor",
+                            refs=["pooling-kernels", "fusion-rules"] + cpu_ref)
             elif kinds:
                 task = Task(id=f"t{tid}", kind="reduction_fusion", ops=members,
                             targets=spec.targets, share=share(members),
@@ -294,11 +301,15 @@ def _describe(spec, graph, kinds: list[str]) -> str:
     names = {"welford": "one-pass Welford mean/var", "softmax": "online softmax (max+sum in one "
              "pass)", "sum": "sum", "max": "max", "min": "min", "argmax": "argmax",
              "argmin": "argmin", "prod": "product", "scan_sum": "running sum (scan)",
-             "scan_prod": "running product (scan)"}
+             "scan_prod": "running product (scan)", "pool_max": "max pooling",
+             "pool_avg": "average pooling"}
     pw = [graph.node(m).opname for m in spec.ops
           if node_role(graph.node(m)) == "pointwise"]
     if spec.kind == "pointwise":
         return f"one elementwise kernel: {' -> '.join(pw)}"
+    if spec.kind == "pool":
+        s = f"pooling kernel ({spec.numel} outputs, one per output element): {names[kinds[0]]}"
+        return s + (f", fused {', '.join(pw)}" if pw else "")
     red = " + ".join(names[k] for k in kinds)
     norm = [graph.node(m).opname for m in spec.ops if node_role(graph.node(m)) == "norm"]
     s = f"row kernel ({spec.rows} rows x {spec.rowlen}): {red}"

@@ -69,7 +69,8 @@ def _graph(calls: list[tuple], inputs: dict[str, tuple[list[int], str]]):
 BIG = [1 << 16, 1 << 16]        # 2^32 elements: offsets past 2^31 - 1
 
 
-@pytest.mark.parametrize("family", ["pointwise", "scan", "cross_entropy_rows", "row_norm"])
+@pytest.mark.parametrize("family", ["pointwise", "scan", "cross_entropy_rows", "row_norm",
+                                    "pool"])
 def test_cuda_index_math_is_64_bit_past_two_to_the_31(family):
     from stitchcuda_lab.agents.offline.backend_cuda import emit_cuda
     from stitchcuda_lab.agents.offline.lower import build_spec
@@ -83,6 +84,12 @@ def test_cuda_index_math_is_64_bit_past_two_to_the_31(family):
     elif family == "scan":
         g = _graph([("c", "aten.cumsum.default", [x, 1], BIG, "float32")], {"x": (BIG, "float32")})
         ops = ["c"]
+    elif family == "pool":   # the output has 2^30 elements, the pooled input 2^32
+        xs, os_ = [1] + BIG, [1, BIG[0] // 2, BIG[1] // 2]
+        g = _graph([("r", "aten.relu.default", [x], xs, "float32"),
+                    ("p", "aten.max_pool2d.default", [{"node": "r"}, [3, 3], [2, 2], [1, 1]], os_,
+                     "float32")], {"x": (xs, "float32")})
+        ops = ["r", "p"]
     elif family == "cross_entropy_rows":
         g = _graph([("lse", "aten.logsumexp.default", [x, [1], True], [BIG[0], 1], "float32"),
                     ("pick", "aten.gather.default", [x, 1, {"node": "t"}], [BIG[0], 1], "float32"),
@@ -114,6 +121,10 @@ def test_cuda_index_math_stays_32_bit_when_small():
     g = _graph([("y", "aten.add.Tensor", [{"node": "x"}, {"node": "bias"}], shape, "float32")],
                {"x": (shape, "float32"), "bias": ([1, 256], "float32")})
     assert "(unsigned)" in emit_cuda(build_spec(g, ["y"], "k0"))
+    g = _graph([("p", "aten.avg_pool2d.default", [{"node": "x"}, [3, 3], [2, 2], [1, 1]],
+                 [1, 32, 128], "float32")], {"x": ([1] + shape, "float32")})
+    src = emit_cuda(build_spec(g, ["p"], "k0"))
+    assert "const int p_i = (int)i;" in src and "long long p_" not in src
 
 
 @pytest.mark.gpu

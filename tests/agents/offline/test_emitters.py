@@ -285,6 +285,29 @@ CASES = {
         def get_init_inputs():
             return []
     """,
+    "maxpool_overlap_fused": """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bias = nn.Parameter(torch.randn(4, 1, 1))
+            def forward(self, x):
+                y = F.max_pool2d(torch.relu(x + self.bias), 3, stride=2, padding=1, dilation=2)
+                return torch.sigmoid(y) * 2.0
+        def get_inputs():
+            return [torch.randn(2, 4, 17, 18)]
+        def get_init_inputs():
+            return []
+    """,
+    "avgpool3d_exclude_pad": """
+        class Model(nn.Module):
+            def forward(self, x):
+                return F.avg_pool3d(torch.tanh(x), 3, stride=2, padding=1,
+                                    count_include_pad=False) - 1.0
+        def get_inputs():
+            return [torch.randn(2, 3, 7, 8, 9)]
+        def get_init_inputs():
+            return []
+    """,
     "small_full_reduction": """
         class Model(nn.Module):
             def forward(self, x):

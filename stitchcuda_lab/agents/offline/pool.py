@@ -1,0 +1,201 @@
+"""Pooling kernels (max and average pooling over 2-d and 3-d windows) for both backends.
+
+A pooling group iterates the pooled output: one ``pool`` statement reads a window of its input
+(kernel, stride, padding; dilation for max; ``count_include_pad`` and ``divisor_override`` for
+the average; ``ceil_mode`` windows are clamped as torch clamps them). The values before the
+pool (its prologue: ``relu(x * s)``) are ``win`` values, computed inside the window loop for
+each input element it reads; their operands' strides run over the input's dims (the output's
+leading dims, then the input's spatial dims). The values after it (its epilogue) are per output
+element. The body is the same on both backends: C walks the outputs in parallel, CUDA gives
+each thread one output (grid-stride), with 32-bit index math while every operand has fewer
+than 2^31 elements and 64-bit past that.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from .codegen import Load, Store, elem_lines, offset, update
+from .helpers import contiguous_strides, node_ref
+from .ir import KernelSpec, Stmt, Unsupported
+
+if TYPE_CHECKING:
+    from ...graph import Graph, Node
+
+# aten op name -> (kind, spatial dims)
+POOLS = {"max_pool2d": ("max", 2), "max_pool3d": ("max", 3),
+         "avg_pool2d": ("avg", 2), "avg_pool3d": ("avg", 3)}
+_ARGS = {"max": ("kernel_size", "stride", "padding", "dilation", "ceil_mode"),
+         "avg": ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+                 "divisor_override")}
+
+
+def _ints(n: Node, v: Any, nd: int, default: list[int] | None = None) -> list[int]:
+    if v is None or v == []:
+        if default is None:
+            raise Unsupported(f"{n.name}: no kernel size")
+        return default
+    if isinstance(v, int):
+        return [v] * nd
+    if isinstance(v, (list, tuple)) and all(isinstance(x, int) for x in v) and len(v) in (1, nd):
+        return [int(x) for x in v] * (nd if len(v) == 1 else 1)
+    raise Unsupported(f"{n.name}: window argument {v!r}")
+
+
+def pool_window(n: Node, graph: Graph) -> dict:
+    """The window of a pooling node: kind, spatial dims ``nd``, input sizes ``in``, kernel
+    ``k``, stride ``s``, padding ``p``, dilation ``d``, ``include_pad`` and ``divisor``."""
+    kind, nd = POOLS[n.opname]
+    ref = node_ref(n.args[0])
+    x = graph.node(ref) if ref is not None else None
+    if x is None or x.shape is None or n.shape is None or len(x.shape) not in (nd + 1, nd + 2) \
+            or len(n.shape) != len(x.shape):
+        raise Unsupported(f"{n.name}: input of rank other than {nd + 1} or {nd + 2}")
+    a = dict(zip(_ARGS[kind], n.args[1:]))
+    a.update(n.kwargs)
+    k = _ints(n, a.get("kernel_size"), nd)
+    s = _ints(n, a.get("stride"), nd, k)
+    p = _ints(n, a.get("padding"), nd, [0] * nd)
+    d = _ints(n, a.get("dilation"), nd, [1] * nd) if kind == "max" else [1] * nd
+    div = a.get("divisor_override")
+    if div is not None and not isinstance(div, int):
+        raise Unsupported(f"{n.name}: divisor_override {div!r}")
+    if list(x.shape[:-nd]) != list(n.shape[:-nd]) or min(k + s + d) < 1 or min(p) < 0:
+        raise Unsupported(f"{n.name}: window {k}, stride {s}, padding {p}")
+    return {"kind": kind, "nd": nd, "in": list(x.shape[-nd:]), "k": k, "s": s, "p": p, "d": d,
+            "include_pad": a.get("count_include_pad", True) is not False, "divisor": div or 0}
+
+
+def pool_stmt(spec: KernelSpec) -> Stmt | None:
+    """The group's pool statement (lowering allows one per group), or None."""
+    return next((s for s in spec.stmts if s.op == "pool"), None)
+
+
+def index_type(spec: KernelSpec) -> str:
+    """``int`` while every operand and the output have fewer than 2^31 elements."""
+    small = spec.numel < 2 ** 31 and all(math.prod(o.shape) < 2 ** 31 for o in spec.operands)
+    return "int" if small else "long long"
+
+
+def _closure(spec: KernelSpec, roots: list[str], stop: set[str]) -> list[Stmt]:
+    """Loads and expressions needed for ``roots`` (in order), without ``stop``."""
+    need, stack = set(), list(roots)
+    while stack:
+        v = stack.pop()
+        if v in need or v in stop:
+            continue
+        need.add(v)
+        for s in spec.stmts:
+            if s.var == v and s.op in ("load", "expr"):
+                stack.extend(s.deps)
+    return [s for s in spec.stmts if s.op in ("load", "expr") and s.var in need]
+
+
+class _Pool:
+    """One output element: its coordinates, the window loop over the prologue, the epilogue."""
+
+    def __init__(self, spec: KernelSpec, load: Load, store: Store, it: str) -> None:
+        self.spec, self.load, self.store, self.it = spec, load, store, it
+        self.sf = "LL" if it == "long long" else ""
+        s = pool_stmt(spec)
+        assert s is not None
+        self.s, self.w = s, s.window
+        win = {t.var for t in spec.stmts if t.level == "win"}
+        self.pre = _closure(spec, [s.deps[0]], set())
+        self.stores = [t for t in spec.stmts if t.op == "store"]
+        self.post = _closure(spec, [t.var for t in self.stores], win | {s.var})
+        self.win_ops = sorted({t.operand for t in spec.stmts if t.op == "load" and t.level == "win"})
+
+    def _at_out(self, o) -> str:
+        dims = self.spec.dims
+        if all(a == b or d == 1 for a, b, d in zip(o.strides, contiguous_strides(dims), dims)):
+            return "p_i"
+        return offset(o.strides, dims, "p_i", list(range(len(dims))), self.sf)
+
+    def _at_win(self, o) -> str:
+        r, nd = len(self.spec.dims), self.w["nd"]
+        st = [o.strides[r - nd + q] for q in range(nd)]
+        terms = [f"w_{o.name}"] + [f"p_x{q}" if st[q] == 1 else f"p_x{q} * {st[q]}{self.sf}"
+                                   for q in range(nd) if st[q]]
+        return " + ".join(terms)
+
+    def lines(self, ind: str) -> list[str]:
+        spec, w, it, sf, acc = self.spec, self.w, self.it, self.sf, self.spec.acc
+        dims, nd = spec.dims, w["nd"]
+        r = len(dims)
+        L = [f"{ind}const {it} p_i = ({it})i;", f"{ind}{it} p_t = p_i;"]
+        for q in reversed(range(nd)):
+            D = dims[r - nd + q]
+            L.append(f"{ind}const {it} p_o{q} = p_t % {D}{sf}; p_t /= {D}{sf};")
+        for i in self.win_ops:
+            o = spec.operands[i]
+            L.append(f"{ind}const {it} w_{o.name} = "
+                     f"{offset(o.strides, dims, 'p_t', list(range(r - nd)), sf)};")
+        for q in range(nd):
+            L.append(f"{ind}const {it} p_s{q} = p_o{q} * {w['s'][q]}{sf} - {w['p'][q]}{sf};")
+        L.append(f"{ind}{acc} p_a = {'-(' + acc + ')SC_INF' if w['kind'] == 'max' else '0'};")
+        deep = ind
+        if w["kind"] == "avg":
+            L += self._avg_bounds(ind)
+        for q in range(nd):
+            if w["kind"] == "avg":
+                L.append(f"{deep}for ({it} p_x{q} = p_lo{q}; p_x{q} < p_hi{q}; ++p_x{q}) {{")
+            else:
+                L.append(f"{deep}for (int p_k{q} = 0; p_k{q} < {w['k'][q]}; ++p_k{q}) {{")
+                L.append(f"{deep}    const {it} p_x{q} = p_s{q} + p_k{q} * {w['d'][q]}{sf};")
+                L.append(f"{deep}    if (p_x{q} < 0 || p_x{q} >= {w['in'][q]}{sf}) continue;")
+            deep += "    "
+        L += elem_lines(spec, self.pre, self.load, self._at_win, ind=deep)
+        x = self.s.deps[0]
+        L.append(deep + (update("max", "p_a", x, "", acc) if w["kind"] == "max"
+                         else f"p_a += {x};"))
+        for q in reversed(range(nd)):
+            L.append(ind + "    " * q + "}")
+        v = self.s.var
+        if w["kind"] == "max":
+            L.append(f"{ind}const {acc} {v} = p_a;")
+        else:
+            L.append(f"{ind}const {acc} {v} = p_n > 0 ? p_a / ({acc})p_n : ({acc})0;")
+        L += elem_lines(spec, self.post, self.load, self._at_out, ind=ind)
+        ops = spec.operands
+        L += [ind + self.store(ops[t.operand], self._at_out(ops[t.operand]), t.var)
+              for t in self.stores]
+        return L
+
+    def _avg_bounds(self, ind: str) -> list[str]:
+        """Torch's average window: its size counted to the padded edge, then clamped."""
+        w, it, sf = self.w, self.it, self.sf
+        L = []
+        for q in range(w["nd"]):
+            k, edge, n = w["k"][q], w["in"][q] + w["p"][q], w["in"][q]
+            L.append(f"{ind}const {it} p_e{q} = p_s{q} + {k}{sf} < {edge}{sf} ? "
+                     f"p_s{q} + {k}{sf} : {edge}{sf};")
+            L.append(f"{ind}const {it} p_lo{q} = p_s{q} > 0 ? p_s{q} : 0;")
+            L.append(f"{ind}const {it} p_hi{q} = p_e{q} < {n}{sf} ? p_e{q} : {n}{sf};")
+        if w["divisor"]:
+            n_expr = f"{w['divisor']}"
+        elif w["include_pad"]:
+            n_expr = " * ".join(f"(p_e{q} - p_s{q})" for q in range(w["nd"]))
+        else:
+            n_expr = " * ".join(f"(p_hi{q} > p_lo{q} ? p_hi{q} - p_lo{q} : 0)"
+                                for q in range(w["nd"]))
+        L.append(f"{ind}const {it} p_n = {n_expr};")
+        return L
+
+
+def pool_body_c(spec: KernelSpec, load: Load, store: Store) -> str:
+    """C: the outputs in parallel, each window in order."""
+    pl = _Pool(spec, load, store, "long long")
+    L = ["    #pragma omp parallel for schedule(static)",
+         f"    for (long long i = 0; i < {spec.numel}LL; ++i) {{"] + pl.lines(" " * 8) + ["    }"]
+    return "\n".join(L) + "\n"
+
+
+def pool_body_cuda(spec: KernelSpec, load: Load, store: Store) -> str:
+    """CUDA: a thread per output element (grid-stride loop)."""
+    pl = _Pool(spec, load, store, index_type(spec))
+    L = ["    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
+         f"i < {spec.numel}LL; i += (long long)gridDim.x * blockDim.x) {{"]
+    L += pl.lines(" " * 8) + ["    }"]
+    return "\n".join(L) + "\n"
