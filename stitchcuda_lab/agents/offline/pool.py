@@ -1,8 +1,11 @@
-"""Pooling kernels (max and average pooling over 2-d and 3-d windows) for both backends.
+"""Pooling kernels (max, average and adaptive average pooling over 2-d and 3-d windows) for
+both backends.
 
 A pooling group iterates the pooled output: one ``pool`` statement reads a window of its input
 (kernel, stride, padding; dilation for max; ``count_include_pad`` and ``divisor_override`` for
-the average; ``ceil_mode`` windows are clamped as torch clamps them). The values before the
+the average; ``ceil_mode`` windows are clamped as torch clamps them; an adaptive average's
+window of output ``o`` along a dim of ``I`` inputs and ``O`` outputs is
+``[floor(o * I / O), ceil((o + 1) * I / O))``). The values before the
 pool (its prologue: ``relu(x * s)``) are ``win`` values, computed inside the window loop for
 each input element it reads; their operands' strides run over the input's dims (the output's
 leading dims, then the input's spatial dims). The values after it (its epilogue) are per output
@@ -25,7 +28,8 @@ if TYPE_CHECKING:
 
 # aten op name -> (kind, spatial dims)
 POOLS = {"max_pool2d": ("max", 2), "max_pool3d": ("max", 3),
-         "avg_pool2d": ("avg", 2), "avg_pool3d": ("avg", 3)}
+         "avg_pool2d": ("avg", 2), "avg_pool3d": ("avg", 3),
+         "adaptive_avg_pool2d": ("adaptive", 2), "adaptive_avg_pool3d": ("adaptive", 3)}
 _ARGS = {"max": ("kernel_size", "stride", "padding", "dilation", "ceil_mode"),
          "avg": ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
                  "divisor_override")}
@@ -52,6 +56,10 @@ def pool_window(n: Node, graph: Graph) -> dict:
     if x is None or x.shape is None or n.shape is None or len(x.shape) not in (nd + 1, nd + 2) \
             or len(n.shape) != len(x.shape):
         raise Unsupported(f"{n.name}: input of rank other than {nd + 1} or {nd + 2}")
+    if kind == "adaptive":
+        one = [1] * nd
+        return {"kind": "avg", "adaptive": True, "nd": nd, "in": list(x.shape[-nd:]),
+                "k": one, "s": one, "p": [0] * nd, "d": one, "include_pad": False, "divisor": 0}
     a = dict(zip(_ARGS[kind], n.args[1:]))
     a.update(n.kwargs)
     k = _ints(n, a.get("kernel_size"), nd)
@@ -132,7 +140,7 @@ class _Pool:
             o = spec.operands[i]
             L.append(f"{ind}const {it} w_{o.name} = "
                      f"{offset(o.strides, dims, 'p_t', list(range(r - nd)), sf)};")
-        for q in range(nd):
+        for q in range(nd if not w.get("adaptive") else 0):
             L.append(f"{ind}const {it} p_s{q} = p_o{q} * {w['s'][q]}{sf} - {w['p'][q]}{sf};")
         L.append(f"{ind}{acc} p_a = {'-(' + acc + ')SC_INF' if w['kind'] == 'max' else '0'};")
         deep = ind
@@ -167,6 +175,15 @@ class _Pool:
         """Torch's average window: its size counted to the padded edge, then clamped."""
         w, it, sf = self.w, self.it, self.sf
         L = []
+        if w.get("adaptive"):
+            dims = self.spec.dims
+            for q in range(w["nd"]):
+                n, o = w["in"][q], dims[len(dims) - w["nd"] + q]
+                L.append(f"{ind}const {it} p_lo{q} = p_o{q} * {n}{sf} / {o}{sf};")
+                L.append(f"{ind}const {it} p_hi{q} = ((p_o{q} + 1) * {n}{sf} + {o - 1}{sf}) / "
+                         f"{o}{sf};")
+            prod = " * ".join(f"(p_hi{q} - p_lo{q})" for q in range(w["nd"]))
+            return L + [f"{ind}const {it} p_n = {prod};"]
         for q in range(w["nd"]):
             k, edge, n = w["k"][q], w["in"][q] + w["p"][q], w["in"][q]
             L.append(f"{ind}const {it} p_e{q} = p_s{q} + {k}{sf} < {edge}{sf} ? "

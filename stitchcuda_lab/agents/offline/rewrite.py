@@ -8,7 +8,8 @@
   library output is read once instead of once by cuDNN's separate bias pass and once by us;
 - ``avg_pool2d(x, k)`` (stride k, no padding, sizes divisible) followed only by a spatial
   ``mean`` becomes that mean of ``x`` (equal disjoint windows: same value);
-- ``adaptive_avg_pool2d(x, [1, 1])`` becomes ``mean(x, [2, 3], keepdim=True)``;
+- ``adaptive_avg_pool2d(x, [1, 1])`` becomes ``mean(x, [2, 3], keepdim=True)`` (and the 3d
+  one over ``[1, 1, 1]`` a mean over its three spatial dims): a row reduction;
 - ``max_pool2d``/``avg_pool2d`` with stride == kernel, no padding and divisible sizes, fed by a
   pointwise chain from a library op, becomes ``amax``/``mean`` over dims ``[3, 5]`` of the
   chain lifted to ``[N, C, OH, kh, OW, kw]`` (a free view of the library output), so one row
@@ -194,15 +195,16 @@ def _fold_avgpool_mean(g: Graph) -> None:
 
 def _adaptive_avg_to_mean(g: Graph) -> None:
     for n in list(g.calls()):
-        if n.opname != "adaptive_avg_pool2d" or list(n.args[1]) != [1, 1]:
+        nd = {"adaptive_avg_pool2d": 2, "adaptive_avg_pool3d": 3}.get(n.opname)
+        if nd is None or list(n.args[1]) != [1] * nd:
             continue
         x = g.node(node_ref(n.args[0]))
-        if x.shape is None or len(x.shape) != 4:
+        if x.shape is None or len(x.shape) != nd + 2:
             continue
         n.lowers_to = list(dict.fromkeys(["aten.mean.dim", n.target] + n.lowers_to))
         n.target = "aten.mean.dim"
         n.op_class = aten.category(n.target)
-        n.args = [n.args[0], [-1, -2], True]
+        n.args = [n.args[0], [-1 - d for d in range(nd)], True]
 
 
 def _pool_epilogue(g: Graph) -> None:

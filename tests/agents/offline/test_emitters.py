@@ -308,6 +308,15 @@ CASES = {
         def get_init_inputs():
             return []
     """,
+    "adaptive_avgpool3d": """
+        class Model(nn.Module):
+            def forward(self, x):
+                return F.adaptive_avg_pool3d(torch.relu(x), (3, 4, 2)) * 0.5
+        def get_inputs():
+            return [torch.randn(2, 3, 7, 9, 5)]
+        def get_init_inputs():
+            return []
+    """,
     "small_full_reduction": """
         class Model(nn.Module):
             def forward(self, x):
