@@ -61,6 +61,13 @@ def timeline(trace: Any, *, cats: Iterable[str] = DEVICE_CATS + HOST_CATS,
     return rows
 
 
+def span_us(rows: list[dict]) -> float:
+    """First start to last end of timeline rows, in µs (the traced forward's length)."""
+    if not rows:
+        return 0.0
+    return max(r["start_us"] + r["dur_us"] for r in rows) - min(r["start_us"] for r in rows)
+
+
 def kernel_summary(trace: Any, *, top: int = 30) -> list[dict]:
     """Per-kernel totals (name, count, total_us, share), longest first.
 

@@ -4,8 +4,9 @@ Every figure is built from plain data (``Verdict.profile`` rows ``{lane, name, s
 cat}``), so the same figure shows in the panel, in a notebook output and in a saved HTML file.
 Time axes are numeric microseconds (``go.Bar`` with ``base=start``), never dates.
 
-The profile is one traced forward per side; the verdict's times are medians of timed forwards.
-``agreement`` compares the two (each side's traced span against its timed median) and the
+The profile is one traced forward per side: with timing on, a forward made the timed way (cache
+flush, fresh inputs, no checks), the median by length of several (``profile["protocol"]``); the
+verdict's times are medians of timed forwards. ``agreement`` compares the two (each side's traced span against its timed median) and the
 timeline draws the timed median beside the trace, so a bar that disagrees with the verdict is
 seen as such instead of read as the speedup. The candidate's own kernels are rows of their own:
 device kernels by name, C kernels on the CPU as the runtime's ``stitch::<kernel>`` ranges.
@@ -25,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
+
+from ..trace import span_us
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
@@ -157,13 +160,6 @@ def timeline_figure(profile: Mapping[str, Any] | None, *, timings: Mapping[str, 
         legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "xanchor": "left"},
     )
     return fig
-
-
-def span_us(rows: list[dict[str, Any]]) -> float:
-    """First start to last end of a side's rows, in µs (the traced forward's length)."""
-    if not rows:
-        return 0.0
-    return max(r["start_us"] + r["dur_us"] for r in rows) - min(r["start_us"] for r in rows)
 
 
 def _timed_us(timings: Mapping[str, float] | None) -> dict[str, float]:
@@ -379,6 +375,14 @@ def ceilings(profile: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None
 
 
+def _shown(profile: Mapping[str, Any] | None) -> str:
+    """Which forward a side's trace is, in words (older verdicts carry no ``protocol``)."""
+    how = (profile or {}).get("protocol") or {}
+    if how.get("timed"):
+        return f"a timed forward, the median of {how.get('calls', 1)} profiled"
+    return "one checked forward"
+
+
 def kernel_table_html(profile: Mapping[str, Any] | None, *, work: Mapping[str, Any] | None = None,
                       ceilings: Mapping[str, Any] | None = None) -> str:
     """Time per kernel with achieved bandwidth and FLOP rate (and % of the machine's ceiling
@@ -416,7 +420,7 @@ def kernel_table_html(profile: Mapping[str, Any] | None, *, work: Mapping[str, A
             body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         head = ["kernel / op", "calls", "total µs", "share", "min bytes", "achieved",
                 "FLOPs", "achieved"] + (["vs ceiling"] if bw_max or fl_max else [])
-        parts.append(f"<div><b>{side}</b> (one traced forward)<table class='stitch-kernels'>"
+        parts.append(f"<div><b>{side}</b> ({_shown(profile)})<table class='stitch-kernels'>"
                      "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>"
                      f"<tbody>{''.join(body)}</tbody></table></div>")
     note = ("" if bw_max or fl_max else

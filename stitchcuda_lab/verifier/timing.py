@@ -103,10 +103,11 @@ class Timer:
         if self.cuda:
             torch.cuda.synchronize()
 
-    def call(self, fn: Callable[[], Any]) -> tuple[float, float, Any]:
-        """(device ms, host wall ms, result) of one ``fn()`` (after a flush, on CUDA)."""
+    def call(self, fn: Callable[[], Any], *, flush: bool = True) -> tuple[float, float, Any]:
+        """(device ms, host wall ms, result) of one ``fn()`` (after a flush, on CUDA, unless
+        the caller flushed already: a profiled call keeps the flush out of its trace)."""
         import torch
-        if self.cuda:
+        if self.cuda and flush:
             self.flush()
         perf = time.perf_counter
         if not self.cuda:

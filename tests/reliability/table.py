@@ -261,10 +261,13 @@ or to outlive its job.
   `get_inputs()` draws from (|x| dropped on torch.rand's draws, a polynomial good on [0, 1)) is
   `input_range`; a fast path guarded by a check of the data is legitimate and passes.
 - **Clocks outside the candidate.** Before the candidate is loaded, the judge times the sandbox's
-  own call path on the reference; the judge's clock around each of the candidate's timed calls
-  may exceed the sandbox's timer by no more than that (plus a stated slack), and the device time
-  in the profiler's trace of a checked call may not exceed the timed median by more than 1.5x
-  (`patched_timer`). Eager and torch.compile are timed by the same protocol in the judge, whose
+  own call path on the reference. The verdict's time is never less than what the judge's clock
+  saw on the candidate's quietest timed call, that path's least cost taken off, so a timer that
+  under-reports claims nothing faster. When even the quietest call exceeds the sandbox's timer by
+  more than the path's cost and a stated slack, and still does on two more rounds of fresh calls
+  (a patched timer lies on every call; a busy host is not busy on every round), it is
+  `patched_timer`; so is device time in the profiler's trace of a checked call beyond 1.5x the
+  timed median. Eager and torch.compile are timed by the same protocol in the judge, whose
   threads and precision switches no candidate can touch.
 - **Fallback detection from a process-wide trace.** One checked call, chosen at random, runs under
   torch.profiler (aten ops of every thread, kernels of every stream). Replaced compute done by
@@ -316,7 +319,9 @@ TEMPLATE_TAIL = """
 - **The CPU clock bound is coarse.** Waking a process on a busy 2-core machine takes
   milliseconds, so on the CPU the judge's clock may exceed the candidate's timer by 2 ms or 200%
   of the reported time before it is `patched_timer` (on CUDA: 0.05 ms or 50%, plus half of
-  the calibrated path; either way the verdict takes the judge's clock less that path). On the
+  the calibrated path). Either way the verdict takes at least the judge's clock on the quietest
+  call less the path, so what a lie within the bound can gain is the spread between its own
+  quietest and median call. On the
   CPU the L2 flush comes before the inputs are drawn (the flush takes tens of milliseconds and
   varies with load), so inputs are warm there, for every contender alike.
 - **numpy, scipy or hand-written C doing replaced work on the CPU** are not in the profiler's
