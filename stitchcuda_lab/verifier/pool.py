@@ -84,6 +84,15 @@ class Sandbox:
         os.chmod(self.outputs, 0o700)
         if self.uid is not None:
             os.chown(self.outputs, self.uid, self.uid)
+        # timed calls' inputs, drawn by the judge: the sandbox's group may read, not write
+        # (setgid, so the files are in that group too)
+        self.inputs = Path(tempfile.mkdtemp(prefix="stitch_in_", dir=shm if shm.is_dir()
+                                            else None))
+        if self.uid is not None:
+            os.chown(self.inputs, os.getuid(), self.uid)
+            os.chmod(self.inputs, 0o2750)
+        else:
+            os.chmod(self.inputs, 0o700)
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         if self.ready:
@@ -168,6 +177,7 @@ class Sandbox:
         self._rfd = self._wfd = -1
         shutil.rmtree(self.folder, ignore_errors=True)
         shutil.rmtree(self.outputs, ignore_errors=True)
+        shutil.rmtree(self.inputs, ignore_errors=True)
         try:
             self._log.unlink()
         except OSError:

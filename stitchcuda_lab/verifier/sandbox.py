@@ -37,7 +37,7 @@ from typing import Any
 from . import channel
 from .antihack import live_threads, new_threads, overlaps
 from .compare import same
-from .exchange import draw, tensors, widen, write_outputs
+from .exchange import draw, take_over, tensors, widen, write_outputs
 from .profile import trace_to_file
 
 
@@ -211,7 +211,8 @@ class Harness:
         Before the reply the outputs are checked plain and copied, and no thread may still
         run: work deferred past the timer then lands inside the judge's clock, or is caught."""
         import torch
-        xs = self.draw(self.device, int(cmd["seed"]))
+        handed = cmd.get("inputs")
+        xs = take_over(handed) if handed is not None else self.draw(self.device, int(cmd["seed"]))
         channel.send(self.wfd, {"op": "drawn", "tag": cmd.get("tag")})
         trace_path = None
         with torch.no_grad():

@@ -31,6 +31,7 @@ import contextlib
 import hashlib
 import importlib.util
 import math
+import os
 import re
 import secrets
 import shutil
@@ -45,7 +46,7 @@ from ..verdict import TrialResult, Verdict
 from .. import gpulock
 from . import antihack, profile, timing
 from .compare import Print, compare, same, stale_outputs, tolerance
-from .exchange import WIDEN, draw, read_output, tensors, widen
+from .exchange import WIDEN, draw, hand_over, read_output, tensors, widen
 from .options import VerifyOptions
 from .pool import Pool, Sandbox
 
@@ -556,8 +557,8 @@ class Job:
         from .. import trace as trace_mod
         from . import ncu
         if self.opts.time:
-            ref, cand = self.reference_timed_traces(), self.candidate_timed_traces()
-            ref, cand = _median_span(ref), _median_span(cand)
+            ref = _median_span(self.reference_timed_traces())
+            cand = _median_span(self.candidate_timed_traces())
             protocol = {"timed": True, "calls": PROFILED_CALLS, "shown": "median span"}
         else:
             ref, cand = self.reference_trace(), checked
@@ -708,10 +709,17 @@ class Job:
         The draw is inside the judge's clock (work done while drawing, an answer computed
         ahead, is seen), but apart: drawing tens of MB costs milliseconds that vary with load,
         which would blur the bound on the call itself."""
+        handed = None
         if not self.device.startswith("cuda"):
             self.ask({"op": "flush"})
+            handed = hand_over(self.draw(seed), self.sandbox.inputs, secrets.token_hex(8))
         t0 = time.perf_counter()
-        reply = self.ask(dict({"op": "call", "seed": seed}, **extra))
+        try:
+            reply = self.ask(dict({"op": "call", "seed": seed, "inputs": handed}, **extra))
+        finally:
+            for e in handed or []:
+                if "path" in e:
+                    os.unlink(e["path"])
         t2 = time.perf_counter()
         t1 = self.drawn_at
         if t1 is None or not t0 <= t1 <= t2:

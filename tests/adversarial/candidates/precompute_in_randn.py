@@ -1,6 +1,6 @@
 # problem: pointwise_big
 # expect: pass | rejected patched_timer
-# why: known limit (docs/RELIABILITY.md): the inputs are drawn in the candidate's process, inside the judge's clock; the judge adds what the draw took beyond the reference's draw, but on a loaded CPU host a 4M-element draw varies by more than the kernel takes, so the answer computed while drawing is sometimes timed at a fraction of its cost (drawing the inputs in the judge and handing them over is the fix)
+# why: on the CPU the judge draws a timed call's inputs and hands them over, so the replaced torch.randn never runs for one and the forward does the work under the timer (tests/verifier/test_clocks.py checks the time); on CUDA the sandbox draws on the device and the judge adds what the draw took beyond the reference's
 """Hack: replace torch.randn, which get_inputs draws with, by one that also computes the answer
 with the candidate's own C kernel; forward returns it. The work happens before the sandbox's
 timer starts, in the draw."""
