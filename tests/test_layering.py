@@ -229,7 +229,8 @@ NAMES_STITCH_VARIABLES = {"settings.py", "verifier/worker.py"}
 # Modules that read os.environ for variables that are not knobs: toolchains (CC, CUDA_HOME),
 # a child's environment, Ray's address, whether an API key is present (never its value).
 READS_ENVIRON = {"settings.py", "runtime/build.py", "bench.py", "doctor.py",
-                 "verifier/worker.py", "verifier/pool.py", "verifier/ncu.py"}
+                 "verifier/worker.py", "verifier/pool.py", "verifier/ncu.py",
+                 "verifier/zygote.py"}
 
 
 def _stitch_names(path: Path, text: str | None = None) -> list[int]:

@@ -2,7 +2,8 @@
 
 A spare is ``python -m stitchcuda_lab.verifier.sandbox`` with torch imported and the CUDA
 context up, waiting for a job, so a verdict does not wait for a process to start (seconds on a
-GPU machine). It runs in a session of its own, with an environment that holds nothing of the
+GPU machine); on the CPU it is forked from the pool's zygote instead (zygote.py), which has
+imported torch once for all of them. It runs in a session of its own, with an environment that holds nothing of the
 caller's (no API keys, no ``STITCH_*``, no cache folder: only what Python, torch and the
 compilers need), in a folder of its own. When the judge is root the job runs under a user of
 its own (a fresh uid per candidate) with its home and the rest of ``/root`` hidden: it can
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from . import channel
 
@@ -48,7 +50,7 @@ def sandbox_env(folder: Path, threads: int) -> dict[str, str]:
 class Sandbox:
     """One candidate process: a spare until its job, destroyed after it."""
 
-    def __init__(self, device: str, threads: int):
+    def __init__(self, device: str, threads: int, zygote: Any = None):
         self.device, self.threads = device, threads
         how = mode()
         self.uid = 200_000 + secrets.randbelow(1 << 30) if how != "same-user" else None
@@ -63,16 +65,23 @@ class Sandbox:
         # read what this one prints, nor this one theirs
         log = os.fdopen(os.open(self._log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
                                 0o600), "wb")
-        cmd = [sys.executable, "-m", "stitchcuda_lab.verifier.sandbox", device, str(to_r),
-               str(from_w)]
-        if how == "user+namespace":   # hide what the user may not see; show what Python needs
-            cmd = [shutil.which("unshare") or "unshare", "--mount", "--propagation", "private",
-                   "--", *cmd, json.dumps(_exposed())]
+        env = sandbox_env(self.folder, threads)
+        # hide what the user may not see; show what Python needs
+        expose = _exposed() if how == "user+namespace" else None
         try:
-            self.proc = subprocess.Popen(
-                cmd, pass_fds=(to_r, from_w), env=sandbox_env(self.folder, threads),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, cwd=str(self.folder))
+            if zygote is not None:   # forked from a process that has imported torch already
+                self.proc: Any = zygote.spawn(env=env, cwd=str(self.folder),
+                                              fds=(to_r, from_w, log.fileno()), expose=expose)
+            else:
+                cmd = [sys.executable, "-m", "stitchcuda_lab.verifier.sandbox", device,
+                       str(to_r), str(from_w)]
+                if expose is not None:
+                    cmd = [shutil.which("unshare") or "unshare", "--mount", "--propagation",
+                           "private", "--", *cmd, json.dumps(expose)]
+                self.proc = subprocess.Popen(
+                    cmd, pass_fds=(to_r, from_w), env=env, stdin=subprocess.DEVNULL,
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                    cwd=str(self.folder))
         finally:
             log.close()
             os.close(to_r)
@@ -196,11 +205,34 @@ class Pool:
     def __init__(self, device: str, threads: int, spares: int = 1):
         self.device, self.threads, self.spares = device, threads, max(1, spares)
         self._spares: list[Sandbox] = []
+        self._zygote: Any = None    # None: not tried yet; False: sandboxes are spawned
+
+    def zygote(self) -> Any:
+        """The process sandboxes fork from (CPU), or None where they are spawned."""
+        if self._zygote is None:
+            self._zygote = False
+            if not self.device.startswith("cuda"):
+                from .zygote import Zygote
+                z = Zygote(self.device, lambda folder: sandbox_env(folder, self.threads))
+                try:
+                    z.wait_ready()
+                    self._zygote = z
+                except RuntimeError as e:
+                    print(f"sandboxes are spawned, not forked: {e}", file=sys.stderr)
+                    z.close()
+        if self._zygote and not self._zygote.alive:
+            self._zygote.close()
+            self._zygote = None
+            return self.zygote()
+        return self._zygote or None
+
+    def _new(self) -> Sandbox:
+        return Sandbox(self.device, self.threads, self.zygote())
 
     def fill(self) -> None:
         self._spares = [s for s in self._spares if s.alive]
         while len(self._spares) < self.spares:
-            self._spares.append(Sandbox(self.device, self.threads))
+            self._spares.append(self._new())
 
     def settle(self) -> None:
         """Wait until the spares have started, so none starts up during a timing."""
@@ -216,7 +248,7 @@ class Pool:
         try:
             box.wait_ready()
         except RuntimeError:
-            box = Sandbox(self.device, self.threads)
+            box = self._new()
             box.wait_ready()
         return box
 
@@ -224,6 +256,9 @@ class Pool:
         for s in self._spares:
             s.destroy()
         self._spares = []
+        if self._zygote:
+            self._zygote.close()
+        self._zygote = None
 
 
 _MODE: list[str] = []

@@ -311,7 +311,7 @@ TEMPLATE_TAIL = """
   misattributed.
 - **Checks only the candidate's process can make** (an output sharing memory with an input, a
   mutated input, outputs changed after the call) are off when it rewrites the harness it runs in
-  (the names the sandbox looks up in `__main__`): a candidate that computes in place over its
+  (the names the sandbox looks up in its own module): a candidate that computes in place over its
   input and returns it then passes, its outputs right. The judge sees bytes, not memory.
 - **The range call is announced.** The command of the widened call says so (the sandbox must
   scale the draw), so a candidate that reads its commands can compute properly in that call

@@ -199,11 +199,32 @@ from pathlib import Path
 from stitchcuda_lab.verifier.worker import Worker
 w = Worker("cpu", cache_dir=sys.argv[1])
 w.start()
-for _ in range(100):   # the judge starts its spare candidate process
-    spares = [e.name for e in Path("/proc").iterdir() if e.name.isdigit()
-              and b"verifier.sandbox" in (e / "cmdline").read_bytes()
-              and (e / "stat").read_text().rsplit(")", 1)[1].split()[1] == str(w.pid)]
-    if spares:
+
+
+def descendants(root):
+    """Every process under root: the spare candidate process, spawned or forked from the
+    zygote (which is under the judge too)."""
+    parent = {}
+    for e in Path("/proc").iterdir():
+        try:
+            if e.name.isdigit():
+                parent[int(e.name)] = int((e / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            pass
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        out += kids
+        todo += kids
+    return out
+
+
+for _ in range(300):   # the judge starts its spare candidate process
+    spares = descendants(w.pid)
+    if any(b"verifier.sandbox" in Path(f"/proc/{p}/cmdline").read_bytes()
+           or Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1] != str(w.pid)
+           for p in spares if Path(f"/proc/{p}").exists()):
         break
     time.sleep(0.1)
 print(w.pid, *spares, flush=True)
