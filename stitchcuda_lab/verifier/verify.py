@@ -599,7 +599,7 @@ class Job:
                         timer.flush()
                     path = str(self.state.workdir / f"reference_timed_trace_{i}.json")
                     with torch.no_grad():
-                        profile.trace_to_file(lambda: timer.call(
+                        profile.trace_to_file(lambda xs=xs: timer.call(
                             lambda: self.ref.model(*xs), flush=False), self.device, path)
                     out.append(profile.read_trace(path))
             self.ref.timed_traces = out
