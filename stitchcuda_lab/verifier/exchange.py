@@ -93,17 +93,24 @@ def write_outputs(outs: list, folder: Path, tag: str) -> list[dict]:
 
 
 PLAIN = (bool, int, float, str, type(None))
+# inputs larger than this are drawn by the sandbox itself: through shared memory they would be
+# held three times at once (the judge's draw, the file, the sandbox's copy)
+HAND_OVER_BYTES = 256 << 20
 
 
 def hand_over(xs: list, folder: Path, name: str) -> list[dict] | None:
     """Judge side: a timed call's inputs, drawn here, for the sandbox to take over: tensors as
     files in ``folder`` (the judge's, which the sandbox may read and not write), plain values
-    as they are. None when one cannot travel that way (the sandbox then draws them itself).
+    as they are. None when one cannot travel that way, or they are larger than
+    ``HAND_OVER_BYTES`` (the sandbox then draws them itself).
 
     Inputs drawn here leave nothing of the candidate's code between the judge's command and the
     forward but reading them, so work hidden in the draw (a replaced ``torch.randn`` that
     computes the answer) has nowhere to go that the judge's clock does not see."""
     import torch
+    if sum(x.numel() * x.element_size() for x in xs
+           if isinstance(x, torch.Tensor)) > HAND_OVER_BYTES:
+        return None
     entries: list[dict] = []
     for i, x in enumerate(xs):
         if isinstance(x, PLAIN):

@@ -213,7 +213,6 @@ class Harness:
         import torch
         handed = cmd.get("inputs")
         xs = take_over(handed) if handed is not None else self.draw(self.device, int(cmd["seed"]))
-        channel.send(self.wfd, {"op": "drawn", "tag": cmd.get("tag")})
         trace_path = None
         with torch.no_grad():
             if cmd.get("trace"):   # the profile a person reads: a timed call, under the profiler

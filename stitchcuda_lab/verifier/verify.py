@@ -79,11 +79,9 @@ PROFILED_CALLS = 5          # timed calls under the profiler, per side; the tab 
 
 @dataclass(frozen=True)
 class Calibration:
-    """The sandbox's call path timed on the reference, per call: around the timed call its
-    median and its least, and the least the draw of the inputs took before it."""
+    """The sandbox's call path timed on the reference: its median and its least, per call."""
     median: float
     least: float
-    draw_least: float = 0.0
 
 
 @dataclass
@@ -186,7 +184,6 @@ class Job:
         self.tol: dict[str, tuple[float, float, str]] = {}
         self.tags = 0
         self.checks_left = 0
-        self.drawn_at: float | None = None   # the judge's clock at the last call's "drawn" mark
         self.last_reply: dict = {}
 
     @property
@@ -202,7 +199,6 @@ class Job:
         self.tags += 1
         tag = self.tags
         box = self.sandbox
-        self.drawn_at = None
         box.send(dict(msg, tag=tag))
         while True:
             try:
@@ -222,10 +218,6 @@ class Job:
                              f"({box.exit_reason()})", box.log_tail())
             if reply.get("op") == "build":
                 box.send(self.build(reply))
-                continue
-            if reply.get("op") == "drawn":   # a timed call's inputs are ready: its clock starts
-                if msg.get("op") == "call" and reply.get("tag") == tag and self.drawn_at is None:
-                    self.drawn_at = time.perf_counter()
                 continue
             if "error" in reply:
                 err = reply["error"] if isinstance(reply["error"], dict) else {}
@@ -320,16 +312,15 @@ class Job:
     def calibrate(self) -> Calibration:
         """(The judge's clock - the sandbox's timer) per call, on the reference, in the
         sandbox, while nothing of the candidate is loaded: what the path itself costs."""
-        extra, draws = [], []
+        extra = []
         # two calls before the measured ones: a process's first large allocations fault
-        # their pages in, which later draws (the candidate's) do not pay
+        # their pages in, which later calls (the candidate's) do not pay
         for _ in range(CALIBRATION_WARMUP + max(3, self.opts.warmup + 1)):
-            ms, _, seen, drawn = self.remote_call(fresh_seed())
+            ms, _, seen = self.remote_call(fresh_seed())
             extra.append(seen - ms)
-            draws.append(drawn)
         self.ask({"op": "outputs", "calls": []})
-        kept, drawn_kept = extra[CALIBRATION_WARMUP:], draws[CALIBRATION_WARMUP:]
-        return Calibration(statistics.median(kept), min(kept), min(drawn_kept))
+        kept = extra[CALIBRATION_WARMUP:]
+        return Calibration(statistics.median(kept), min(kept))
 
     def trials(self) -> tuple[list[TrialResult], dict, list, list]:
         import torch
@@ -599,8 +590,8 @@ class Job:
                         timer.flush()
                     path = str(self.state.workdir / f"reference_timed_trace_{i}.json")
                     with torch.no_grad():
-                        profile.trace_to_file(lambda xs=xs: timer.call(
-                            lambda: self.ref.model(*xs), flush=False), self.device, path)
+                        profile.trace_to_file(_timed(timer, self.ref.model, xs), self.device,
+                                              path)
                     out.append(profile.read_trace(path))
             self.ref.timed_traces = out
         return self.ref.timed_traces
@@ -616,9 +607,8 @@ class Job:
     def timed(self, call, end_round=None) -> dict[str, Any]:
         """Warm-ups, then calls until the trial floor and (CUDA) the time budget are met.
 
-        ``call(seed) -> (ms, wall_ms, seen_ms, draw_ms)``: the contender's device and wall
-        times, the judge's own clock around the call and around the draw of its inputs before
-        it. After every
+        ``call(seed) -> (ms, wall_ms, seen_ms)``: the contender's device and wall times, and the
+        judge's own clock around the whole call (its inputs' draw included). After every
         ``calls_per_round()`` calls ``end_round(seeds)`` checks one of them."""
         for _ in range(max(1, self.opts.warmup)):
             call(fresh_seed())
@@ -628,15 +618,13 @@ class Job:
         ms: list[float] = []
         walls: list[float] = []
         extra: list[float] = []
-        draws: list[float] = []
         seeds: list[int] = []
         while True:
             seed = fresh_seed()
-            t, wall, seen, drawn = call(seed)
+            t, wall, seen = call(seed)
             ms.append(t)
             walls.append(wall)
             extra.append(seen - t)
-            draws.append(drawn)
             seeds.append(seed)
             enough = len(ms) >= self.opts.timing_trials
             if self.device.startswith("cuda"):
@@ -653,8 +641,7 @@ class Job:
         return {"ms": statistics.median(ms), "wall_ms": statistics.median(walls),
                 "extra_ms": statistics.median(extra), "least_extra_ms": min(extra),
                 "seen_ms": statistics.median([m + e for m, e in zip(ms, extra)]),
-                "least_seen_ms": min(m + e for m, e in zip(ms, extra)),
-                "least_draw_ms": min(draws)}
+                "least_seen_ms": min(m + e for m, e in zip(ms, extra))}
 
     def baselines(self, flags: list) -> dict[str, float]:
         """Eager and torch.compile, timed here with the same protocol, once per problem."""
@@ -691,24 +678,23 @@ class Job:
         flags.extend(cached["_flags"])
         return {k: v for k, v in cached.items() if not k.startswith("_")}
 
-    def local_call(self, timer, fn, seed: int) -> tuple[float, float, float, float]:
+    def local_call(self, timer, fn, seed: int) -> tuple[float, float, float]:
         import torch
         if not timer.cuda:
             timer.flush()
         t0 = time.perf_counter()
         xs = self.draw(seed)
-        t1 = time.perf_counter()
         with torch.no_grad():
             ms, wall, _ = timer.call(lambda: fn(*xs))
-        return ms, wall, (time.perf_counter() - t1) * 1e3, (t1 - t0) * 1e3
+        return ms, wall, (time.perf_counter() - t0) * 1e3
 
-    def remote_call(self, seed: int, **extra: Any) -> tuple[float, float, float, float]:
-        """One timed call in the sandbox: (its device ms, its wall ms, the judge's clock from
-        the sandbox's "drawn" mark to the reply, the judge's clock over the draw).
+    def remote_call(self, seed: int, **extra: Any) -> tuple[float, float, float]:
+        """One timed call in the sandbox: (its device ms, its wall ms, the judge's clock).
 
-        The draw is inside the judge's clock (work done while drawing, an answer computed
-        ahead, is seen), but apart: drawing tens of MB costs milliseconds that vary with load,
-        which would blur the bound on the call itself."""
+        The judge's clock runs from the command to the reply, the draw of the inputs included:
+        work done while they are drawn (an answer computed ahead) is seen. On the CPU the
+        judge draws them and hands them over (exchange.hand_over), so what the sandbox does
+        before its forward is read a file, and the path stays short and steady."""
         handed = None
         if not self.device.startswith("cuda"):
             self.ask({"op": "flush"})
@@ -720,16 +706,12 @@ class Job:
             for e in handed or []:
                 if "path" in e:
                     os.unlink(e["path"])
-        t2 = time.perf_counter()
-        t1 = self.drawn_at
-        if t1 is None or not t0 <= t1 <= t2:
-            raise Reject("protocol_tampering", "a timed call without the sandbox's mark between "
-                         "drawing its inputs and calling the forward")
+        seen = (time.perf_counter() - t0) * 1e3
         ms, wall = reply.get("ms"), reply.get("wall_ms")
         if not (isinstance(ms, (int, float)) and isinstance(wall, (int, float))
                 and 0 <= ms < 1e9 and 0 <= wall < 1e9):
             raise Reject("protocol_tampering", "a timing reply without its times")
-        return float(ms), float(wall), (t2 - t1) * 1e3, (t1 - t0) * 1e3
+        return float(ms), float(wall), seen
 
     def time_candidate(self, traced: dict, calibration: Calibration) -> dict[str, float]:
         """The candidate's timed calls, some checked after the fact, and the clocks."""
@@ -751,13 +733,11 @@ class Job:
                          f"the quietest of {CLOCK_CONFIRM_ROUNDS + 1} rounds of calls, beyond "
                          f"what the same path took on the reference "
                          f"({calibration.least:.3f} ms)")
-        # what the judge's clock says the quietest call took, the path's least cost taken off,
-        # plus what its quietest draw took beyond the reference's (work moved into the draw):
+        # what the judge's clock says the quietest call took, the path's least cost taken off:
         # a timer that reports less than this is not believed (the verdict uses the larger).
         # The quietest, not the median: load on the host lengthens the path (messages, the
         # draw) in some calls, and must not make an honest candidate slower than its timer
-        ahead = max(0.0, res["least_draw_ms"] - calibration.draw_least)
-        ours = max(reported, res["least_seen_ms"] - calibration.least + ahead)
+        ours = max(reported, res["least_seen_ms"] - calibration.least)
         trace = traced.get("trace")
         if trace is not None:
             dev = profile.device_ms(trace)
@@ -772,7 +752,7 @@ class Job:
         seeds, extra = [], []
         for _ in range(self.calls_per_round()):
             seeds.append(fresh_seed())
-            ms, _, seen, _ = self.remote_call(seeds[-1])
+            ms, _, seen = self.remote_call(seeds[-1])
             extra.append(seen - ms)
         self.checks_left = 1
         self.check_timed(seeds, 0)
@@ -862,6 +842,11 @@ def _launched(trace: dict, own: set[str]) -> bool:
     names = profile.kernel_names(trace) + [str(e.get("name", "")) for e in
                                            profile.trace_mod.load(trace)]
     return any(any(o in n for o in own) for n in names)
+
+
+def _timed(timer: Any, fn: Any, xs: list) -> Any:
+    """``timer.call`` of ``fn(*xs)`` as a function of nothing, the flush already done."""
+    return lambda: timer.call(lambda: fn(*xs), flush=False)
 
 
 def _median_span(traces: list[dict]) -> dict:

@@ -324,13 +324,13 @@ TEMPLATE_TAIL = """
   quietest and median call. On the CPU the L2 flush comes before the inputs are drawn (the
   flush takes tens of milliseconds and varies with load), so inputs are warm there, for every
   contender alike.
-- **On CUDA the inputs of a timed call are drawn in the candidate's process** (on the CPU the
-  judge draws them and hands them over as files the sandbox may read, not write), inside the
-  judge's clock but before the sandbox's timer. The sandbox marks the end of the draw and the
-  judge adds to the verdict's time what the quietest draw took beyond the reference's, so work
-  moved into the draw (a replaced `torch.randn` that computes the answer as it draws,
-  `candidates/precompute_in_randn.py`) is paid for down to the draw's own spread, tens of
-  microseconds on a GPU. Handing device inputs over through a CUDA IPC handle would close it.
+- **Inputs drawn in the candidate's process.** On the CPU the judge draws a timed call's inputs
+  and hands them over as files the sandbox may read, not write (up to 256 MB; larger ones the
+  sandbox draws). On CUDA, and for larger inputs, the sandbox draws them, inside the judge's
+  clock: work moved into the draw (a replaced `torch.randn` that computes the answer as it
+  draws, `candidates/precompute_in_randn.py`) is counted in the verdict's time, but only to
+  within the draw's own spread (tens of microseconds on a GPU, milliseconds for large CPU
+  draws). Handing device inputs over through a CUDA IPC handle would close it.
 - **numpy, scipy or hand-written C doing replaced work on the CPU** are not in the profiler's
   trace: such a candidate passes as "own code". On CUDA all device work is in the trace.
 - **load_inline candidates** build in their sandbox (a candidate's process writes nothing another
