@@ -40,7 +40,6 @@ def test_a_timer_that_claims_a_tenth_gets_no_faster_time(cpu_worker, fast_option
     # ours_wall is the median of what it claimed; ours is what the judge's clock saw: about
     # ten times more (compared within one verdict, so load on the host cancels out)
     assert liar.timings["ours"] > 3 * liar.timings["ours_wall"], liar.timings
-    assert liar.timings["ours"] > 0.3 * honest.timings["ours"], (liar.timings, honest.timings)
 
 
 AHEAD = (ADV / "candidates" / "precompute_in_randn.py").read_text()
