@@ -50,7 +50,8 @@ def sandbox_env(folder: Path, threads: int) -> dict[str, str]:
 class Sandbox:
     """One candidate process: a spare until its job, destroyed after it."""
 
-    def __init__(self, device: str, threads: int, zygote: Any = None):
+    def __init__(self, device: str, threads: int, zygote: Any = None,
+                 memory: Path | None = None):
         self.device, self.threads = device, threads
         how = mode()
         self.uid = 200_000 + secrets.randbelow(1 << 30) if how != "same-user" else None
@@ -87,16 +88,15 @@ class Sandbox:
             os.close(to_r)
             os.close(from_w)
         self.ready = False
-        shm = Path("/dev/shm")   # outputs travel through memory, not the disk
-        self.outputs = Path(tempfile.mkdtemp(prefix="stitch_out_", dir=shm if shm.is_dir()
-                                             else None))
+        if memory is None:   # outputs travel through memory, not the disk
+            memory = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+        self.outputs = Path(tempfile.mkdtemp(prefix="stitch_out_", dir=memory))
         os.chmod(self.outputs, 0o700)
         if self.uid is not None:
             os.chown(self.outputs, self.uid, self.uid)
         # timed calls' inputs, drawn by the judge: the sandbox's group may read, not write
         # (setgid, so the files are in that group too)
-        self.inputs = Path(tempfile.mkdtemp(prefix="stitch_in_", dir=shm if shm.is_dir()
-                                            else None))
+        self.inputs = Path(tempfile.mkdtemp(prefix="stitch_in_", dir=memory))
         if self.uid is not None:
             os.chown(self.inputs, os.getuid(), self.uid)
             os.chmod(self.inputs, 0o2750)
@@ -202,8 +202,9 @@ class Pool:
     takes CPU time that the candidate's timed calls would otherwise lose to it.
     """
 
-    def __init__(self, device: str, threads: int, spares: int = 1):
+    def __init__(self, device: str, threads: int, spares: int = 1, memory: Path | None = None):
         self.device, self.threads, self.spares = device, threads, max(1, spares)
+        self.memory = memory   # where sandboxes' outputs and inputs go (None: /dev/shm)
         self._spares: list[Sandbox] = []
         self._zygote: Any = None    # None: not tried yet; False: sandboxes are spawned
 
@@ -227,7 +228,7 @@ class Pool:
         return self._zygote or None
 
     def _new(self) -> Sandbox:
-        return Sandbox(self.device, self.threads, self.zygote())
+        return Sandbox(self.device, self.threads, self.zygote(), self.memory)
 
     def fill(self) -> None:
         self._spares = [s for s in self._spares if s.alive]

@@ -22,6 +22,7 @@ import atexit
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -110,6 +111,7 @@ class Worker:
         self._proc: subprocess.Popen | None = None
         self._rfd = self._wfd = -1
         self._log: Path | None = None
+        self._scratch: list[Path] = []   # the judge's and its sandboxes' folders, disk and memory
         self.restarts = 0
         self.info: dict[str, Any] = {}
 
@@ -127,12 +129,23 @@ class Worker:
         if self.alive:
             return
         self._cleanup()
+        if self._log is not None:
+            self._log.unlink(missing_ok=True)
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
+        # everything the judge and its sandboxes write goes under two folders of this worker's,
+        # removed when it is killed: a judge killed mid-job cannot clean up after itself
+        disk = Path(tempfile.mkdtemp(prefix="stitch_worker_"))
+        shm = Path("/dev/shm")   # outputs and inputs travel through memory, not the disk
+        memory = Path(tempfile.mkdtemp(prefix="stitch_worker_", dir=shm if shm.is_dir() else None))
+        for folder in (disk, memory):
+            os.chmod(folder, 0o711)   # each sandbox's user passes through to its own folder
+        self._scratch = [disk, memory]
         fd, log = tempfile.mkstemp(prefix="stitch_worker_", suffix=".log")
         self._log = Path(log)
         env = clean_env()
         env.update(self._extra_env)     # as keywords, a variable named "base" would be taken
+        env["TMPDIR"] = str(disk)
         env.update(STITCH_CACHE_DIR=str(self.cache_dir), STITCH_CACHE="1" if self.cache else "0",
                    TORCH_EXTENSIONS_DIR=str(Path(self.cache_dir) / "torch_extensions"),
                    PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
@@ -146,10 +159,9 @@ class Worker:
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "stitchcuda_lab.verifier.worker", self.device,
-                 str(to_child_r), str(from_child_w)],
+                 str(to_child_r), str(from_child_w), str(memory)],
                 pass_fds=(to_child_r, from_child_w), env=env, stdin=subprocess.DEVNULL,
-                stdout=fd, stderr=subprocess.STDOUT, start_new_session=True,
-                cwd=tempfile.gettempdir())
+                stdout=fd, stderr=subprocess.STDOUT, start_new_session=True, cwd=str(disk))
         except OSError as e:
             raise WorkerError(f"cannot start the worker process: {e}") from None
         finally:
@@ -173,6 +185,9 @@ class Worker:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
+        if self._log is not None:   # kill() keeps it: the caller reads why the judge died
+            self._log.unlink(missing_ok=True)
+            self._log = None
 
     def kill(self) -> None:
         """Kill the worker's whole process group (its compilers and children too)."""
@@ -186,6 +201,9 @@ class Worker:
             except subprocess.TimeoutExpired:
                 pass
         self._cleanup()
+        for folder in self._scratch:
+            shutil.rmtree(folder, ignore_errors=True)
+        self._scratch = []
 
     def restart(self) -> None:
         self.kill()
@@ -300,17 +318,23 @@ def _signal_name(code: int | None) -> str:
     return f"exit status {code}"
 
 
-_WORKERS: dict[tuple, Worker] = {}
+_WORKERS: dict[tuple, Worker] = {}   # least recently asked for first
+# Each judge holds torch and a forked spare (about 0.6 GB on the CPU): a process that goes
+# through many cache settings (a notebook trying several, a test suite) keeps the latest few
+# running; an older one is closed and starts again if its holder asks it for another job.
+LIVE_WORKERS = 2
 
 
 def get_worker(device: str, settings: Any) -> Worker:
     """The shared worker for (device, cache settings), started on first use."""
     dev = resolve_device(device)
     key = (dev, settings.cache_dir, settings.cache)
-    w = _WORKERS.get(key)
+    w = _WORKERS.pop(key, None)
     if w is None:
         w = Worker(dev, cache_dir=settings.cache_dir, cache=settings.cache)
-        _WORKERS[key] = w
+    _WORKERS[key] = w
+    for old in list(_WORKERS)[:-LIVE_WORKERS]:
+        _WORKERS.pop(old).close()
     return w
 
 
@@ -318,7 +342,7 @@ def get_worker(device: str, settings: Any) -> Worker:
 def _close_all() -> None:
     for w in list(_WORKERS.values()):
         try:
-            w.kill()
+            w.close()
         except Exception:  # noqa: BLE001  (exiting anyway)
             pass
     _WORKERS.clear()
@@ -346,7 +370,7 @@ def verify_files(problem_path: str | os.PathLike, candidate_path: str | os.PathL
 
 # --- the child side ------------------------------------------------------------------------
 
-def _child_main(device: str, rfd: int, wfd: int) -> None:
+def _child_main(device: str, rfd: int, wfd: int, memory: str | None = None) -> None:
     """The judge: the trusted process. It never imports candidate code (verify.py)."""
     import faulthandler
     faulthandler.enable()
@@ -373,7 +397,7 @@ def _child_main(device: str, rfd: int, wfd: int) -> None:
     state = WorkerState(device=device, workdir=Path(tempfile.mkdtemp(prefix="stitch_judge_")),
                         threads=threads)
     from .pool import Pool
-    state.pool = Pool(device, threads)
+    state.pool = Pool(device, threads, memory=Path(memory) if memory else None)
     state.pool.fill()   # the first spare starts now, while the caller gets ready
     from .sandbox import _warm
     _warm(device)       # the profiler's first start costs seconds: not in a verdict
@@ -432,4 +456,5 @@ def _limit_memory(limit: int | None) -> None:
 
 
 if __name__ == "__main__":
-    _child_main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    _child_main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
+                sys.argv[4] if len(sys.argv) > 4 else None)

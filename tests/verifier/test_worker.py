@@ -176,6 +176,40 @@ def test_get_worker_returns_one_worker_per_device_and_cache(settings):
     assert a.device == "cpu"
 
 
+def test_get_worker_keeps_only_the_latest_few_judges_running(settings, fast_options):
+    # a test suite or a notebook going through many cache folders must not pile up judges
+    # (each holds torch and a spare): the older ones are closed, and start again when asked
+    ws = []
+    for i in range(worker_mod.LIVE_WORKERS + 2):
+        ws.append(worker_mod.get_worker("cpu", settings.replace(cache_dir=f"{settings.cache_dir}_{i}")))
+        ws[-1].start()
+    oldest = ws[0]
+    assert not oldest.alive and not ws[1].alive
+    assert all(w.alive for w in ws[-worker_mod.LIVE_WORKERS:])
+    assert list(worker_mod._WORKERS.values()) == ws[-worker_mod.LIVE_WORKERS:]
+    v = oldest.verify(POINTWISE, GOOD, replaced=None, options=fast_options, timeout=60)
+    assert v.status == "pass", v.reason     # a closed judge starts again for its holder
+    oldest.close()
+
+
+def test_a_judge_killed_mid_job_leaves_no_folders_behind(cpu_worker, fast_options):
+    import threading
+    cpu_worker.start()
+    disk, memory = cpu_worker._scratch
+    done: list = []
+    t = threading.Thread(target=lambda: done.append(cpu_worker.verify(
+        POINTWISE, HANG, replaced=None, options=fast_options, timeout=60)))
+    t.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not any(memory.glob("stitch_out_*")):
+        time.sleep(0.2)
+    assert any(memory.glob("stitch_out_*")) and any(disk.glob("stitch_sandbox_*"))
+    cpu_worker.kill()        # as on a timeout seen by the caller, or at exit
+    t.join(30)
+    assert done and done[0].status == "runtime_error"
+    assert not disk.exists() and not memory.exists()
+
+
 def test_verify_files_infers_the_policy_and_names_the_candidate(settings, tmp_path):
     from pathlib import Path
 
