@@ -19,6 +19,8 @@ Example (runs the model, so not a doctest)::
 from __future__ import annotations
 
 import os
+import statistics
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -69,6 +71,10 @@ if TYPE_CHECKING:
 ProgressFn = Callable[[str, "float | None"], None]
 NOISE = 0.02          # a refine iteration must beat the best so far by 2% to keep going
 MAX_BLOCKERS = 3     # ops named in a kept-reference reason (the rest are in the plan)
+# A candidate's build time beyond which its iteration's candidates build side by side first
+# (verifier/prebuild.py): that phase costs about 0.4 s a candidate (a process, the problem,
+# the import), measured on a 2-core CPU host (benchmarks/prebuild.py)
+PREBUILD_MIN_MS = 1000.0
 
 
 class Session(Shown):
@@ -325,6 +331,8 @@ class Session(Shown):
             self._progress("reference timed: " + ", ".join(
                 f"{k} {v:.3g} ms" for k, v in timings.items() if not k.endswith("_wall")),
                 self._fraction(0.3))
+        if len(todo) > 1 and hasattr(worker, "prebuild") and self._builds_are_slow():
+            self._prebuild(worker, todo, options)
         for i, cid in enumerate(todo):
             cand = self.state.candidates[cid]
             self._progress(f"iteration {self.state.iteration}: verifying {cid} "
@@ -338,6 +346,33 @@ class Session(Shown):
             self.post(VerdictReady(cid, verdict))
             self._progress(f"{cid}: {verdict.summary()}",
                            self._fraction(0.3 + 0.7 * (i + 1) / len(todo)))
+
+    def _builds_are_slow(self) -> bool:
+        """Whether building side by side pays: this session's candidates took at least
+        ``PREBUILD_MIN_MS`` to build (median), or, before any was built, the device is a GPU
+        (its compiler takes seconds; a C kernel takes a fraction of one)."""
+        seen = [float(b["build_ms"]) for r in self.log.records() if r.kind == "prebuilt"
+                for b in r.payload.get("candidates", {}).values() if b.get("build_ms")]
+        prebuilt = {c for r in self.log.records() if r.kind == "prebuilt"
+                    for c in r.payload.get("candidates", {})}
+        seen += [v.timings["build"] for cid, v in self.state.verdicts.items()
+                 if cid not in prebuilt and v.timings.get("build")]
+        if not seen:
+            return self.device.startswith("cuda")
+        return statistics.median(seen) >= PREBUILD_MIN_MS
+
+    def _prebuild(self, worker: Any, todo: list[str], options: VerifyOptions) -> None:
+        """Several candidates' kernels compile side by side before each is verified alone
+        (verifier/prebuild.py); what it finds decides nothing, so it is only logged."""
+        self._progress(f"iteration {self.state.iteration}: building the kernels of "
+                       f"{len(todo)} candidates side by side", self._fraction(0.3))
+        t0 = time.perf_counter()
+        built = worker.prebuild(self.problem.source,
+                                [self.state.candidates[c].module_source() for c in todo],
+                                options=options, timeout=self.settings.timeout)
+        self.record("prebuilt", {"iteration": self.state.iteration,
+                                 "wall_ms": round((time.perf_counter() - t0) * 1e3, 1),
+                                 "candidates": dict(zip(todo, built))})
 
     def _reviewer(self) -> Reviewer | None:
         """The LLM judge when ``settings.judge`` is on and the Coder talks to an LLM."""

@@ -621,3 +621,34 @@ def test_progress_moves_forward_to_100_percent_and_says_when_it_compiles(setting
     assert any("torch.compile (default; compiling can take a minute)" in m for m in messages)
     assert sum("timing the reference" in m for m in messages) == 1     # once per session
     assert any(m.startswith("reference timed: eager 1 ms") for m in messages)
+
+
+class BuildingWorker(FakeWorker):
+    """Reports a build time per candidate; records what it was asked to build side by side."""
+
+    def __init__(self, build_ms):
+        super().__init__()
+        self.build_ms, self.prebuilt = build_ms, []
+
+    def prebuild(self, problem_source, candidate_sources, *, options=None, timeout=300.0):
+        self.prebuilt.append(len(candidate_sources))
+        return [{"loaded": True, "build_ms": self.build_ms} for _ in candidate_sources]
+
+    def verify(self, *a, **kw):
+        v = super().verify(*a, **kw)
+        v.timings["build"] = 5.0 if self.prebuilt else self.build_ms   # a hit after prebuild
+        return v
+
+
+@pytest.mark.parametrize("build_ms, expected", [(2000.0, [2, 2]), (200.0, [])])
+def test_several_candidates_build_side_by_side_only_when_builds_are_slow(make, build_ms,
+                                                                           expected):
+    worker = BuildingWorker(build_ms)
+    s, _ = make({0: [1.5], 1: [1.6, 1.7], 2: [1.8, 1.9]}, iters=2, worker=worker)
+    s.advance(auto=True)
+    assert len(s.state.verdicts) == 5
+    # iteration 0 has one candidate; later ones learn the build time from the verdicts, and
+    # from the side-by-side phase's own numbers once builds are cache hits
+    assert worker.prebuilt == expected
+    logged = [r.payload for r in s.log.records() if r.kind == "prebuilt"]
+    assert [len(p["candidates"]) for p in logged] == expected

@@ -253,25 +253,29 @@ class Job:
         target = self.sandbox.folder / f"lib_{secrets.token_hex(8)}{Path(path).suffix}"
         shutil.copyfile(path, target)
         if self.sandbox.uid is not None:
-            import os
             os.chown(target, self.sandbox.uid, self.sandbox.uid)
         return {"path": str(target)}
 
     # -- the protocol --
+    def open(self, box: Sandbox) -> None:
+        """Give a sandbox the problem and the candidate's files; it loads the problem."""
+        self.box = box
+        folder = box.folder
+        (folder / "problem.py").write_text(self.job["problem_source"])
+        (folder / "candidate.py").write_text(self.job["candidate_source"])
+        if box.uid is not None:
+            for f in ("problem.py", "candidate.py"):
+                os.chown(folder / f, box.uid, box.uid)
+        self.ask({"op": "job", "folder": str(folder), "outputs": str(box.outputs),
+                  "uid": box.uid, "threads": self.state.threads,
+                  "weight_seed": self.ref.weight_seed, "limits": _limits(self.device)})
+
     def run(self) -> dict:
         flags: list[str] = []
         self.draw(fresh_seed())   # inputs too large for this machine are said here, with sizes
         if self.opts.time:   # before any candidate process is up: nothing can slow them down
             self.baselines(flags)
         gpulock.release_cached_memory(self.device)   # the candidate's process gets what the judge held
-        self.box = self.state.sandbox()
-        folder = self.box.folder
-        (folder / "problem.py").write_text(self.job["problem_source"])
-        (folder / "candidate.py").write_text(self.job["candidate_source"])
-        if self.box.uid is not None:
-            import os
-            for f in ("problem.py", "candidate.py"):
-                os.chown(folder / f, self.box.uid, self.box.uid)
         phases: dict[str, float] = {}
         clock = time.perf_counter()
 
@@ -281,15 +285,13 @@ class Job:
             phases[f"phase:{name}"] = (now - clock) * 1e3
             clock = now
 
-        self.ask({"op": "job", "folder": str(folder), "outputs": str(self.box.outputs),
-                  "uid": self.box.uid, "threads": self.state.threads,
-                  "weight_seed": self.ref.weight_seed, "limits": _limits(self.device)})
+        self.open(self.state.sandbox())
         # the sandbox's own call path, timed on the reference before any candidate code runs
         calibration = self.calibrate() if self.opts.time else Calibration(0.0, 0.0)
         phase("calibrate")
         loaded = self.ask({"op": "candidate"})
         phase("load")
-        ticks = self.box.child_cpu_ticks()
+        ticks = self.sandbox.child_cpu_ticks()
         trials, traced, outs, refs = self.trials()
         phase("trials")
         result = self.judge_trials(trials, traced, outs, refs, loaded)

@@ -252,6 +252,18 @@ class Worker:
             raise WorkerError(f"baseline failed: {reply.get('reason')}", hint=reply.get("log"))
         return reply["timings"]
 
+    def prebuild(self, problem_source: str, candidate_sources: list[str], *,
+                 options: VerifyOptions | None = None, timeout: float = 300.0) -> list[dict]:
+        """Compile several candidates' kernels side by side, into the cache, before each is
+        verified alone (verifier/prebuild.py): one dict per candidate, ``loaded`` and
+        ``build_ms`` or ``failure``. Only speeds up what follows; decides nothing."""
+        reply = self._job({"op": "prebuild", "problem_source": problem_source,
+                           "candidate_sources": list(candidate_sources), "timeout": timeout,
+                           "options": (options or VerifyOptions()).to_dict()},
+                          timeout * len(candidate_sources) + JUDGE_GRACE)
+        return list(reply.get("prebuilt") or [{"loaded": False, "failure": reply.get("reason")}
+                                              for _ in candidate_sources])
+
     def ping(self, timeout: float = 30.0) -> dict:
         return self._job({"op": "ping"}, timeout)
 
@@ -386,6 +398,7 @@ def _child_main(device: str, rfd: int, wfd: int, memory: str | None = None) -> N
 
     import torch
 
+    from .prebuild import run_prebuild
     from .verify import WorkerState, run_baseline, run_verify
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device).index or 0)  # "cuda" has no index
@@ -417,6 +430,8 @@ def _child_main(device: str, rfd: int, wfd: int, memory: str | None = None) -> N
                 reply = run_verify(job, state)
             elif op == "baseline":
                 reply = run_baseline(job, state)
+            elif op == "prebuild":
+                reply = run_prebuild(job, state)
             elif op == "ping":
                 reply = {"pong": True, "pid": os.getpid(), "jobs": state.jobs}
             else:
