@@ -227,8 +227,9 @@ def agreement_html(profile: Mapping[str, Any] | None, timings: Mapping[str, floa
              f"({a['ratio'] - 1:+.0%})" for side, a in agree.items()]
     off = [side for side, a in agree.items() if abs(a["ratio"] - 1) > tolerance]
     if off:
-        return ("<div class='stitch-agreement' style='color:#9a6700'>⚠ The timeline is one "
-                f"traced forward per side and does not match the verdict's timing for "
+        return ("<div class='stitch-agreement' style='color:#9a6700'>⚠ The timeline (traced "
+                f"forwards, the profiler's own cost included) does not match the verdict's "
+                f"timing for "
                 f"{' and '.join(off)} ({'; '.join(parts)}). Read the speedup from the verdict; "
                 "read the bars for the shape of the work (what runs, in which order, the gaps)."
                 "</div>")

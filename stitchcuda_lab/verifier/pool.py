@@ -32,6 +32,7 @@ ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA
             "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
             "CC", "CXX", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST")
 TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+USERS_FILE = "users"   # in a judge's folder in memory: the uids its sandboxes were given
 START_TIMEOUT = 180.0
 
 
@@ -228,7 +229,13 @@ class Pool:
         return self._zygote or None
 
     def _new(self) -> Sandbox:
-        return Sandbox(self.device, self.threads, self.zygote(), self.memory)
+        box = Sandbox(self.device, self.threads, self.zygote(), self.memory)
+        if box.uid is not None and self.memory is not None:
+            # the judge's handle kills what these users still run if the judge dies mid-job
+            # (a candidate's own children are then nobody's: see ``end_users``)
+            with open(self.memory / USERS_FILE, "a") as f:
+                f.write(f"{box.uid} {box.uid + 1}\n")   # + 1: its compiler's (verify.build)
+        return box
 
     def fill(self) -> None:
         self._spares = [s for s in self._spares if s.alive]
@@ -313,6 +320,27 @@ def _exposed() -> dict[str, list[str]]:
             out.setdefault(str(parent), set()).add(child)
             break
     return {k: sorted(v) for k, v in out.items()}
+
+
+def end_users(memory: Path) -> None:
+    """Kill every process of the users a judge's sandboxes had (listed in its folder in
+    memory), and remove their files: run by the judge's handle once the judge is gone."""
+    try:
+        uids = {int(u) for u in (memory / USERS_FILE).read_text().split()}
+    except (OSError, ValueError):
+        return
+    for _ in range(3):
+        victims = [pid for pid, uid, _ in _processes() if uid in uids]
+        if not victims:
+            break
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.05)
+    for uid in uids:
+        _remove_files_of(uid)
 
 
 def _processes() -> list[tuple[int, int, int]]:

@@ -236,8 +236,11 @@ class Harness:
         if any(overlaps(o, h) for o in out for h in self.last_call + self.held):
             raise Refused("cached_output", "a timed call's output reuses the memory of an "
                           "earlier call's output")
-        self.last_call = list(out)   # alive until the next call, so its memory is not reused
+        # the copy first, then the previous call's outputs go: the next call's outputs get
+        # their memory back (as a caller that drops its results would), not fresh pages whose
+        # first touch (page faults) the candidate's timer would count
         self.kept_outputs.append([o.detach().clone() for o in out])
+        self.last_call = list(out)   # alive until the next call, so its memory is not reused
         if self.device.startswith("cuda"):
             torch.cuda.current_stream().synchronize()
         return {"ms": ms, "wall_ms": wall, "trace": trace_path}

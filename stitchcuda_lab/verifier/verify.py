@@ -673,6 +673,11 @@ class Job:
                     continue
                 name = "eager" if mode == "eager" else f"compile:{mode}"
                 cached[name], cached[f"{name}_wall"] = res["ms"], res["wall_ms"]
+                if mode == "eager" and self.opts.profile:
+                    # the reference's profiled calls right after its timed ones, as the
+                    # candidate's follow its own: the host as it was when the bars' numbers
+                    # were measured (a CPU host's speed drifts over a job)
+                    self.reference_timed_traces()
             self.ref.baselines[key] = cached
         flags.extend(cached["_flags"])
         return {k: v for k, v in cached.items() if not k.startswith("_")}

@@ -201,6 +201,9 @@ class Worker:
             except subprocess.TimeoutExpired:
                 pass
         self._cleanup()
+        if self._scratch:
+            from .pool import end_users
+            end_users(self._scratch[1])   # what the judge's candidates left running
         for folder in self._scratch:
             shutil.rmtree(folder, ignore_errors=True)
         self._scratch = []

@@ -192,22 +192,66 @@ def test_get_worker_keeps_only_the_latest_few_judges_running(settings, fast_opti
     oldest.close()
 
 
-def test_a_judge_killed_mid_job_leaves_no_folders_behind(cpu_worker, fast_options):
+def _running(pid: int, wait: float = 2.0) -> bool:
+    """Whether ``pid`` still runs after ``wait`` s (a zombie waiting for init does not)."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return False
+        except OSError:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+# forks a child that leaves the sandbox's session and spins, writes its pid, then hangs
+HANG_WITH_CHILD = '''
+import os
+import torch.nn as nn
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    while True:
+        pass
+with open(os.path.join({folder!r}, "pid"), "w") as f:
+    f.write(str(pid))
+while True:
+    pass
+'''
+
+
+def test_a_judge_killed_mid_job_leaves_no_folders_and_no_processes(cpu_worker, fast_options):
+    import os
+    import tempfile
     import threading
+    from stitchcuda_lab.verifier.pool import mode
     cpu_worker.start()
     disk, memory = cpu_worker._scratch
+    folder = Path(tempfile.mkdtemp(prefix="stitch_test_pid_"))
+    os.chmod(folder, 0o1777)
     done: list = []
     t = threading.Thread(target=lambda: done.append(cpu_worker.verify(
-        POINTWISE, HANG, replaced=None, options=fast_options, timeout=60)))
+        POINTWISE, HANG_WITH_CHILD.format(folder=str(folder)), replaced=None,
+        options=fast_options, timeout=60)))
     t.start()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not any(memory.glob("stitch_out_*")):
-        time.sleep(0.2)
-    assert any(memory.glob("stitch_out_*")) and any(disk.glob("stitch_sandbox_*"))
-    cpu_worker.kill()        # as on a timeout seen by the caller, or at exit
-    t.join(30)
-    assert done and done[0].status == "runtime_error"
-    assert not disk.exists() and not memory.exists()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (folder / "pid").exists():
+            time.sleep(0.2)
+        assert any(memory.glob("stitch_out_*")) and any(disk.glob("stitch_sandbox_*"))
+        time.sleep(0.3)
+        child = int((folder / "pid").read_text())
+        cpu_worker.kill()        # as on a timeout seen by the caller, or at exit
+        t.join(30)
+        assert done and done[0].status == "runtime_error"
+        assert not disk.exists() and not memory.exists()
+        if mode() != "same-user":   # a child of the caller's own user is not told apart
+            assert not _running(child), "the candidate's child outlived it"
+    finally:
+        for p in folder.iterdir():
+            p.unlink()
+        folder.rmdir()
 
 
 def test_verify_files_infers_the_policy_and_names_the_candidate(settings, tmp_path):
