@@ -65,7 +65,7 @@ def norm(op: str) -> str:
 VIEWS = _words("""
 view reshape permute transpose t expand expand_as unsqueeze squeeze flatten unflatten slice
 select narrow split split_with_sizes chunk unbind _unsafe_view alias detach diagonal movedim
-swapaxes view_as reshape_as getitem
+swapaxes view_as reshape_as getitem numpy_T mT mH adjoint
 """)
 
 # Cheap ops that are not listed in VIEWS: allocation and fills, the remaining views and
@@ -184,7 +184,7 @@ unflatten slice select cat concat concatenate stack split split_with_sizes chunk
 index_select gather narrow pad constant_pad_nd reflection_pad1d reflection_pad2d
 replication_pad2d repeat flip roll _unsafe_view alias detach copy copy_ lift_fresh_copy
 pixel_shuffle pixel_unshuffle index index_put scatter diagonal tril triu movedim swapaxes view_as
-reshape_as upsample_nearest2d upsample_bilinear2d interpolate
+reshape_as upsample_nearest2d upsample_bilinear2d interpolate numpy_T mT mH adjoint
 """)
 _RNN = _words("lstm gru rnn_tanh rnn_relu lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell")
 

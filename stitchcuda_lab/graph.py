@@ -191,6 +191,7 @@ def analyse(problem: Problem, device: str = "cpu", profile: bool = True,
     else:
         graph.capture = "torch.export"
         _from_export(graph, ep, model)
+        _functional_in_place(graph)
         try:
             kind = ep.call_spec.out_spec.type
             graph.output_spec = {tuple: "tuple", list: "list"}.get(kind, "single")
@@ -528,6 +529,35 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, torch.layout):
         return {"layout": str(x).replace("torch.", "")}
     return {"repr": repr(x)}
+
+
+def _functional_in_place(graph: Graph) -> None:
+    """An in-place pointwise op on a fresh intermediate (``out += identity``, ``ReLU(inplace=
+    True)`` after a convolution) reads as its functional op when nothing reads the old tensor
+    afterwards: its users see the same values, and a kernel may write them anywhere. Not when
+    the tensor is an input, a parameter, a buffer or a view (the write would reach another
+    tensor), nor when a later op or the output reads it."""
+    import torch
+    order = {n.name: i for i, n in enumerate(graph.nodes)}
+    users = graph.users()
+    outputs = set(_refs(graph.outputs))
+    by_name = {n.name: n for n in graph.nodes}
+    for n in graph.calls():
+        if n.mutates != [0] or aten.category(n.target) != "pointwise" or not n.args:
+            continue
+        written = next(iter(_refs(n.args[:1])), None)
+        src = by_name.get(written or "")
+        # (a batch norm that updates its running stats in place still returns a fresh tensor)
+        if src is None or src.op != "call_function" or 0 in src.mutates \
+                or aten.is_view(src.target) or src.name in outputs:
+            continue
+        if any(order.get(u, -1) > order[n.name] for u in users.get(src.name, []) if u != n.name):
+            continue
+        _, name, overload = n.target.split(".", 2)
+        functional = name.rstrip("_")
+        if not hasattr(getattr(torch.ops.aten, functional, None), overload):
+            continue
+        n.target, n.mutates = f"aten.{functional}.{overload}", []
 
 
 def _refs(x: Any):

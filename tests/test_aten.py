@@ -31,6 +31,8 @@ def test_every_op_has_exactly_one_policy_class():
 def test_every_view_is_cheap_and_moves_no_bytes():
     assert aten.VIEWS <= aten.CHEAP
     assert aten.is_view("aten.view.default") and aten.is_view("getitem")
+    # x.T, x.mT, x.mH: transposes (KernelBench writes `x @ self.weight.T`)
+    assert all(aten.is_view(f"aten.{t}.default") for t in ("numpy_T", "mT", "mH", "adjoint"))
     assert not aten.is_view("aten.clone.default") and aten.op_class("aten.clone") == "cheap"
     assert not aten.is_view("aten.squeeze_.dim")          # in place: not a view of a new tensor
 

@@ -140,6 +140,62 @@ def test_training_flag_and_batchnorm_buffer_mutation_are_recorded():
     assert add_ and add_[0].mutates == [0]
 
 
+def test_in_place_ops_on_fresh_intermediates_read_as_functional_ones():
+    # ReLU(inplace=True) after a batch norm and `y += x` on a convolution's output: nothing
+    # reads the old tensors, so a kernel may compute them like relu and add
+    p = problem("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(4, 4, 3, padding=1)
+                self.bn = nn.BatchNorm2d(4)
+                self.relu = nn.ReLU(inplace=True)
+            def forward(self, x):
+                y = self.conv(x)
+                y += x
+                return self.relu(self.bn(y))
+        def get_inputs():
+            return [torch.randn(2, 4, 6, 6)]
+        def get_init_inputs():
+            return []
+    """)
+    g = analyse(p, profile=False)
+    ops = [n.target for n in g.calls()]
+    assert "aten.relu.default" in ops and "aten.relu_.default" not in ops
+    assert ops.count("aten.add.Tensor") == 1
+    # the batch norm's counter is a buffer: its update stays in place
+    (counter,) = [n for n in g.calls() if n.target == "aten.add_.Tensor"]
+    assert counter.mutates == [0] and g.node(counter.inputs()[0]).kind == "buffer"
+
+
+def test_in_place_ops_on_inputs_parameters_and_views_stay_in_place():
+    p = problem("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.randn(16))
+            def forward(self, x):
+                y = x * 2.0
+                z = y + 1.0
+                y.relu_()          # z read y before: fine
+                t = y * 3.0
+                t.tanh_()          # later reads of t are reads of the tanh_ (the trace says so)
+                v = z.view(16, 8)
+                v.exp_()           # a view: the write reaches z
+                with torch.no_grad():
+                    self.w.mul_(1.0)   # a parameter
+                return y + x.sigmoid_() + t + z + self.w   # x: the caller's tensor
+        def get_inputs():
+            return [torch.randn(8, 16)]
+        def get_init_inputs():
+            return []
+    """)
+    g = analyse(p, profile=False)
+    ops = [n.opname for n in g.calls()]
+    assert "relu" in ops and "relu_" not in ops and "tanh" in ops and "tanh_" not in ops
+    assert {"sigmoid_", "exp_", "mul_"} <= set(ops), ops
+
+
 def test_profile_maps_eager_time_to_nodes():
     g = analyse(MLP, profile=True)
     assert g.eager_ms is not None and g.eager_ms > 0
