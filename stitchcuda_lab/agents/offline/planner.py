@@ -52,13 +52,20 @@ def fusion_groups(graph: Graph) -> tuple[list[list[str]], dict[str, str]]:
     groups: dict[int, list[str]] = {}
     next_id = 0
     for n in calls:
+        if n.name in group_of:     # an item taken with its tuple
+            continue
         if node_role(n) is None:
             why[n.name] = _why_not(n)
             continue
         gid = next_id
         next_id += 1
-        groups[gid] = [n.name]
-        group_of[n.name] = gid
+        # a tuple result (min/max over a dim: values and indices) comes with all its items:
+        # no group can hold the tuple and leave an item to another
+        items = users.get(n.name, [])
+        tuple_items = [u for u in items if u != "output" and graph.node(u).target == "getitem"]
+        groups[gid] = [n.name] + (tuple_items if len(tuple_items) == len(items) else [])
+        for m in groups[gid]:
+            group_of[m] = gid
         for p in n.inputs():
             pg = group_of.get(p)
             g = group_of[n.name]

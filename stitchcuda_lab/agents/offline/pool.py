@@ -1,5 +1,5 @@
-"""Pooling kernels (max, average and adaptive average pooling over 2-d and 3-d windows) for
-both backends.
+"""Pooling kernels (max, average and adaptive average pooling over 1-d, 2-d and 3-d windows)
+for both backends.
 
 A pooling group iterates the pooled output: one ``pool`` statement reads a window of its input
 (kernel, stride, padding; dilation for max; ``count_include_pad`` and ``divisor_override`` for
@@ -27,9 +27,10 @@ if TYPE_CHECKING:
     from ...graph import Graph, Node
 
 # aten op name -> (kind, spatial dims)
-POOLS = {"max_pool2d": ("max", 2), "max_pool3d": ("max", 3),
-         "avg_pool2d": ("avg", 2), "avg_pool3d": ("avg", 3),
-         "adaptive_avg_pool2d": ("adaptive", 2), "adaptive_avg_pool3d": ("adaptive", 3)}
+POOLS = {"max_pool1d": ("max", 1), "max_pool2d": ("max", 2), "max_pool3d": ("max", 3),
+         "avg_pool1d": ("avg", 1), "avg_pool2d": ("avg", 2), "avg_pool3d": ("avg", 3),
+         "adaptive_avg_pool1d": ("adaptive", 1), "adaptive_avg_pool2d": ("adaptive", 2),
+         "adaptive_avg_pool3d": ("adaptive", 3)}
 _ARGS = {"max": ("kernel_size", "stride", "padding", "dilation", "ceil_mode"),
          "avg": ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
                  "divisor_override")}
