@@ -534,9 +534,10 @@ def _jsonable(x: Any) -> Any:
 def _functional_in_place(graph: Graph) -> None:
     """An in-place pointwise op on a fresh intermediate (``out += identity``, ``ReLU(inplace=
     True)`` after a convolution) reads as its functional op when nothing reads the old tensor
-    afterwards: its users see the same values, and a kernel may write them anywhere. Not when
-    the tensor is an input, a parameter, a buffer or a view (the write would reach another
-    tensor), nor when a later op or the output reads it."""
+    afterwards: its users see the same values, and a kernel may write them anywhere. Fresh: made
+    by an op whose result aliases none of its inputs (not an input, a parameter, a buffer, a
+    view, ``to`` of the same dtype). Nothing reads it afterwards: no op after the in-place one,
+    nor the output, reads it or any alias of it (a view taken before and read after)."""
     import torch
     order = {n.name: i for i, n in enumerate(graph.nodes)}
     users = graph.users()
@@ -547,17 +548,37 @@ def _functional_in_place(graph: Graph) -> None:
             continue
         written = next(iter(_refs(n.args[:1])), None)
         src = by_name.get(written or "")
-        # (a batch norm that updates its running stats in place still returns a fresh tensor)
-        if src is None or src.op != "call_function" or 0 in src.mutates \
-                or aten.is_view(src.target) or src.name in outputs:
+        if src is None or src.op != "call_function" or _returns_alias(src.target):
             continue
-        if any(order.get(u, -1) > order[n.name] for u in users.get(src.name, []) if u != n.name):
+        aliases, todo = {src.name}, [src.name]
+        while todo:   # everything that shares src's memory: views of it, views of those
+            for u in users.get(todo.pop(), []):
+                if u != n.name and u in by_name and u not in aliases \
+                        and _returns_alias(by_name[u].target):
+                    aliases.add(u)
+                    todo.append(u)
+        if aliases & outputs or any(u == "output" or order[u] > order[n.name]
+                                    for a in aliases for u in users.get(a, []) if u != n.name):
             continue
         _, name, overload = n.target.split(".", 2)
         functional = name.rstrip("_")
         if not hasattr(getattr(torch.ops.aten, functional, None), overload):
             continue
         n.target, n.mutates = f"aten.{functional}.{overload}", []
+
+
+def _returns_alias(target: str) -> bool:
+    """The op's result may share memory with an input (views, ``to``, in-place ops), by its
+    schema; unknown ops do."""
+    import torch
+    parts = target.split(".")
+    if len(parts) != 3 or parts[0] != "aten":
+        return True
+    op = getattr(getattr(torch.ops.aten, parts[1], None), parts[2], None)
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return True
+    return any(r.alias_info is not None for r in schema.returns)
 
 
 def _refs(x: Any):

@@ -182,9 +182,14 @@ def test_in_place_ops_on_inputs_parameters_and_views_stay_in_place():
                 t.tanh_()          # later reads of t are reads of the tanh_ (the trace says so)
                 v = z.view(16, 8)
                 v.exp_()           # a view: the write reaches z
+                a = x * 4.0
+                a_flat = a.view(-1)  # a view taken before, read after
+                a.cos_()
+                b = x.to(torch.float32)   # the same dtype: b is x
+                b.sin_()
                 with torch.no_grad():
                     self.w.mul_(1.0)   # a parameter
-                return y + x.sigmoid_() + t + z + self.w   # x: the caller's tensor
+                return y + x.sigmoid_() + t + z + self.w + a_flat.view(8, 16)   # x: the caller's
         def get_inputs():
             return [torch.randn(8, 16)]
         def get_init_inputs():
@@ -193,7 +198,7 @@ def test_in_place_ops_on_inputs_parameters_and_views_stay_in_place():
     g = analyse(p, profile=False)
     ops = [n.opname for n in g.calls()]
     assert "relu" in ops and "relu_" not in ops and "tanh" in ops and "tanh_" not in ops
-    assert {"sigmoid_", "exp_", "mul_"} <= set(ops), ops
+    assert {"sigmoid_", "exp_", "mul_", "cos_", "sin_"} <= set(ops), ops
 
 
 def test_profile_maps_eager_time_to_nodes():

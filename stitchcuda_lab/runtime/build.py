@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from typing import Any
 from pathlib import Path
 
 from ..errors import BuildError
@@ -70,16 +71,13 @@ def _check_flags(flags: tuple[str, ...], ok, name: str) -> None:
                          hint="kernels may set optimisation, target, warning and -D flags")
 
 
-def _as_user(uid: int | None):
-    """A preexec_fn that runs the compiler as ``uid`` (when this process may switch users)."""
+def _as_user(uid: int | None) -> dict[str, Any]:
+    """``subprocess`` arguments that run the compiler as ``uid`` with no supplementary groups
+    (when this process may switch users). Not a preexec_fn: the judge builds from several
+    threads at once (verifier/prebuild.py), where a preexec_fn may deadlock."""
     if uid is None or os.geteuid() != 0:
-        return None
-
-    def demote() -> None:
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-    return demote
+        return {}
+    return {"user": uid, "group": uid, "extra_groups": []}
 
 
 def compile_c(source: str, *, name: str = "kernel", flags: tuple[str, ...] = (),
@@ -106,7 +104,7 @@ def compile_c(source: str, *, name: str = "kernel", flags: tuple[str, ...] = (),
                                   capture_output=True, text=True, timeout=300, cwd=tmp,
                                   env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                                        "LC_ALL": "C"},  # plain ASCII quotes
-                                  preexec_fn=_as_user(user))
+                                  **_as_user(user))
         except FileNotFoundError:
             raise BuildError(f"no C compiler found ({cc!r})",
                              hint="install gcc (apt-get install gcc) or set CC") from None

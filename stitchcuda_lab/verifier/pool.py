@@ -32,6 +32,7 @@ ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA
             "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
             "CC", "CXX", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST")
 TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+FIRST_UID = 200_000     # sandbox users are FIRST_UID + a random number below 2^30
 USERS_FILE = "users"   # in a judge's folder in memory: the uids its sandboxes were given
 START_TIMEOUT = 180.0
 
@@ -55,7 +56,7 @@ class Sandbox:
                  memory: Path | None = None):
         self.device, self.threads = device, threads
         how = mode()
-        self.uid = 200_000 + secrets.randbelow(1 << 30) if how != "same-user" else None
+        self.uid = FIRST_UID + secrets.randbelow(1 << 30) if how != "same-user" else None
         self.folder = Path(tempfile.mkdtemp(prefix="stitch_sandbox_"))
         os.chmod(self.folder, 0o700)
         if self.uid is not None:
@@ -193,7 +194,7 @@ class Sandbox:
         except OSError:
             pass
         if self.uid is not None:
-            _remove_files_of(self.uid)
+            _remove_files_of({self.uid})
 
 
 class Pool:
@@ -233,8 +234,12 @@ class Pool:
         if box.uid is not None and self.memory is not None:
             # the judge's handle kills what these users still run if the judge dies mid-job
             # (a candidate's own children are then nobody's: see ``end_users``)
-            with open(self.memory / USERS_FILE, "a") as f:
-                f.write(f"{box.uid} {box.uid + 1}\n")   # + 1: its compiler's (verify.build)
+            try:
+                with open(self.memory / USERS_FILE, "a") as f:
+                    f.write(f"{box.uid} {box.uid + 1}\n")   # + 1: its compiler's (verify.build)
+            except OSError:   # no room left in memory: no candidate without its record
+                box.destroy()
+                raise
         return box
 
     def fill(self) -> None:
@@ -325,22 +330,44 @@ def _exposed() -> dict[str, list[str]]:
 def end_users(memory: Path) -> None:
     """Kill every process of the users a judge's sandboxes had (listed in its folder in
     memory), and remove their files: run by the judge's handle once the judge is gone."""
-    try:
-        uids = {int(u) for u in (memory / USERS_FILE).read_text().split()}
-    except (OSError, ValueError):
-        return
-    for _ in range(3):
-        victims = [pid for pid, uid, _ in _processes() if uid in uids]
-        if not victims:
-            break
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.05)
+    uids = recorded_users(memory)
     for uid in uids:
-        _remove_files_of(uid)
+        kill_user(uid)
+    _remove_files_of(uids)
+
+
+def recorded_users(memory: Path) -> set[int]:
+    """The users a judge's sandboxes had, from whole records only (a record cut short by a
+    full disk must not name another user)."""
+    try:
+        lines = (memory / USERS_FILE).read_text().splitlines()
+    except OSError:
+        return set()
+    uids: set[int] = set()
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 2 and all(p.isdigit() for p in parts):
+            a, b = int(parts[0]), int(parts[1])
+            if b == a + 1 and a >= FIRST_UID:
+                uids |= {a, b}
+    return uids
+
+
+def kill_user(uid: int) -> None:
+    """Every process of ``uid``, at once: a child takes that user and signals all it may
+    (``kill(-1)``), which no process of the user can escape by forking. As root only."""
+    if os.geteuid() != 0:
+        return
+    pid = os.fork()
+    if pid == 0:   # pragma: no cover - the child
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.kill(-1, signal.SIGKILL)   # every process of uid but this one
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
 
 
 def _processes() -> list[tuple[int, int, int]]:
@@ -358,7 +385,7 @@ def _processes() -> list[tuple[int, int, int]]:
     return out
 
 
-def _remove_files_of(uid: int) -> None:
+def _remove_files_of(uids: set[int]) -> None:
     for top in TEMP_DIRS:
         try:
             entries = list(os.scandir(top))
@@ -366,7 +393,7 @@ def _remove_files_of(uid: int) -> None:
             continue
         for e in entries:
             try:
-                if e.stat(follow_symlinks=False).st_uid != uid:
+                if e.stat(follow_symlinks=False).st_uid not in uids:
                     continue
                 if e.is_dir(follow_symlinks=False):
                     shutil.rmtree(e.path, ignore_errors=True)

@@ -24,11 +24,13 @@ from typing import Any
 
 from .. import gpulock
 from .options import VerifyOptions
+from .pool import kill_user
 from .verify import Failed, Job, Reject, WorkerState
 
 WIDTH = 4              # sandboxes importing at once, at most (and at most one per core)
 LIMIT_S = 120.0        # the phase's own time limit (each candidate's timeout still applies)
 STRAGGLER_S = 10.0     # after the others are done, the slowest gets at least this much more
+JOIN_S = 30.0          # for a cut-off import's thread to see its process gone
 
 
 def run_prebuild(job: dict, state: WorkerState) -> dict:
@@ -60,17 +62,22 @@ def _import_side_by_side(job: dict, state: WorkerState, sources: dict[int, str],
         for i, j in jobs.items():
             threads[i] = threading.Thread(target=_import, args=(j, results[i]), daemon=True)
             threads[i].start()
-        _wait(threads, deadline)
+        _wait(threads, results, deadline)
     finally:
+        for j in jobs.values():     # first stop everything a straggler runs: its process, and
+            if j.box is None:       # a compiler building for it (its user + 1), so that
+                continue            # nothing of this phase goes on beside the timings after it
+            with contextlib.suppress(OSError):   # the thread still asking sees the pipe close
+                os.kill(j.box.proc.pid, signal.SIGKILL)
+            if j.box.uid is not None:
+                kill_user(j.box.uid + 1)
         for i, j in jobs.items():
+            if i in threads:
+                threads[i].join(JOIN_S)
             if j.box is not None:
-                with contextlib.suppress(OSError):   # the thread still asking sees the pipe close
-                    os.kill(j.box.proc.pid, signal.SIGKILL)
-                if i in threads:
-                    threads[i].join(5)
                 j.box.destroy()
-                results[i].setdefault("loaded", False)
-                results[i].setdefault("failure", "cut off: still importing at the phase's end")
+            results[i].setdefault("loaded", False)
+            results[i].setdefault("failure", "cut off: still importing at the phase's end")
 
 
 def _import(j: Job, out: dict[str, Any]) -> None:
@@ -87,12 +94,16 @@ def _import(j: Job, out: dict[str, Any]) -> None:
         out.update(loaded=False, failure=f"{type(e).__name__}: {e}")
 
 
-def _wait(threads: dict[int, threading.Thread], deadline: float) -> None:
-    """Until every import ends, or the deadline; once one has ended, a straggler gets
-    ``STRAGGLER_S`` or twice the time the first took, whichever is more, and no longer."""
+def _wait(threads: dict[int, threading.Thread], results: list[dict[str, Any]],
+          deadline: float) -> None:
+    """Until every import ends, or the deadline; once one has loaded, a straggler gets
+    ``STRAGGLER_S`` or twice the time that took, whichever is more, and no longer (a failure
+    ending early does not start that clock). A straggler cut off is only built later, in its
+    own verification."""
     t0 = time.monotonic()
     cut = deadline
     while any(t.is_alive() for t in threads.values()) and time.monotonic() < cut:
-        if cut == deadline and any(not t.is_alive() for t in threads.values()):
+        if cut == deadline and any(not t.is_alive() and results[i].get("loaded")
+                                   for i, t in threads.items()):
             cut = min(deadline, time.monotonic() + max(STRAGGLER_S, 2 * (time.monotonic() - t0)))
         time.sleep(0.02)

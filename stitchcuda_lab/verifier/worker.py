@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Protocol
 from collections.abc import Iterable
@@ -112,6 +113,7 @@ class Worker:
         self._rfd = self._wfd = -1
         self._log: Path | None = None
         self._scratch: list[Path] = []   # the judge's and its sandboxes' folders, disk and memory
+        self.busy = False                 # a job is in flight (get_worker closes no busy one)
         self.restarts = 0
         self.info: dict[str, Any] = {}
 
@@ -129,6 +131,7 @@ class Worker:
         if self.alive:
             return
         self._cleanup()
+        self._discard_scratch()   # a judge that died on its own (between jobs) left them
         if self._log is not None:
             self._log.unlink(missing_ok=True)
         to_child_r, to_child_w = os.pipe()
@@ -201,9 +204,13 @@ class Worker:
             except subprocess.TimeoutExpired:
                 pass
         self._cleanup()
+        self._discard_scratch()
+
+    def _discard_scratch(self) -> None:
+        """What the judge's candidates left running, then the judge's folders."""
         if self._scratch:
             from .pool import end_users
-            end_users(self._scratch[1])   # what the judge's candidates left running
+            end_users(self._scratch[1])
         for folder in self._scratch:
             shutil.rmtree(folder, ignore_errors=True)
         self._scratch = []
@@ -272,6 +279,13 @@ class Worker:
 
     def _job(self, job: dict, timeout: float) -> dict:
         """Send one job; crash / timeout / internal error become status dicts, never raises."""
+        self.busy = True
+        try:
+            return self._run_job(job, timeout)
+        finally:
+            self.busy = False
+
+    def _run_job(self, job: dict, timeout: float) -> dict:
         self.start()
         job = dict(job, nonce=secrets.token_hex(16))
         try:
@@ -338,6 +352,9 @@ _WORKERS: dict[tuple, Worker] = {}   # least recently asked for first
 # through many cache settings (a notebook trying several, a test suite) keeps the latest few
 # running; an older one is closed and starts again if its holder asks it for another job.
 LIVE_WORKERS = 2
+# every worker get_worker handed out, closed at exit: a closed one that its holder asked for
+# another job started again outside _WORKERS
+_STARTED: weakref.WeakSet[Worker] = weakref.WeakSet()
 
 
 def get_worker(device: str, settings: Any) -> Worker:
@@ -348,14 +365,16 @@ def get_worker(device: str, settings: Any) -> Worker:
     if w is None:
         w = Worker(dev, cache_dir=settings.cache_dir, cache=settings.cache)
     _WORKERS[key] = w
+    _STARTED.add(w)
     for old in list(_WORKERS)[:-LIVE_WORKERS]:
-        _WORKERS.pop(old).close()
+        if not _WORKERS[old].busy:   # one in the middle of a job (another thread's) stays
+            _WORKERS.pop(old).close()
     return w
 
 
 @atexit.register
 def _close_all() -> None:
-    for w in list(_WORKERS.values()):
+    for w in {*_WORKERS.values(), *_STARTED}:
         try:
             w.close()
         except Exception:  # noqa: BLE001  (exiting anyway)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import stat
+
+import pytest
 
 from stitchcuda_lab.verifier.pool import Sandbox
 
@@ -18,3 +21,36 @@ def test_a_sandbox_log_is_readable_by_the_judge_alone():
         assert stat.S_IMODE(box.outputs.stat().st_mode) & 0o077 == 0
     finally:
         box.destroy()
+
+
+def test_the_users_record_names_only_whole_sandbox_records(tmp_path):
+    from stitchcuda_lab.verifier.pool import FIRST_UID, USERS_FILE, recorded_users
+    u = FIRST_UID + 12345
+    (tmp_path / USERS_FILE).write_text(f"{u} {u + 1}\n1000\n0 1\n{FIRST_UID - 5} "
+                                       f"{FIRST_UID - 4}\n{u + 7} {u + 9}\n{u + 20} " + str(u + 2)[:3])
+    assert recorded_users(tmp_path) == {u, u + 1}
+    assert recorded_users(tmp_path / "missing") == set()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+def test_kill_user_ends_every_process_of_the_user_children_included():
+    import subprocess
+    import time
+    from pathlib import Path
+
+    from stitchcuda_lab.verifier.pool import FIRST_UID, kill_user
+    uid = FIRST_UID + 424242
+    # a parent that starts a child in a session of its own, then both sleep
+    proc = subprocess.Popen(["sh", "-c", "setsid sleep 300 & sleep 300"], user=uid, group=uid,
+                            extra_groups=[], start_new_session=True)
+    time.sleep(0.5)
+
+    def mine() -> list[int]:
+        return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+                and p.stat().st_uid == uid
+                and (p / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert len(mine()) >= 2
+    kill_user(uid)
+    proc.wait(10)
+    time.sleep(0.3)
+    assert mine() == []
