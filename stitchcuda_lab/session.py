@@ -72,7 +72,7 @@ ProgressFn = Callable[[str, "float | None"], None]
 NOISE = 0.02          # a refine iteration must beat the best so far by 2% to keep going
 MAX_BLOCKERS = 3     # ops named in a kept-reference reason (the rest are in the plan)
 # A candidate's build time beyond which its iteration's candidates build side by side first
-# (verifier/prebuild.py): that phase costs about 0.4 s a candidate (a process, the problem,
+# (verifier/prebuild.py): that phase costs about 0.2 s a candidate (a process, the problem,
 # the import), measured on a 2-core CPU host (benchmarks/prebuild.py)
 PREBUILD_MIN_MS = 1000.0
 
@@ -351,12 +351,12 @@ class Session(Shown):
         """Whether building side by side pays: this session's candidates took at least
         ``PREBUILD_MIN_MS`` to build (median), or, before any was built, the device is a GPU
         (its compiler takes seconds; a C kernel takes a fraction of one)."""
-        seen = [float(b["build_ms"]) for r in self.log.records() if r.kind == "prebuilt"
-                for b in r.payload.get("candidates", {}).values() if b.get("build_ms")]
-        prebuilt = {c for r in self.log.records() if r.kind == "prebuilt"
-                    for c in r.payload.get("candidates", {})}
+        # a prebuilt candidate's verdict shows a cache hit: its build time is the phase's
+        built = {cid: b for r in self.log.records() if r.kind == "prebuilt"
+                 for cid, b in r.payload.get("candidates", {}).items()}
+        seen = [float(b["build_ms"]) for b in built.values() if b.get("build_ms")]
         seen += [v.timings["build"] for cid, v in self.state.verdicts.items()
-                 if cid not in prebuilt and v.timings.get("build")]
+                 if cid not in built and v.timings.get("build")]
         if not seen:
             return self.device.startswith("cuda")
         return statistics.median(seen) >= PREBUILD_MIN_MS

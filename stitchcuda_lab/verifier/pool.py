@@ -90,8 +90,7 @@ class Sandbox:
             os.close(to_r)
             os.close(from_w)
         self.ready = False
-        if memory is None:   # outputs travel through memory, not the disk
-            memory = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+        memory = memory or shared_memory()
         self.outputs = Path(tempfile.mkdtemp(prefix="stitch_out_", dir=memory))
         os.chmod(self.outputs, 0o700)
         if self.uid is not None:
@@ -325,6 +324,12 @@ def _exposed() -> dict[str, list[str]]:
             out.setdefault(str(parent), set()).add(child)
             break
     return {k: sorted(v) for k, v in out.items()}
+
+
+def shared_memory() -> Path | None:
+    """Where outputs and inputs travel: memory (``/dev/shm``), not the disk, where there is one."""
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() else None
 
 
 def end_users(memory: Path) -> None:

@@ -39,6 +39,7 @@ from ..settings import LLM_ENV, public_environ
 from ..verdict import Verdict
 from . import channel
 from .options import VerifyOptions
+from .pool import end_users, shared_memory
 
 __all__ = ["Worker", "WorkerHandle", "get_worker", "resolve_device", "clean_env",
            "VerifyOptions"]
@@ -139,8 +140,7 @@ class Worker:
         # everything the judge and its sandboxes write goes under two folders of this worker's,
         # removed when it is killed: a judge killed mid-job cannot clean up after itself
         disk = Path(tempfile.mkdtemp(prefix="stitch_worker_"))
-        shm = Path("/dev/shm")   # outputs and inputs travel through memory, not the disk
-        memory = Path(tempfile.mkdtemp(prefix="stitch_worker_", dir=shm if shm.is_dir() else None))
+        memory = Path(tempfile.mkdtemp(prefix="stitch_worker_", dir=shared_memory()))
         for folder in (disk, memory):
             os.chmod(folder, 0o711)   # each sandbox's user passes through to its own folder
         self._scratch = [disk, memory]
@@ -209,7 +209,6 @@ class Worker:
     def _discard_scratch(self) -> None:
         """What the judge's candidates left running, then the judge's folders."""
         if self._scratch:
-            from .pool import end_users
             end_users(self._scratch[1])
         for folder in self._scratch:
             shutil.rmtree(folder, ignore_errors=True)
