@@ -25,6 +25,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import threading
 import sys
 import tempfile
 import time
@@ -115,6 +116,11 @@ class Worker:
         self._log: Path | None = None
         self._scratch: list[Path] = []   # the judge's and its sandboxes' folders, disk and memory
         self.busy = False                 # a job is in flight (get_worker closes no busy one)
+        # the thread whose job is in flight: another thread's kill() (at exit, a caller's own
+        # timeout) ends the process but leaves the pipes to it, so that its read sees the end
+        # of the pipe, not a closed (or reused) descriptor
+        self._job_thread: int | None = None
+        self._close_pending = False
         self.restarts = 0
         self.info: dict[str, Any] = {}
 
@@ -220,6 +226,10 @@ class Worker:
         self.start()
 
     def _cleanup(self) -> None:
+        if self._job_thread not in (None, threading.get_ident()):
+            self._close_pending = True
+            return
+        self._close_pending = False
         for fd in (self._rfd, self._wfd):
             if fd >= 0:
                 try:
@@ -279,10 +289,14 @@ class Worker:
     def _job(self, job: dict, timeout: float) -> dict:
         """Send one job; crash / timeout / internal error become status dicts, never raises."""
         self.busy = True
+        self._job_thread = threading.get_ident()
         try:
             return self._run_job(job, timeout)
         finally:
+            self._job_thread = None
             self.busy = False
+            if self._close_pending:
+                self._cleanup()
 
     def _run_job(self, job: dict, timeout: float) -> dict:
         self.start()
