@@ -18,7 +18,6 @@ import json
 import math
 import os
 import platform
-import queue
 import re
 import subprocess
 import sys
@@ -126,14 +125,19 @@ def category_of(path: Path) -> str:
 
 def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: str,
             shrink: int, settings_overrides: dict[str, Any] | None = None,
-            on_progress=None, ceiling: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Optimise one problem and time it against the baselines; returns a result row."""
+            on_progress=None, ceiling: dict[str, Any] | None = None,
+            on_partial=None) -> dict[str, Any]:
+    """Optimise one problem and time it against the baselines; returns a result row.
+
+    ``on_partial(row)``: called with the row as it stands whenever a new verdict is in, or
+    once the reference is timed, so that a problem cut short by its timeout still reports
+    what it reached."""
+    from . import roofline
     from .problem import problem_from_source
     from .session import Session
     from .settings import Settings
 
     path = Path(problem_path)
-    row: dict[str, Any] = {"problem": path.name, "category": category_of(path)}
     t0 = time.perf_counter()
     settings = Settings.from_env(device=device, iters=iters, agent=agent, compile_modes=modes,
                                  **(settings_overrides or {}))
@@ -141,8 +145,35 @@ def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: st
     problem = problem_from_source(source, name=path.stem, origin=str(path))
     session = Session.create(problem, settings,   # validated like a CLI problem
                              on_progress=on_progress)
+    work = roofline.least_work(problem)
+
+    def row(timings: dict[str, float] | None = None) -> dict[str, Any]:
+        return _row(path, session, modes, work, ceiling, t0, timings)
+
+    if on_partial is not None:
+        seen: list[int] = [-1]
+
+        def progress(message: str, fraction: float | None) -> None:
+            if on_progress is not None:
+                on_progress(message, fraction)
+            if len(session.state.verdicts) == seen[0]:
+                return
+            baseline = session.recorded_baseline()
+            if session.best() is not None or baseline is not None:
+                seen[0] = len(session.state.verdicts)
+                on_partial(row(baseline))
+
+        session.on_progress = progress
     session.advance(auto=True)
-    row["session_dir"] = str(session.dir)
+    return row()
+
+
+def _row(path: Path, session, modes: str, work: dict[str, Any], ceiling: dict | None,
+         t0: float, baseline: dict[str, float] | None = None) -> dict[str, Any]:
+    """The bench row of ``session`` as it stands. ``baseline``: the reference's timings when
+    already known (a row written while the session runs must not time anything)."""
+    row: dict[str, Any] = {"problem": path.name, "category": category_of(path),
+                           "session_dir": str(session.dir)}
     best = session.best()
     timings: dict[str, float] = {}
     if best is not None:
@@ -152,7 +183,7 @@ def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: st
                    max_abs_err=verdict.max_abs_err, flags=verdict.flags)
     else:
         row.update(status="no_passing_candidate", correct=False, candidate=None)
-        timings = dict(session.baseline())
+        timings = dict(baseline if baseline is not None else session.baseline())
     row["tasks"] = [{"kind": t.kind, "status": t.status, "ops": len(t.ops)}
                     for t in (session.state.plan.tasks if session.state.plan else [])]
     row["timings"] = timings
@@ -173,7 +204,7 @@ def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: st
     compiled = [t for k, t in timings.items() if k.startswith("compile:") and t]
     row["speedup_vs_best_compile"] = _ratio(min(compiled, default=None), row["ours_ms"])
     row["candidate_speedup_vs_eager"] = _ratio(eager, ours)
-    row.update(_limits(problem, row["ours_ms"], session, ceiling))
+    row.update(_limits(work, row["ours_ms"], session, ceiling))
     row["seconds"] = round(time.perf_counter() - t0, 1)
     try:
         row["cpus"] = len(os.sched_getaffinity(0))
@@ -182,11 +213,12 @@ def run_one(problem_path: str, *, device: str, iters: int, agent: str, modes: st
     return row
 
 
-def _limits(problem, ms: float | None, session, ceiling: dict | None) -> dict[str, Any]:
+def _limits(work: dict[str, Any], ms: float | None, session,
+            ceiling: dict | None) -> dict[str, Any]:
     """The row's distance from the device's limits (``roofline``): advice, never fatal.
-    ``ceiling``: the device's figures, measured once for the whole bench."""
+    ``work``: ``roofline.least_work`` of the problem; ``ceiling``: the device's figures,
+    measured once for the whole bench."""
     from . import roofline
-    work = roofline.least_work(problem)
     device = ceiling if ceiling is not None else (
         (session.facts().get("device") or {}) if ms else {})
     keep: dict[str, Any] = {k: work[k] for k in ("bytes", "flops", "work_error") if k in work}
@@ -224,16 +256,30 @@ def _child_main(argv: list[str]) -> int:
         except OSError:
             pass
 
+    partial = partial_path(Path(a.json_out))
+
+    def on_partial(row: dict) -> None:
+        # what the parent reports if this process runs out of time: written whole, then moved
+        tmp = partial.with_suffix(".tmp")
+        tmp.write_text(json.dumps(row, indent=2, default=str))
+        tmp.replace(partial)
+
     try:
         ceiling = json.loads(Path(a.ceiling).read_text()) if a.ceiling else None
         row = run_one(a.problem, device=a.device, iters=a.iters, agent=a.agent, modes=a.modes,
-                      shrink=a.shrink, on_progress=on_progress, ceiling=ceiling)
+                      shrink=a.shrink, on_progress=on_progress, ceiling=ceiling,
+                      on_partial=on_partial)
     except Exception as e:  # recorded in the row; the bench goes on with the next problem
         why = e.one_line() if isinstance(e, StitchError) else str(e)   # as the CLI says it
         row = {"problem": Path(a.problem).name, "category": category_of(Path(a.problem)),
                "status": "error", "correct": False, "error": f"{type(e).__name__}: {why}"}
     Path(a.json_out).write_text(json.dumps(row, indent=2, default=str))
     return 0
+
+
+def partial_path(row_file: Path) -> Path:
+    """Where a problem's process keeps its row as it stands (``run_one``'s ``on_partial``)."""
+    return row_file.with_suffix(".partial.json")
 
 
 # ---------------------------------------------------------------- the whole folder
@@ -307,16 +353,21 @@ def _spawn_row(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int 
         cmd += ["--cpus", ",".join(str(c) for c in cpus)]
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(len(cpus)))
     log = out_dir / "rows" / f"{problem.stem}.log"
-    for stale in (target, target.with_suffix(".stage")):
+    partial = partial_path(target)
+    for stale in (target, target.with_suffix(".stage"), partial):
         stale.unlink(missing_ok=True)
     try:
         rc = _run_group(cmd, env, log, timeout)
     except subprocess.TimeoutExpired:
         stage = target.with_suffix(".stage")
         doing = stage.read_text().strip() if stage.exists() else "starting"
-        return {"problem": problem.name, "category": category_of(problem), "status": "timeout",
-                "correct": False, "stage": doing,
-                "error": f"over {timeout:.0f} s, while {doing}"}
+        cut = f"over {timeout:.0f} s, while {doing}"
+        try:   # what the problem had reached: its best verdict, or the reference kept
+            reached = json.loads(partial.read_text())
+        except (OSError, ValueError):
+            return {"problem": problem.name, "category": category_of(problem),
+                    "status": "timeout", "correct": False, "stage": doing, "error": cut}
+        return dict(reached, cut_short=cut, stage=doing)
     if not target.exists():
         tail = log.read_text()[-800:] if log.exists() else ""
         how = f"exit {rc}"
@@ -359,37 +410,91 @@ def _local_gpus(device: str) -> list[int | None]:
     return list(range(n)) or [None]
 
 
+# A problem's processes hold several copies of its inputs and outputs on the GPU at once (the
+# judge's input sets and reference outputs, the candidate's copies): seen on the H200, a softmax
+# that reads and writes 12.9 GB had 38 GB in its judge and 25 GB in its candidate's process.
+COPIES = 6
+MEMORY_USE = 0.85   # the share of a GPU's memory the problems in flight on it may plan on
+
+
+def footprints(problems: list[Path]) -> dict[str, int]:
+    """Bytes one forward of each problem reads and writes (``roofline.least_work``, built on
+    the meta device), by file name, from a process of its own; {} where it cannot tell."""
+    code = "import sys; from stitchcuda_lab.bench import _footprints_main; " \
+           "_footprints_main(sys.argv[1:])"
+    try:
+        out = subprocess.run([sys.executable, "-c", code, *map(str, problems)],
+                             capture_output=True, text=True, timeout=300)
+        return {k: int(v) for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()}
+    except (subprocess.TimeoutExpired, ValueError, IndexError, AttributeError):
+        return {}
+
+
+def _footprints_main(files: list[str]) -> None:
+    from .problem import problem_from_source
+    from .roofline import least_work
+    sizes: dict[str, int] = {}
+    for f in files:
+        try:
+            problem = problem_from_source(Path(f).read_text(), name=Path(f).stem, origin=f)
+            sizes[Path(f).name] = int(least_work(problem).get("bytes") or 0)
+        except Exception:  # noqa: BLE001 - a problem that cannot be sized is scheduled as small
+            sizes[Path(f).name] = 0
+    print(json.dumps(sizes))
+
+
 def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
               progress=print, on_row=None) -> list[dict]:
-    slots: queue.Queue = queue.Queue()
     gpus = _local_gpus(args.device)
     jobs = max(1, getattr(args, "jobs", 1))
     # `jobs` problems per GPU overlap their host work; their timed work takes the GPU alone
     # through a lock file per GPU (gpulock.py). Each slot keeps to a slice of the CPUs.
     taken = [(g, j) for g in gpus for j in range(jobs)]
     slices = cpu_slices(len(taken)) if len(taken) > 1 else [None]
-    for slot, cpus in zip(taken, slices * len(taken)):
-        slots.put((slot[0], cpus))
+    free = [(slot[0], cpus) for slot, cpus in zip(taken, slices * len(taken))]
     locks = {g: str(out_dir.resolve() / f".gpu{g if g is not None else ''}.lock")
              for g in gpus} if jobs > 1 else {}
+    # Problems that share a GPU share its memory too: one starts only where what it will
+    # hold (COPIES times its inputs and outputs) fits beside the problems running there, or
+    # where nothing runs. Problems start in order, so a large one is never passed over.
+    sizes: dict[str, int] = getattr(args, "footprints", None) or {}
+    memory = (getattr(args, "memory_gb", None) or 0) * 2**30 * MEMORY_USE
+    in_use = {g: 0 for g in gpus}
+    running = {g: 0 for g in gpus}
     rows: dict[str, dict] = {}
-    lock = threading.Lock()
+    cond = threading.Condition()
 
-    def work(p: Path) -> None:
-        g, cpus = slots.get()
+    def fits(g, need: int) -> bool:
+        return not memory or running[g] == 0 or in_use[g] + need <= memory
+
+    def work(p: Path, slot: tuple, need: int) -> None:
+        g, cpus = slot
         try:
             row = _spawn(p, out_dir, args, g, cpus, gpu_lock=locks.get(g))
         finally:
-            slots.put((g, cpus))
-        with lock:
+            with cond:
+                in_use[g] -= need
+                running[g] -= 1
+                free.append(slot)
+                cond.notify_all()
+        with cond:
             rows[p.name] = row
             progress(_progress_line(len(rows), len(problems), row))
             if on_row is not None:
                 on_row(row)
 
-    threads = [threading.Thread(target=work, args=(p,)) for p in problems]
-    for t in threads:
+    threads = []
+    for p in problems:
+        need = COPIES * sizes.get(p.name, 0)
+        with cond:
+            while not (slot := next((s for s in free if fits(s[0], need)), None)):
+                cond.wait()
+            free.remove(slot)
+            in_use[slot[0]] += need
+            running[slot[0]] += 1
+        t = threading.Thread(target=work, args=(p, slot, need))
         t.start()
+        threads.append(t)
     for t in threads:
         t.join()
     return [rows[p.name] for p in problems]
@@ -424,6 +529,7 @@ def _progress_line(i: int, n: int, row: dict) -> str:
     s = row.get("speedup_vs_eager")
     c = row.get("speedup_vs_compile")
     return (f"[{i}/{n}] {row['problem']}: {row.get('status')}"
+            + (" (cut short)" if row.get("cut_short") else "")
             + (f"  {s:.2f}x eager" if s else "") + (f"  {c:.2f}x compile" if c else ""))
 
 
@@ -488,6 +594,8 @@ def _row_cells(r: dict, modes: list[str]) -> list[str]:
     if r.get("kept_reference"):
         status += " (reference kept: why below)" if r.get("kept_reason") else \
             " (reference kept)"
+    if r.get("cut_short"):
+        status += f" (cut short: {str(r['cut_short'])[:100]})"
     if r.get("error"):
         status += f": {str(r['error'])[:120]}"
     share = r.get("ceiling_share")
@@ -608,7 +716,15 @@ def main_bench(args: argparse.Namespace) -> int:
               "agent": args.agent, "shrink": args.shrink,
               "command": "stitchcuda-lab bench " + " ".join(sys.argv[2:]),
               "complete": False, "rows": []}
-    result["environment"]["ceiling"] = _measure_ceiling(out_dir, args)
+    sizing = None
+    if args.jobs > 1 and not args.device.startswith("cpu"):   # sized while the ceiling runs
+        sizes: dict[str, int] = {}
+        sizing = threading.Thread(target=lambda: sizes.update(footprints(problems)))
+        sizing.start()
+    result["environment"]["ceiling"] = ceiling = _measure_ceiling(out_dir, args)
+    if sizing is not None:
+        sizing.join()
+        args.footprints, args.memory_gb = sizes, (ceiling or {}).get("memory_gb")
     done: list[dict] = []
 
     def on_row(row: dict) -> None:

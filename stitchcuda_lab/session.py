@@ -478,9 +478,9 @@ class Session(Shown):
     def baseline(self) -> dict[str, float]:
         """Eager (and torch.compile) timings in ms of the reference, measured by the worker
         once per session and recorded; later calls return the recorded numbers."""
-        for r in reversed(self.log.records()):
-            if r.kind == "baseline":
-                return dict(r.payload.get("timings") or {})
+        recorded = self.recorded_baseline()
+        if recorded is not None:
+            return recorded
         worker = self._get_worker()
         modes = self.settings.compile_modes
         self._progress("timing the reference once: eager" + (
@@ -490,6 +490,13 @@ class Session(Shown):
         if not self.readonly:
             self.record("baseline", {"timings": timings})
         return timings
+
+    def recorded_baseline(self) -> dict[str, float] | None:
+        """The baseline's timings if the session has timed it, without timing it."""
+        for r in reversed(self.log.records()):
+            if r.kind == "baseline":
+                return dict(r.payload.get("timings") or {})
+        return None
 
     def spend(self) -> Spend:
         """Tokens and cost of the session's LLM exchanges: total, per iteration, per role."""

@@ -259,3 +259,85 @@ def test_problem_process_keeps_to_its_slice(monkeypatch):
         assert os.sched_getaffinity(0) == {one}
     finally:
         os.sched_setaffinity(0, before)
+
+
+def test_a_problem_cut_short_reports_the_verdict_it_had_reached(tmp_path, monkeypatch):
+    """Past its timeout, a problem's row is its best verdict so far (from the row its process
+    kept as it went), marked as cut short, not a bare timeout."""
+    import argparse
+
+    def slow_run(cmd, env, log, timeout):
+        target = Path(cmd[cmd.index("--json-out") + 1])
+        bench.partial_path(target).write_text(json.dumps(
+            {"problem": "p.py", "status": "pass", "correct": True, "speedup_vs_eager": 1.4}))
+        target.with_suffix(".stage").write_text("iteration 1: verifying abc (2/4)")
+        raise subprocess.TimeoutExpired(cmd, timeout)
+
+    monkeypatch.setattr(bench, "_run_group", slow_run)
+    ap = argparse.ArgumentParser()
+    bench.add_arguments(ap)
+    args = ap.parse_args([str(tmp_path), "--device", "cpu", "--timeout", "30"])
+    row = bench._spawn(tmp_path / "p.py", tmp_path, args, None)
+    assert row["status"] == "pass" and row["correct"] and row["speedup_vs_eager"] == 1.4
+    assert row["cut_short"] == "over 30 s, while iteration 1: verifying abc (2/4)"
+    cells = bench._row_cells(row, [])
+    assert "cut short: over 30 s" in cells[1]
+    assert "(cut short)" in bench._progress_line(1, 1, row)
+
+
+def test_run_one_keeps_its_row_as_it_goes(tmp_path, monkeypatch):
+    monkeypatch.setenv("STITCH_SESSIONS_DIR", str(tmp_path / "s"))
+    monkeypatch.setenv("STITCH_CACHE_DIR", str(tmp_path / "c"))
+    for knob, value in (("TIMING_TRIALS", "3"), ("WARMUP", "1"), ("PROFILE", "0")):
+        monkeypatch.setenv(f"STITCH_{knob}", value)
+    problem = tmp_path / "01_pointwise_tiny.py"
+    problem.write_text(PROBLEM)
+    seen: list[dict] = []
+    row = bench.run_one(str(problem), device="cpu", iters=0, agent="offline", modes="",
+                        shrink=1, on_partial=seen.append)
+    assert seen, "no row was kept while the problem ran"
+    assert seen[-1]["status"] == row["status"] == "pass"
+    assert seen[-1]["eager_ms"] == row["eager_ms"] > 0
+    assert seen[-1]["candidate"] == row["candidate"]
+
+
+def test_problems_that_share_a_gpu_start_only_where_their_memory_fits(tmp_path, monkeypatch):
+    """Four slots on one GPU of 100 GiB: two small problems run beside each other, a large one
+    waits until it fits (or runs alone), and problems start in order."""
+    import argparse
+    import threading
+    import time as _time
+    running: set[str] = set()
+    seen: list[tuple[str, frozenset]] = []
+    guard = threading.Lock()
+
+    def fake_spawn(p, out_dir, args, g, cpus, gpu_lock=None):
+        with guard:
+            running.add(p.name)
+            seen.append((p.name, frozenset(running)))
+        _time.sleep(0.3)
+        with guard:
+            running.discard(p.name)
+        return {"problem": p.name, "status": "pass", "correct": True}
+
+    monkeypatch.setattr(bench, "_spawn", fake_spawn)
+    monkeypatch.setattr(bench, "_local_gpus", lambda device: [0])
+    gib = 2**30
+    names = ["1_small.py", "2_small.py", "3_large.py", "4_huge.py", "5_small.py"]
+    args = argparse.Namespace(device="cuda", jobs=4, memory_gb=100, footprints={
+        "1_small.py": gib, "2_small.py": gib, "3_large.py": 10 * gib, "4_huge.py": 30 * gib})
+    rows = bench.run_local([tmp_path / n for n in names], tmp_path, args, progress=lambda m: None)
+    assert [r["problem"] for r in rows] == names
+    with_ = dict(seen)
+    assert with_["2_small.py"] == {"1_small.py", "2_small.py"}   # 12 GiB: beside each other
+    assert with_["3_large.py"] >= {"3_large.py"} and len(with_["3_large.py"]) <= 3
+    assert with_["4_huge.py"] == {"4_huge.py"}        # 180 GiB: alone on the GPU
+    assert [n for n, _ in seen] == names              # in order: the huge one was not passed
+
+
+def test_footprints_size_each_problem_without_running_it(tmp_path):
+    (tmp_path / "1_a.py").write_text(PROBLEM)
+    (tmp_path / "2_b.py").write_text(BROKEN)
+    sizes = bench.footprints([tmp_path / "1_a.py", tmp_path / "2_b.py"])
+    assert sizes["1_a.py"] == 2 * 256 * 512 * 4      # input and output, fp32
+    assert sizes["2_b.py"] == 16                      # its forward raises: inputs only
