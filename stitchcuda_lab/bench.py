@@ -277,6 +277,14 @@ def _child_main(argv: list[str]) -> int:
     return 0
 
 
+def shared_gpu_ran_out(row: dict, args: argparse.Namespace) -> bool:
+    """Whether ``row`` lost its candidates to a GPU that other problems filled: run with
+    ``--jobs`` over one, no passing kernel of ours, and out of memory said."""
+    said = " ".join(str(row.get(k) or "") for k in ("kept_reason", "error")).lower()
+    return getattr(args, "jobs", 1) > 1 and not args.device.startswith("cpu") \
+        and bool(row.get("kept_reference", True)) and "out of memory" in said.replace("_", " ")
+
+
 def partial_path(row_file: Path) -> Path:
     """Where a problem's process keeps its row as it stands (``run_one``'s ``on_partial``)."""
     return row_file.with_suffix(".partial.json")
@@ -413,7 +421,11 @@ def _local_gpus(device: str) -> list[int | None]:
 # A problem's processes hold several copies of its inputs and outputs on the GPU at once (the
 # judge's input sets and reference outputs, the candidate's copies): seen on the H200, a softmax
 # that reads and writes 12.9 GB had 38 GB in its judge and 25 GB in its candidate's process.
-COPIES = 6
+# The caller's, the judge's and the torch.compile baseline's processes each hold a CUDA context
+# and cached blocks besides (about 0.6 GB a context), and the model's intermediates are not in
+# the count: hence the generous factor and a fixed allowance per problem.
+COPIES = 10
+PER_PROBLEM = 2 * 2**30
 MEMORY_USE = 0.85   # the share of a GPU's memory the problems in flight on it may plan on
 
 
@@ -485,7 +497,7 @@ def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
 
     threads = []
     for p in problems:
-        need = COPIES * sizes.get(p.name, 0)
+        need = COPIES * sizes.get(p.name, 0) + (PER_PROBLEM if sizes else 0)
         with cond:
             while not (slot := next((s for s in free if fits(s[0], need)), None)):
                 cond.wait()
@@ -725,17 +737,31 @@ def main_bench(args: argparse.Namespace) -> int:
     if sizing is not None:
         sizing.join()
         args.footprints, args.memory_gb = sizes, (ceiling or {}).get("memory_gb")
-    done: list[dict] = []
+    done: dict[str, dict] = {}
+    order = {p.name: i for i, p in enumerate(problems)}
 
     def on_row(row: dict) -> None:
         # Written after every problem: a run cut short still leaves every finished row.
-        done.append(row)
-        order = {p.name: i for i, p in enumerate(problems)}
-        _write(out_dir, dict(result, rows=sorted(done, key=lambda r: order[r["problem"]]),
+        done[row["problem"]] = row
+        _write(out_dir, dict(result, rows=sorted(done.values(), key=lambda r: order[r["problem"]]),
                              seconds=round(time.perf_counter() - t0, 1)))
 
-    rows = (run_ray if args.ray else run_local)(problems, out_dir, args, progress=_say,
-                                                on_row=on_row)
+    run = run_ray if args.ray else run_local
+    rows = run(problems, out_dir, args, progress=_say, on_row=on_row)
+    # A candidate that ran out of GPU memory beside other problems was not judged on its
+    # own: such problems run again, one at a time, while the budget lasts.
+    again = [p for p, r in zip(problems, rows) if shared_gpu_ran_out(r, args)]
+    if again:
+        _say(f"running {len(again)} problem(s) again alone: their candidates ran out of GPU "
+             "memory beside other problems")
+        alone = argparse.Namespace(**dict(vars(args), jobs=1, footprints=None))
+        redo = {r["problem"]: r for r in run_local(again, out_dir, alone, progress=_say)}
+        for i, p in enumerate(problems):
+            r = redo.get(p.name)
+            if r is not None and r.get("status") != "not_run":
+                rows[i] = dict(r, rerun_alone="its candidates ran out of GPU memory beside "
+                                              "other problems")
+                on_row(rows[i])
     result.update(complete=True, seconds=round(time.perf_counter() - t0, 1), rows=rows)
     result = _write(out_dir, result)
     try:

@@ -322,6 +322,8 @@ def test_problems_that_share_a_gpu_start_only_where_their_memory_fits(tmp_path, 
 
     monkeypatch.setattr(bench, "_spawn", fake_spawn)
     monkeypatch.setattr(bench, "_local_gpus", lambda device: [0])
+    monkeypatch.setattr(bench, "COPIES", 6)
+    monkeypatch.setattr(bench, "PER_PROBLEM", 0)
     gib = 2**30
     names = ["1_small.py", "2_small.py", "3_large.py", "4_huge.py", "5_small.py"]
     args = argparse.Namespace(device="cuda", jobs=4, memory_gb=100, footprints={
@@ -341,3 +343,35 @@ def test_footprints_size_each_problem_without_running_it(tmp_path):
     sizes = bench.footprints([tmp_path / "1_a.py", tmp_path / "2_b.py"])
     assert sizes["1_a.py"] == 2 * 256 * 512 * 4      # input and output, fp32
     assert sizes["2_b.py"] == 16                      # its forward raises: inputs only
+
+
+def test_problems_whose_candidates_ran_out_of_a_shared_gpu_run_again_alone(tmp_path, monkeypatch):
+    import argparse
+    calls: list[tuple[str, int]] = []
+
+    def fake_spawn(p, out_dir, args, g, cpus, gpu_lock=None):
+        calls.append((p.name, args.jobs))
+        if p.name == "2_big.py" and args.jobs > 1:
+            return {"problem": p.name, "status": "no_passing_candidate", "correct": False,
+                    "kept_reference": True, "kept_reason": "no candidate passed (last: "
+                    "runtime_error: out_of_memory: OutOfMemoryError: CUDA out of memory.)"}
+        return {"problem": p.name, "status": "pass", "correct": True, "kept_reference": False}
+
+    monkeypatch.setattr(bench, "_spawn", fake_spawn)
+    monkeypatch.setattr(bench, "_measure_ceiling", lambda out_dir, args: None)
+    for n in ("1_small.py", "2_big.py"):
+        (tmp_path / n).write_text(PROBLEM)
+    ap = argparse.ArgumentParser()
+    bench.add_arguments(ap)
+    args = ap.parse_args([str(tmp_path), "--device", "cuda", "--jobs", "2",
+                          "--out", str(tmp_path / "out"), "--json"])
+    assert bench.main_bench(args) == 0
+    rows = {r["problem"]: r for r in
+            json.loads((tmp_path / "out" / "results.json").read_text())["rows"]}
+    assert sorted(calls) == [("1_small.py", 2), ("2_big.py", 1), ("2_big.py", 2)]
+    assert rows["2_big.py"]["correct"] and "ran out of GPU memory" in rows["2_big.py"][
+        "rerun_alone"]
+    assert "rerun_alone" not in rows["1_small.py"]
+    one = argparse.Namespace(jobs=1, device="cuda")
+    assert not bench.shared_gpu_ran_out(rows["2_big.py"] | {"kept_reference": True,
+                                        "kept_reason": "out_of_memory"}, one)   # was alone
