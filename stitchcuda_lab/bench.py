@@ -90,14 +90,17 @@ def _int_expr(node) -> int | None:
 def discover(folder: Path, pattern: str | None = None) -> list[Path]:
     """Problem files in ``folder``, in the order of their leading number (KernelBench names
     them 1_..., 2_..., 10_...), then by name."""
-    def key(p: Path) -> tuple[int, str]:
-        m = re.match(r"(\d+)_", p.name)
-        return (int(m.group(1)) if m else sys.maxsize, p.name)
-    files = sorted((p for p in folder.glob("*.py") if not p.name.startswith("_")), key=key)
+    files = sorted((p for p in folder.glob("*.py") if not p.name.startswith("_")),
+                   key=lambda p: discover_key(p.name))
     if pattern:
         rx = re.compile(pattern)
         files = [p for p in files if rx.search(p.name)]
     return files
+
+
+def discover_key(name: str) -> tuple[int, str]:
+    m = re.match(r"(\d+)_", name)
+    return (int(m.group(1)) if m else sys.maxsize, name)
 
 
 _DOC_CATEGORY = re.compile(r"\s*([a-z][a-z0-9+-]*):")

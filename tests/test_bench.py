@@ -375,3 +375,35 @@ def test_problems_whose_candidates_ran_out_of_a_shared_gpu_run_again_alone(tmp_p
     one = argparse.Namespace(jobs=1, device="cuda")
     assert not bench.shared_gpu_ran_out(rows["2_big.py"] | {"kept_reference": True,
                                         "kept_reason": "out_of_memory"}, one)   # was alone
+
+
+def test_runs_over_parts_of_a_suite_merge_into_one_result(tmp_path):
+    """benchmarks/merge_runs.py: a problem not run in one run is taken from the run that ran
+    it; every command is named; the summary counts the merged rows."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "merge_runs", Path(__file__).resolve().parents[1] / "benchmarks" / "merge_runs.py")
+    merge_runs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(merge_runs)
+
+    def row(name, status, eager=2.0, ours=1.0):
+        return {"problem": name, "suite": "level1", "status": status, "correct": status == "pass",
+                "eager_ms": eager, "ours_ms": ours, "speedup_vs_eager": eager / ours}
+
+    def run(command, rows):
+        return {"environment": {"device": "GPU"}, "modes": "default", "command": command,
+                "complete": True, "seconds": 10, "rows": rows}
+
+    a = run("bench A", [row("10_b.py", "not_run"), row("2_a.py", "pass")])
+    b = run("bench B", [row("10_b.py", "pass", 3.0, 1.0), row("2_a.py", "not_run")])
+    for i, r in enumerate((a, b)):
+        (tmp_path / f"{i}.json").write_text(json.dumps(r))
+    assert merge_runs.main([str(tmp_path / "all"), str(tmp_path / "0.json"),
+                            str(tmp_path / "1.json")]) == 0
+    merged = json.loads((tmp_path / "all.json").read_text())
+    assert [(r["problem"], r["status"]) for r in merged["rows"]] == [
+        ("2_a.py", "pass"), ("10_b.py", "pass")]
+    assert merged["command"] == "bench A ; bench B" and merged["runs"] == 2
+    assert merged["summary"]["correct"] == 2
+    assert abs(merged["summary"]["geomean_vs_eager"] - 6 ** 0.5) < 1e-9
+    assert "bench A ; bench B" in (tmp_path / "all.md").read_text()
