@@ -26,7 +26,7 @@ from .launch import default_params, launch_config
 from .lower import build_spec
 from .planner import SPLIT_TARGETS
 from .rewrite import rewrite
-from .program import CannotRender, KernelCall, render, render_fallback
+from .program import CannotRender, KernelCall, channels_last_convs, render, render_fallback
 
 if TYPE_CHECKING:
     from ...graph import Graph
@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 KERNEL_TASKS = ("pointwise_fusion", "reduction_fusion", "gemm_epilogue")
 MAX_VARIANTS = 4
+# the key of the program-wide choices among a candidate's per-task parameters (the layout
+# of its convolutions), so that a variant carries them like any task's
+PROGRAM = "program"
 
 
 class OfflineCoder:
@@ -134,9 +137,15 @@ class OfflineCoder:
         if cuda_graph:
             notes.append("the forward is captured in a CUDA graph per input signature and "
                          "replayed; each call returns a fresh clone of the static output")
+        program = dict(overrides.get(PROGRAM, {}))
+        channels_last = bool(program.get("channels_last")) and bool(channels_last_convs(graph))
+        if channels_last:
+            used[PROGRAM] = program
+            notes.append("convolutions run channels-last (NHWC input and weights); what may be "
+                         "channels-last is made contiguous before views and kernels read it")
         try:
             prog = render(graph, problem.source, problem.name, calls, lang, cuda_graph, notes,
-                          split=set(split))
+                          split=set(split), channels_last=channels_last)
         except CannotRender as e:
             notes.append(f"cannot write the graph as a program ({e}): the problem's own forward "
                          "runs unchanged")
@@ -179,6 +188,12 @@ class OfflineCoder:
                 out.append((f"{t.id} in the library after a failed verdict", with_(t.id, off=True)))
             return out
         pool: list[tuple[str, dict]] = []
+        # torch.compile's layout for convolutions; once the best has it, its NCHW parent was
+        # measured already, and later variants keep it
+        if not base.get(PROGRAM, {}).get("channels_last") and channels_last_convs(rewrite(graph)):
+            pool.append(("convolutions channels-last (NHWC kernels)",
+                         {**{k: dict(v) for k, v in base.items()},
+                          PROGRAM: {"channels_last": True}}))
         for t in tc:   # does the split pay here? (measured, not assumed)
             off = bool(base.get(t.id, {}).get("off"))
             pool.append((f"{t.id} GEMMs {'on tensor cores again' if off else 'in fp32 cuBLAS'}",

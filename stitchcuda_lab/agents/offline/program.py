@@ -13,6 +13,7 @@ import keyword
 from dataclasses import dataclass, field
 from typing import Any
 
+from ... import aten
 from ...graph import Graph
 from .ir import KernelSpec
 from .helpers import contiguous_strides
@@ -99,24 +100,49 @@ def schedule(graph: Graph, groups: list[list[str]]) -> list[tuple[str, Any]]:
     return [(k[0], k[1]) for k in done]
 
 
+# memory formats of the channels-last layout, by the rank of a convolution's input
+CHANNELS_LAST = {4: "channels_last", 5: "channels_last_3d"}
+
+
+def channels_last_convs(graph: Graph) -> dict[str, str]:
+    """Kept convolutions that can run channels-last: node name -> memory format."""
+    out: dict[str, str] = {}
+    for n in graph.calls():
+        if aten.library_family(n.target) != "convolution" or len(n.args) < 2:
+            continue
+        x, w = n.args[0], n.args[1]
+        if not (isinstance(x, dict) and isinstance(w, dict) and "node" in x and "node" in w):
+            continue
+        shape, wshape = graph.node(x["node"]).shape, graph.node(w["node"]).shape
+        if shape and wshape and len(shape) == len(wshape) and len(shape) in CHANNELS_LAST:
+            out[n.name] = CHANNELS_LAST[len(shape)]
+    return out
+
+
 def render(graph: Graph, problem_source: str, problem_name: str, calls: list[KernelCall],
            lang: str, cuda_graph: bool, notes: list[str],
-           split: frozenset[str] | set[str] = frozenset()) -> str:
+           split: frozenset[str] | set[str] = frozenset(), channels_last: bool = False) -> str:
     """Python source of the candidate module (without the SOURCES/LANGS table).
 
     Nodes in ``split`` (fp32 GEMMs of a tensor_core_gemm task) call ``runtime.gemm.<op>``,
     which has the aten op's signature, instead of ``torch.ops.aten.<op>``.
+
+    ``channels_last``: kept convolutions run on channels-last input and weights (cuDNN's and
+    oneDNN's NHWC kernels, the layout torch.compile picks for convolutions): the weights are
+    stored so once, and a tensor that may be channels-last is made contiguous before anything
+    that reads its strides (views, copies, our kernels).
     """
     inputs = sorted((n for n in graph.placeholders() if n.kind == "input"),
                     key=lambda n: n.input_index)
     lines = _module_head(problem_source, problem_name, calls, lang, cuda_graph, notes)
-    lines += _init(graph, cuda_graph)
+    convs = channels_last_convs(graph) if channels_last else {}
+    lines += _init(graph, cuda_graph, convs)
     w = lines.append
     w("")
     args = ", ".join(var(n.name) for n in inputs)
     fwd = "_forward" if cuda_graph else "forward"
     w(f"    def {fwd}(self{', ' if args else ''}{args}):")
-    lines += ["        " + x for x in _forward_body(graph, inputs, calls, lang, split)]
+    lines += ["        " + x for x in _forward_body(graph, inputs, calls, lang, split, convs)]
     if cuda_graph:
         w("")
         w(f"    def forward(self{', ' if args else ''}{args}):")
@@ -153,8 +179,9 @@ def _module_head(problem_source: str, problem_name: str, calls: list[KernelCall]
     return lines
 
 
-def _init(graph: Graph, cuda_graph: bool) -> list[str]:
-    """``class ModelNew`` and its ``__init__``: the reference's parameters and buffers."""
+def _init(graph: Graph, cuda_graph: bool, convs: dict[str, str]) -> list[str]:
+    """``class ModelNew`` and its ``__init__``: the reference's parameters and buffers
+    (convolution weights in ``convs``' memory formats)."""
     lines = ["", "class ModelNew(nn.Module):",
              "    def __init__(self, *args, **kwargs):",
              "        super().__init__()",
@@ -171,6 +198,11 @@ def _init(graph: Graph, cuda_graph: bool) -> list[str]:
         if n.kind == "const":
             lines.append(f"        _place(self, {n.fqn!r}, torch.as_tensor("
                          f"{_ref_attr('ref', n.fqn)}).detach().clone(), persistent=False)")
+    weights = {graph.node(graph.node(c).args[1]["node"]).fqn: fmt for c, fmt in convs.items()
+               if graph.node(graph.node(c).args[1]["node"]).kind == "param"}
+    for fqn, fmt in sorted(weights.items()):
+        lines.append(f"        {_access(fqn)}.data = {_access(fqn)}.data.contiguous("
+                     f"memory_format=torch.{fmt})")
     lines.append("        self.train(ref.training)")
     if cuda_graph:
         lines.append("        self._graphs = {}")
@@ -178,8 +210,12 @@ def _init(graph: Graph, cuda_graph: bool) -> list[str]:
 
 
 def _forward_body(graph: Graph, inputs: list, calls: list[KernelCall], lang: str,
-                  split: frozenset[str] | set[str]) -> list[str]:
-    """The forward's statements: the graph in order, fused groups as kernel launches."""
+                  split: frozenset[str] | set[str], convs: dict[str, str]) -> list[str]:
+    """The forward's statements: the graph in order, fused groups as kernel launches.
+    ``convs``: convolutions run channels-last (``render``); ``nhwc`` follows the tensors that
+    may be channels-last from them through the ops that keep their input's layout."""
+    nhwc: set[str] = set()
+    written = {o.node for c in calls for o in c.spec.operands if o.role == "inout"}
     body = [f"{var(n.name)} = {_access(n.fqn)}" for n in graph.placeholders()
             if n.kind in ("param", "buffer", "const")]
     tensor_inputs = [n for n in inputs if n.shape is not None]
@@ -189,12 +225,35 @@ def _forward_body(graph: Graph, inputs: list, calls: list[KernelCall], lang: str
         body.append("dev = next(iter(self.state_dict().values()), torch.empty(0)).device")
     for kind, key in schedule(graph, [c.spec.ops for c in calls]):
         if kind == "g":
-            body += _kernel_call(graph, calls[key], lang)
+            body += _kernel_call(graph, calls[key], lang, nhwc)
             continue
         n = graph.node(key)
         if n.target == "getitem":
             body.append(f"{var(n.name)} = {var(n.args[0]['node'])}[{int(n.args[1])}]")
+            if n.args[0]["node"] in nhwc:
+                nhwc.add(n.name)
             continue
+        fed = {x for x in n.inputs() if x in nhwc}
+        if n.name in convs:
+            fmt = convs[n.name]
+            for i in (0, 1):
+                a = var(n.args[i]["node"])
+                body.append(f"{a}_cl = {a}.contiguous(memory_format=torch.{fmt})")
+            args = [f"{var(n.args[0]['node'])}_cl", f"{var(n.args[1]['node'])}_cl"] + [
+                render_arg(a) for a in n.args[2:]] + [f"{k}={render_arg(v)}"
+                                                      for k, v in n.kwargs.items()]
+            tail = ".contiguous()" if n.name in written else ""   # a kernel writes into it
+            body.append(f"{var(n.name)} = torch.ops.{n.target}({', '.join(args)}){tail}")
+            if not tail:
+                nhwc.add(n.name)
+            continue
+        if fed and not aten.computes(n.target):
+            # views and copies read strides: they see the contiguous layout they were traced on
+            for x in sorted(fed):
+                body.append(f"{var(x)} = {var(x)}.contiguous()")
+                nhwc.discard(x)
+        elif fed:
+            nhwc.add(n.name)   # compute ops keep (or may keep) their input's layout
         fn = f"runtime.gemm.{n.opname}" if key in split else "torch.ops." + n.target
         if n.kwargs.get("reverse"):   # a reversed scan (rewrite.py) left to PyTorch: flips
             x, d = render_arg(n.args[0]), render_arg(n.args[1])
@@ -214,8 +273,10 @@ def _forward_body(graph: Graph, inputs: list, calls: list[KernelCall], lang: str
     return body
 
 
-def _kernel_call(graph: Graph, c: KernelCall, lang: str) -> list[str]:
-    """Outputs allocated, inputs made contiguous, one kernel launch (CUDA) or call (C)."""
+def _kernel_call(graph: Graph, c: KernelCall, lang: str,
+                 nhwc: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """Outputs allocated, inputs made contiguous, one kernel launch (CUDA) or call (C).
+    ``nhwc``: tensors that may be channels-last at run time whatever the trace saw."""
     spec = c.spec
     body = [f"# {spec.name} ({c.task_id}): {', '.join(spec.ops)}"]
     argv = []
@@ -223,8 +284,11 @@ def _kernel_call(graph: Graph, c: KernelCall, lang: str) -> list[str]:
         src = graph.node(o.node)
         if o.role in ("in", "inout"):
             v = var(o.node)
-            if o.role == "in" and (src.kind == "input" or (src.stride is not None and src.shape
-                                   and src.stride != contiguous_strides(src.shape))):
+            if o.role == "inout" and o.node in nhwc:   # written in place: as laid out here
+                body.append(f"{v} = {v}.contiguous()")
+            if o.role == "in" and (src.kind == "input" or o.node in nhwc or (
+                    src.stride is not None and src.shape
+                    and src.stride != contiguous_strides(src.shape))):
                 body.append(f"{v}_c = {v}.contiguous()")
                 v = f"{v}_c"
             argv.append(v)

@@ -345,3 +345,93 @@ def test_the_verifiers_policy_accepts_what_the_candidate_runs(problem, settings)
     ran = sorted(t for t in traced_new.counts if aten.op_class(t) != "cheap")
     assert find_fallback(traced_new.counts, replaced=[*cand.replaced, ran[0]], kept=[],
                          reference_ops=traced_ref.counts)
+
+
+CONV_NET = make_problem("""
+    import torch.nn.functional as F
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+            self.scale = nn.Parameter(torch.randn(8, 1, 1))
+            self.fc = nn.Linear(8 * 4 * 4, 10)
+        def forward(self, x):
+            y = torch.relu(self.conv(x)) * 2.0 - 0.5
+            y = torch.relu(self.conv2(y))
+            y = F.max_pool2d(y, 2) * self.scale
+            return self.fc(torch.flatten(y, 1))
+    def get_inputs():
+        return [torch.randn(2, 3, 8, 8)]
+    def get_init_inputs():
+        return []
+""", name="conv_net")
+
+CONV3D = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv3d(4, 6, 3)
+            self.bias = nn.Parameter(torch.randn(6, 1, 1, 1))
+        def forward(self, x):
+            return torch.tanh(self.conv(x) + self.bias).sum(dim=2)
+    def get_inputs():
+        return [torch.randn(2, 4, 6, 7, 8)]
+    def get_init_inputs():
+        return []
+""", name="conv3d")
+
+
+CONV_VIEW = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+            self.fc = nn.Linear(4 * 6 * 6, 5)
+        def forward(self, x):
+            return torch.sigmoid(self.fc(self.conv(x).view(x.shape[0], -1))) * 3.0
+    def get_inputs():
+        return [torch.randn(2, 3, 8, 8)]
+    def get_init_inputs():
+        return []
+""", name="conv_view")
+
+
+@pytest.mark.parametrize("problem,fmt", [(CONV_NET, "channels_last"),
+                                         (CONV3D, "channels_last_3d"),
+                                         (CONV_VIEW, "channels_last")],
+                         ids=["2d", "3d", "view-of-a-convolution"])
+def test_refine_tries_convolutions_channels_last_and_they_match_eager(problem, fmt, settings):
+    """torch.compile runs convolutions channels-last; the refine step measures the same
+    layout. Tensors that may be channels-last are made contiguous before views (flatten) and
+    before kernels whose index arithmetic assumes the traced layout (per-channel broadcasts)."""
+    graph, plan, cand = generate(problem, settings)
+    ok = Verdict(status="pass", timings={"ours": 1.0, "eager": 1.2})
+    vs = OfflineCoder().code(problem, graph, plan, settings, iteration=1, previous=cand,
+                             feedback=ok)
+    nhwc = next(v for v in vs if "channels-last" in v.params["variant"])
+    src = nhwc.module_source()
+    assert f"memory_format=torch.{fmt}" in src and f"memory_format=torch.{fmt}" not in \
+        cand.module_source()
+    model = load_candidate(nhwc).ModelNew()
+    weights = [p for n, p in model.named_parameters() if n.startswith("conv") and p.dim() > 3]
+    assert weights and all(p.is_contiguous(memory_format=getattr(torch, fmt)) for p in weights)
+    want, got, _, _ = run_both(problem, nhwc)
+    assert_close(got, want)
+    back = OfflineCoder().code(problem, graph, plan, settings, iteration=2, previous=nhwc,
+                               feedback=ok)          # the layout carries into later variants
+    assert back and all(f"memory_format=torch.{fmt}" in v.module_source() for v in back)
+
+
+def test_channels_last_candidate_passes_the_verifier(settings):
+    from stitchcuda_lab.verifier.options import VerifyOptions
+    from stitchcuda_lab.verifier.worker import get_worker
+
+    graph, plan, cand = generate(CONV_NET, settings)
+    nhwc = OfflineCoder().candidate(CONV_NET, graph, plan,
+                                    {"program": {"channels_last": True}}, iteration=1)
+    assert "channels_last" in nhwc.module_source() and nhwc.kernels
+    verdict = get_worker("cpu", settings).verify(
+        CONV_NET.source, nhwc.module_source(), replaced=nhwc.replaced, kept=nhwc.kept,
+        options=VerifyOptions.from_settings(settings), timeout=300)
+    assert verdict.status == "pass", verdict.reason
