@@ -3,8 +3,9 @@
 Iteration 0 emits one candidate with the planner's launch parameters. Later iterations propose
 at most four measured variants of the best candidate so far: block size, vector width, items
 per thread, row strategy (block/warp per row), C chunk size, running one fused group in the
-library instead (a fusion boundary that did not pay), or the GEMMs of a ``tensor_core_gemm``
-task back in fp32 cuBLAS (does the 3xTF32 split pay here?). A candidate that failed is
+library instead (a fusion boundary that did not pay), the GEMMs of a ``tensor_core_gemm``
+task back in fp32 cuBLAS (does the 3xTF32 split pay here?), or the kept convolutions in
+channels-last (``program.render``), the layout torch.compile gives them. A candidate that failed is
 answered with safer variants (scalar loads, then the failing groups in the library). What
 changed is in ``Candidate.params["variant"]``. A person's edit is refined by merging each
 variant into the edited code (``hand_edit.py``); variants that would change edited lines are
