@@ -81,7 +81,7 @@ def build_cached(lang: str, source: str, name: str, flags: tuple[str, ...], arch
         cc = build.c_compiler()
         key = KernelCache.key(lang="c", source=source, flags=flags, cc=cc,
                               cc_version=build.c_compiler_version(cc), arch=arch,
-                              torch=_torch_version())
+                              torch=_torch_version(), vector_math=build.vector_math(cc))
         return cache.get_or_build(
             key, lambda: build.compile_c(source, name=name, flags=flags, user=user), ".so",
             meta={"name": name, "lang": "c"})

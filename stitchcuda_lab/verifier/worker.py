@@ -447,6 +447,10 @@ def _child_main(device: str, rfd: int, wfd: int, memory: str | None = None) -> N
     from .pool import Pool
     state.pool = Pool(device, threads, memory=Path(memory) if memory else None)
     state.pool.fill()   # the first spare starts now, while the caller gets ready
+    if not device.startswith("cuda"):   # which libm calls vectorise, asked once (0.5 s)
+        from ..runtime import build
+        threading.Thread(target=build.vector_math, args=(build.c_compiler(),),
+                         daemon=True).start()
     from .sandbox import _warm
     _warm(device)       # the profiler's first start costs seconds: not in a verdict
     channel.send(wfd, {"ready": True, "pid": os.getpid(), "torch": torch.__version__,
