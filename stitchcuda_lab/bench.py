@@ -276,7 +276,9 @@ def _child_main(argv: list[str]) -> int:
         why = e.one_line() if isinstance(e, StitchError) else str(e)   # as the CLI says it
         row = {"problem": Path(a.problem).name, "category": category_of(Path(a.problem)),
                "status": "error", "correct": False, "error": f"{type(e).__name__}: {why}"}
-    Path(a.json_out).write_text(json.dumps(row, indent=2, default=str))
+    tmp = Path(a.json_out).with_suffix(".tmp")   # whole or not at all: the parent may kill it
+    tmp.write_text(json.dumps(row, indent=2, default=str))
+    tmp.replace(a.json_out)
     return 0
 
 
@@ -284,8 +286,9 @@ def shared_gpu_ran_out(row: dict, args: argparse.Namespace) -> bool:
     """Whether ``row`` lost its candidates to a GPU that other problems filled: run with
     ``--jobs`` over one, no passing kernel of ours, and out of memory said."""
     said = " ".join(str(row.get(k) or "") for k in ("kept_reason", "error")).lower()
-    return getattr(args, "jobs", 1) > 1 and not args.device.startswith("cpu") \
-        and bool(row.get("kept_reference", True)) and "out of memory" in said.replace("_", " ")
+    return bool(row.get("shared_gpu")) and not getattr(args, "ray", False) \
+        and not args.device.startswith("cpu") and bool(row.get("kept_reference", True)) \
+        and "out of memory" in said.replace("_", " ")
 
 
 def partial_path(row_file: Path) -> Path:
@@ -370,25 +373,36 @@ def _spawn_row(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int 
     try:
         rc = _run_group(cmd, env, log, timeout)
     except subprocess.TimeoutExpired:
+        finished = _read_row(target)   # the row was written; the time ran out shutting down
+        if finished is not None:
+            return finished
         stage = target.with_suffix(".stage")
         doing = stage.read_text().strip() if stage.exists() else "starting"
         cut = f"over {timeout:.0f} s, while {doing}"
-        try:   # what the problem had reached: its best verdict, or the reference kept
-            reached = json.loads(partial.read_text())
-        except (OSError, ValueError):
+        reached = _read_row(partial)   # its best verdict so far, or the reference kept
+        if reached is None:
             return {"problem": problem.name, "category": category_of(problem),
                     "status": "timeout", "correct": False, "stage": doing, "error": cut}
         return dict(reached, cut_short=cut, stage=doing)
-    if not target.exists():
-        tail = log.read_text()[-800:] if log.exists() else ""
-        how = f"exit {rc}"
-        if rc < 0:
-            import signal
-            how = f"killed by {signal.Signals(-rc).name}" + (
-                " (out of memory?)" if -rc == signal.SIGKILL else "")
-        return {"problem": problem.name, "category": category_of(problem), "status": "crashed",
-                "correct": False, "error": f"{how}: {tail}" if tail else how}
-    return json.loads(target.read_text())
+    finished = _read_row(target)
+    if finished is not None:
+        return finished
+    tail = log.read_text()[-800:] if log.exists() else ""
+    how = f"exit {rc}"
+    if rc < 0:
+        import signal
+        how = f"killed by {signal.Signals(-rc).name}" + (
+            " (out of memory?)" if -rc == signal.SIGKILL else "")
+    return {"problem": problem.name, "category": category_of(problem), "status": "crashed",
+            "correct": False, "error": f"{how}: {tail}" if tail else how}
+
+
+def _read_row(path: Path) -> dict | None:
+    try:
+        row = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return row if isinstance(row, dict) else None
 
 
 def _run_group(cmd: list[str], env: dict, log: Path, timeout: float) -> int:
@@ -476,6 +490,8 @@ def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
     memory = (getattr(args, "memory_gb", None) or 0) * 2**30 * MEMORY_USE
     in_use = {g: 0 for g in gpus}
     running = {g: 0 for g in gpus}
+    active: dict[Any, set[str]] = {g: set() for g in gpus}
+    shared: set[str] = set()          # problems that had another beside them on their GPU
     rows: dict[str, dict] = {}
     cond = threading.Condition()
 
@@ -486,13 +502,18 @@ def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
         g, cpus = slot
         try:
             row = _spawn(p, out_dir, args, g, cpus, gpu_lock=locks.get(g))
+        except Exception as e:  # noqa: BLE001 - one problem's failure is its row, not the run's
+            row = {"problem": p.name, "category": category_of(p), "suite": p.parent.name,
+                   "status": "error", "correct": False, "error": f"{type(e).__name__}: {e}"}
         finally:
             with cond:
                 in_use[g] -= need
                 running[g] -= 1
+                active[g].discard(p.name)
                 free.append(slot)
                 cond.notify_all()
         with cond:
+            row["shared_gpu"] = p.name in shared and jobs > 1
             rows[p.name] = row
             progress(_progress_line(len(rows), len(problems), row))
             if on_row is not None:
@@ -507,6 +528,9 @@ def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
             free.remove(slot)
             in_use[slot[0]] += need
             running[slot[0]] += 1
+            if active[slot[0]]:
+                shared.update(active[slot[0]] | {p.name})
+            active[slot[0]].add(p.name)
         t = threading.Thread(target=work, args=(p, slot, need))
         t.start()
         threads.append(t)
@@ -732,7 +756,8 @@ def main_bench(args: argparse.Namespace) -> int:
               "command": "stitchcuda-lab bench " + " ".join(sys.argv[2:]),
               "complete": False, "rows": []}
     sizing = None
-    if args.jobs > 1 and not args.device.startswith("cpu"):   # sized while the ceiling runs
+    # problems that will share a GPU are sized while the ceiling is measured
+    if args.jobs > 1 and not args.ray and not args.device.startswith("cpu"):
         sizes: dict[str, int] = {}
         sizing = threading.Thread(target=lambda: sizes.update(footprints(problems)))
         sizing.start()
@@ -761,9 +786,9 @@ def main_bench(args: argparse.Namespace) -> int:
         redo = {r["problem"]: r for r in run_local(again, out_dir, alone, progress=_say)}
         for i, p in enumerate(problems):
             r = redo.get(p.name)
-            if r is not None and r.get("status") != "not_run":
+            if r is not None and (r.get("correct") or r.get("eager_ms")):   # it got as far
                 rows[i] = dict(r, rerun_alone="its candidates ran out of GPU memory beside "
-                                              "other problems")
+                                              "other problems", first_run=rows[i])
                 on_row(rows[i])
     result.update(complete=True, seconds=round(time.perf_counter() - t0, 1), rows=rows)
     result = _write(out_dir, result)

@@ -192,7 +192,7 @@ class OfflineCoder:
         # torch.compile's layout for convolutions; once the best has it, its NCHW parent was
         # measured already, and later variants keep it
         if not base.get(PROGRAM, {}).get("channels_last") and channels_last_convs(rewrite(graph)):
-            pool.append(("convolutions channels-last (NHWC kernels)",
+            pool.append(("convolutions channels-last (the NHWC layout torch.compile picks)",
                          {**{k: dict(v) for k, v in base.items()},
                           PROGRAM: {"channels_last": True}}))
         for t in tc:   # does the split pay here? (measured, not assumed)

@@ -214,7 +214,9 @@ def _forward_body(graph: Graph, inputs: list, calls: list[KernelCall], lang: str
     """The forward's statements: the graph in order, fused groups as kernel launches.
     ``convs``: convolutions run channels-last (``render``); ``nhwc`` follows the tensors that
     may be channels-last from them through the ops that keep their input's layout."""
-    nhwc: set[str] = set()
+    # the weights ``_init`` stored channels-last are so for every other reader too
+    nhwc: set[str] = {graph.node(c).args[1]["node"] for c in convs
+                      if graph.node(graph.node(c).args[1]["node"]).kind == "param"}
     written = {o.node for c in calls for o in c.spec.operands if o.role == "inout"}
     body = [f"{var(n.name)} = {_access(n.fqn)}" for n in graph.placeholders()
             if n.kind in ("param", "buffer", "const")]

@@ -435,3 +435,27 @@ def test_channels_last_candidate_passes_the_verifier(settings):
         CONV_NET.source, nhwc.module_source(), replaced=nhwc.replaced, kept=nhwc.kept,
         options=VerifyOptions.from_settings(settings), timeout=300)
     assert verdict.status == "pass", verdict.reason
+
+
+def test_a_weight_stored_channels_last_reads_right_elsewhere(settings):
+    """A convolution's weight that the model also reads itself (a per-element function of it
+    fused into a kernel, a view of it) is made contiguous for those readers."""
+    problem = make_problem("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 4, 3)
+            def forward(self, x):
+                w = self.conv.weight
+                return torch.relu(self.conv(x)).sum() + (w * w + 1.0).sum() + w.view(-1)[5]
+        def get_inputs():
+            return [torch.randn(2, 3, 8, 8)]
+        def get_init_inputs():
+            return []
+    """, name="weight_read_twice")
+    graph, plan, _ = generate(problem, settings)
+    nhwc = OfflineCoder().candidate(problem, graph, plan, {"program": {"channels_last": True}},
+                                    iteration=1)
+    assert "channels_last" in nhwc.module_source()
+    want, got, _, _ = run_both(problem, nhwc)
+    assert_close(got, want)
