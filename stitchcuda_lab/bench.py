@@ -446,26 +446,28 @@ PER_PROBLEM = 2 * 2**30
 MEMORY_USE = 0.85   # the share of a GPU's memory the problems in flight on it may plan on
 
 
-def footprints(problems: list[Path]) -> dict[str, int]:
+def footprints(problems: list[Path], shrink: int = 1) -> dict[str, int]:
     """Bytes one forward of each problem reads and writes (``roofline.least_work``, built on
     the meta device), by file name, from a process of its own; {} where it cannot tell."""
     code = "import sys; from stitchcuda_lab.bench import _footprints_main; " \
            "_footprints_main(sys.argv[1:])"
     try:
-        out = subprocess.run([sys.executable, "-c", code, *map(str, problems)],
+        out = subprocess.run([sys.executable, "-c", code, str(shrink), *map(str, problems)],
                              capture_output=True, text=True, timeout=300)
         return {k: int(v) for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()}
     except (subprocess.TimeoutExpired, ValueError, IndexError, AttributeError):
         return {}
 
 
-def _footprints_main(files: list[str]) -> None:
+def _footprints_main(argv: list[str]) -> None:
     from .problem import problem_from_source
     from .roofline import least_work
+    shrink, files = int(argv[0]), argv[1:]
     sizes: dict[str, int] = {}
     for f in files:
         try:
-            problem = problem_from_source(Path(f).read_text(), name=Path(f).stem, origin=f)
+            source = shrink_source(Path(f).read_text(), shrink)
+            problem = problem_from_source(source, name=Path(f).stem, origin=f)
             sizes[Path(f).name] = int(least_work(problem).get("bytes") or 0)
         except Exception:  # noqa: BLE001 - a problem that cannot be sized is scheduled as small
             sizes[Path(f).name] = 0
@@ -759,7 +761,8 @@ def main_bench(args: argparse.Namespace) -> int:
     # problems that will share a GPU are sized while the ceiling is measured
     if args.jobs > 1 and not args.ray and not args.device.startswith("cpu"):
         sizes: dict[str, int] = {}
-        sizing = threading.Thread(target=lambda: sizes.update(footprints(problems)))
+        sizing = threading.Thread(target=lambda: sizes.update(footprints(problems,
+                                                                           args.shrink)))
         sizing.start()
     result["environment"]["ceiling"] = ceiling = _measure_ceiling(out_dir, args)
     if sizing is not None:

@@ -345,6 +345,7 @@ def test_footprints_size_each_problem_without_running_it(tmp_path):
     sizes = bench.footprints([tmp_path / "1_a.py", tmp_path / "2_b.py"])
     assert sizes["1_a.py"] == 2 * 256 * 512 * 4      # input and output, fp32
     assert sizes["2_b.py"] == 16                      # its forward raises: inputs only
+    assert bench.footprints([tmp_path / "1_a.py"], shrink=2)["1_a.py"] == 2 * 128 * 256 * 4
 
 
 def test_problems_whose_candidates_ran_out_of_a_shared_gpu_run_again_alone(tmp_path, monkeypatch):
