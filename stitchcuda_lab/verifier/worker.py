@@ -121,6 +121,9 @@ class Worker:
         # of the pipe, not a closed (or reused) descriptor
         self._job_thread: int | None = None
         self._close_pending = False
+        # one job at a time on the pipe: sessions on the same settings share this judge
+        # (get_worker), and a notebook's panel verifies from a thread of its own
+        self._jobs = threading.Lock()
         self.restarts = 0
         self.info: dict[str, Any] = {}
 
@@ -288,15 +291,16 @@ class Worker:
 
     def _job(self, job: dict, timeout: float) -> dict:
         """Send one job; crash / timeout / internal error become status dicts, never raises."""
-        self.busy = True
-        self._job_thread = threading.get_ident()
-        try:
-            return self._run_job(job, timeout)
-        finally:
-            self._job_thread = None
-            self.busy = False
-            if self._close_pending:
-                self._cleanup()
+        with self._jobs:
+            self.busy = True
+            self._job_thread = threading.get_ident()
+            try:
+                return self._run_job(job, timeout)
+            finally:
+                self._job_thread = None
+                self.busy = False
+                if self._close_pending:
+                    self._cleanup()
 
     def _run_job(self, job: dict, timeout: float) -> dict:
         self.start()

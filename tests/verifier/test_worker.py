@@ -323,3 +323,23 @@ def test_a_judge_whose_caller_died_goes_and_takes_its_candidate_processes(tmp_pa
         alive = [p for p in alive if Path(f"/proc/{p}").exists()]
         time.sleep(0.2)
     assert not alive, f"outlived their caller: {alive} (judge {judge})"
+
+
+def test_two_threads_sharing_a_judge_each_get_their_own_verdict(cpu_worker, fast_options):
+    """Two sessions on the same settings share one judge (get_worker): a notebook's panel
+    verifying in the background while another cell verifies. Their jobs take turns on its
+    pipe; neither reads the other's reply as tampering."""
+    import threading
+    done: dict[int, object] = {}
+
+    def verify(i: int) -> None:
+        done[i] = cpu_worker.verify(POINTWISE, GOOD, replaced=None, options=fast_options,
+                                    timeout=120, candidate_id=f"c{i}")
+
+    threads = [threading.Thread(target=verify, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert {i: (v.status, v.candidate_id) for i, v in done.items()} == {
+        0: ("pass", "c0"), 1: ("pass", "c1")}, {i: v.reason for i, v in done.items()}
