@@ -243,7 +243,13 @@ or to outlive its job.
   (`verifier/pool.py`); its outputs come back as bytes and are compared in the judge.
 - **Nothing survives a job.** Every process of the candidate's user (or session) is killed and
   every file it left in the temporary folders removed; the next candidate gets a new process. No
-  verdict can be changed by an earlier candidate in the same session, pool or cache.
+  verdict can be changed by an earlier candidate in the same session, pool or cache. When an
+  iteration's candidates build side by side first (`verifier/prebuild.py`), each imports in a
+  throwaway sandbox that is destroyed, with everything it started, before any of them is
+  checked or timed; what that phase leaves is only the judge's own builds in the cache
+  (`tests/verifier/test_prebuild.py`: a child and a thread spinning from the import are gone
+  when it ends). A judge's folders on disk and in `/dev/shm` go with it even when it is killed
+  mid-job.
 - **Separation by user.** When the Verifier runs as root, each candidate runs under a fresh uid
   with no supplementary groups and `no_new_privs`; where Python lives under a folder others may
   not enter (`/root`), the sandbox gets a mount namespace in which that folder shows only what
