@@ -191,6 +191,16 @@ def adversarial_rows(res: dict[str, str]) -> list[tuple[str, str, str]]:
     return rows
 
 
+def failures(xml_path: str) -> list[tuple[str, str]]:
+    """(test name, first line of its message) of each failed test of the run."""
+    out = []
+    for case in ET.parse(xml_path).iter("testcase"):
+        for f in case.findall("failure") + case.findall("error"):
+            first = (f.get("message") or "").strip().splitlines()[:1]
+            out.append((case.get("name", "?"), " ".join(first)[:300].replace("|", "/")))
+    return out
+
+
 def main(xml_path: str, command: str) -> None:
     res = outcomes(xml_path)
     adv = adversarial_rows(res)
@@ -203,6 +213,9 @@ def main(xml_path: str, command: str) -> None:
                                hacks=len(hacks), legit=len(legit),
                                cpu=sum("candidates/" in r[1] for r in hacks),
                                gpu=sum("cuda/" in r[1] for r in hacks)))
+    for name, message in failures(xml_path):   # what a failure said, not only that it failed
+        print(f"- Failed: `{name}`: {message}")
+    print()
     print("## Adversarial candidates (must be rejected or found incorrect, with the named reason)\n")
     print("| pattern | test | result |\n|---|---|---|")
     for doc, where, result in hacks:
@@ -298,7 +311,7 @@ or to outlive its job.
 ```
 
 That run: {passed} passed, {failed} failed, {skipped} skipped (GPU tests skip on a machine
-without CUDA; the CUDA rows were run on an H200 with `pytest -m gpu --ignore=tests/jupyter tests`).
+without CUDA; the CUDA rows run on a GPU with `pytest -m gpu --ignore=tests/jupyter tests`).
 {hacks} hacking patterns ({cpu} on CPU, {gpu} on CUDA) and {legit} legitimate candidates.
 """
 
