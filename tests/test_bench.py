@@ -1,3 +1,4 @@
+import argparse
 import json
 import math
 import subprocess
@@ -348,8 +349,22 @@ def test_footprints_size_each_problem_without_running_it(tmp_path):
     assert bench.footprints([tmp_path / "1_a.py"], shrink=2)["1_a.py"] == 2 * 128 * 256 * 4
 
 
+def _bench_two_on_one_gpu(tmp_path, monkeypatch, fake_spawn, names):
+    """``bench --device cuda --jobs 2`` over ``names`` with ``fake_spawn`` running each
+    problem; (the parsed arguments, the result rows)."""
+    monkeypatch.setattr(bench, "_spawn", fake_spawn)
+    monkeypatch.setattr(bench, "_measure_ceiling", lambda out_dir, args: None)
+    for n in names:
+        (tmp_path / n).write_text(PROBLEM)
+    ap = argparse.ArgumentParser()
+    bench.add_arguments(ap)
+    args = ap.parse_args([str(tmp_path), "--device", "cuda", "--jobs", "2",
+                          "--out", str(tmp_path / "out"), "--json"])
+    assert bench.main_bench(args) == 0
+    return args, json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+
+
 def test_problems_whose_candidates_ran_out_of_a_shared_gpu_run_again_alone(tmp_path, monkeypatch):
-    import argparse
     calls: list[tuple[str, int]] = []
 
     def fake_spawn(p, out_dir, args, g, cpus, gpu_lock=None):
@@ -363,17 +378,9 @@ def test_problems_whose_candidates_ran_out_of_a_shared_gpu_run_again_alone(tmp_p
                     "runtime_error: out_of_memory: OutOfMemoryError: CUDA out of memory.)"}
         return {"problem": p.name, "status": "pass", "correct": True, "kept_reference": False}
 
-    monkeypatch.setattr(bench, "_spawn", fake_spawn)
-    monkeypatch.setattr(bench, "_measure_ceiling", lambda out_dir, args: None)
-    for n in ("1_small.py", "2_big.py"):
-        (tmp_path / n).write_text(PROBLEM)
-    ap = argparse.ArgumentParser()
-    bench.add_arguments(ap)
-    args = ap.parse_args([str(tmp_path), "--device", "cuda", "--jobs", "2",
-                          "--out", str(tmp_path / "out"), "--json"])
-    assert bench.main_bench(args) == 0
-    rows = {r["problem"]: r for r in
-            json.loads((tmp_path / "out" / "results.json").read_text())["rows"]}
+    args, rows = _bench_two_on_one_gpu(tmp_path, monkeypatch, fake_spawn,
+                                       ("1_small.py", "2_big.py"))
+    rows = {r["problem"]: r for r in rows}
     assert sorted(calls) == [("1_small.py", 2), ("2_big.py", 1), ("2_big.py", 2)]
     assert rows["2_big.py"]["correct"] and "ran out of GPU memory" in rows["2_big.py"][
         "rerun_alone"]
@@ -384,7 +391,6 @@ def test_problems_whose_candidates_ran_out_of_a_shared_gpu_run_again_alone(tmp_p
 
 
 def test_a_rerun_that_got_nowhere_keeps_the_first_row(tmp_path, monkeypatch):
-    import argparse
     oom = {"status": "no_passing_candidate", "correct": False, "kept_reference": True,
            "eager_ms": 2.0, "kept_reason": "no candidate passed (last: out_of_memory)"}
 
@@ -395,16 +401,7 @@ def test_a_rerun_that_got_nowhere_keeps_the_first_row(tmp_path, monkeypatch):
             return {"problem": p.name, "status": "timeout", "correct": False}
         return dict(oom, problem=p.name)
 
-    monkeypatch.setattr(bench, "_spawn", fake_spawn)
-    monkeypatch.setattr(bench, "_measure_ceiling", lambda out_dir, args: None)
-    for n in ("1_a.py", "2_b.py"):
-        (tmp_path / n).write_text(PROBLEM)
-    ap = argparse.ArgumentParser()
-    bench.add_arguments(ap)
-    args = ap.parse_args([str(tmp_path), "--device", "cuda", "--jobs", "2",
-                          "--out", str(tmp_path / "out"), "--json"])
-    assert bench.main_bench(args) == 0
-    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    _, rows = _bench_two_on_one_gpu(tmp_path, monkeypatch, fake_spawn, ("1_a.py", "2_b.py"))
     assert [(r["status"], r["eager_ms"]) for r in rows] == [("no_passing_candidate", 2.0)] * 2
 
 
