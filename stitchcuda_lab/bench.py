@@ -261,11 +261,8 @@ def _child_main(argv: list[str]) -> int:
 
     partial = partial_path(Path(a.json_out))
 
-    def on_partial(row: dict) -> None:
-        # what the parent reports if this process runs out of time: written whole, then moved
-        tmp = partial.with_suffix(".tmp")
-        tmp.write_text(json.dumps(row, indent=2, default=str))
-        tmp.replace(partial)
+    def on_partial(row: dict) -> None:   # what the parent reports if this runs out of time
+        write_whole(partial, json.dumps(row, indent=2, default=str))
 
     try:
         ceiling = json.loads(Path(a.ceiling).read_text()) if a.ceiling else None
@@ -276,9 +273,7 @@ def _child_main(argv: list[str]) -> int:
         why = e.one_line() if isinstance(e, StitchError) else str(e)   # as the CLI says it
         row = {"problem": Path(a.problem).name, "category": category_of(Path(a.problem)),
                "status": "error", "correct": False, "error": f"{type(e).__name__}: {why}"}
-    tmp = Path(a.json_out).with_suffix(".tmp")   # whole or not at all: the parent may kill it
-    tmp.write_text(json.dumps(row, indent=2, default=str))
-    tmp.replace(a.json_out)
+    write_whole(Path(a.json_out), json.dumps(row, indent=2, default=str))
     return 0
 
 
@@ -829,10 +824,16 @@ def _write(out_dir: Path, result: dict) -> dict:
     result = dict(result, summary=summarise(result["rows"]))
     for name, text in (("results.json", json.dumps(result, indent=2, default=str)),
                        ("results.md", markdown(result))):
-        tmp = out_dir / f".{name}.tmp"
-        tmp.write_text(text)
-        tmp.replace(out_dir / name)
+        write_whole(out_dir / name, text)
     return result
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: a reader (the parent of a problem's
+    process, which may kill it at any moment; a person watching the results) never sees half."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
