@@ -119,6 +119,13 @@ def channels_last_convs(graph: Graph) -> dict[str, str]:
     return out
 
 
+def stored_channels_last(graph: Graph, convs: dict[str, str]) -> dict[str, str]:
+    """The convolutions' weights that are parameters (stored channels-last in ``__init__``):
+    node name -> memory format."""
+    weights = {graph.node(c).args[1]["node"]: fmt for c, fmt in convs.items()}
+    return {w: fmt for w, fmt in weights.items() if graph.node(w).kind == "param"}
+
+
 def render(graph: Graph, problem_source: str, problem_name: str, calls: list[KernelCall],
            lang: str, cuda_graph: bool, notes: list[str],
            split: frozenset[str] | set[str] = frozenset(), channels_last: bool = False) -> str:
@@ -198,8 +205,7 @@ def _init(graph: Graph, cuda_graph: bool, convs: dict[str, str]) -> list[str]:
         if n.kind == "const":
             lines.append(f"        _place(self, {n.fqn!r}, torch.as_tensor("
                          f"{_ref_attr('ref', n.fqn)}).detach().clone(), persistent=False)")
-    weights = {graph.node(graph.node(c).args[1]["node"]).fqn: fmt for c, fmt in convs.items()
-               if graph.node(graph.node(c).args[1]["node"]).kind == "param"}
+    weights = {graph.node(w).fqn: fmt for w, fmt in stored_channels_last(graph, convs).items()}
     for fqn, fmt in sorted(weights.items()):
         lines.append(f"        {_access(fqn)}.data = {_access(fqn)}.data.contiguous("
                      f"memory_format=torch.{fmt})")
@@ -215,8 +221,7 @@ def _forward_body(graph: Graph, inputs: list, calls: list[KernelCall], lang: str
     ``convs``: convolutions run channels-last (``render``); ``nhwc`` follows the tensors that
     may be channels-last from them through the ops that keep their input's layout."""
     # the weights ``_init`` stored channels-last are so for every other reader too
-    nhwc: set[str] = {graph.node(c).args[1]["node"] for c in convs
-                      if graph.node(graph.node(c).args[1]["node"]).kind == "param"}
+    nhwc: set[str] = set(stored_channels_last(graph, convs))
     written = {o.node for c in calls for o in c.spec.operands if o.role == "inout"}
     body = [f"{var(n.name)} = {_access(n.fqn)}" for n in graph.placeholders()
             if n.kind in ("param", "buffer", "const")]
