@@ -336,9 +336,9 @@ TEMPLATE_TAIL = """
   scale the draw), so a candidate that reads its commands can compute properly in that call
   alone; a kernel that merely checks its data pays for the check in every timed call.
 - **The CPU clock bound is coarse.** Waking a process on a busy 2-core machine takes
-  milliseconds, so on the CPU the judge's clock may exceed the candidate's timer by 2 ms or 200%
-  of the reported time before it is `patched_timer` (on CUDA: 0.05 ms or 50%, plus half of
-  the calibrated path). Either way the verdict takes at least the judge's clock on the quietest
+  milliseconds, so on the CPU the judge's clock may exceed the candidate's timer by 2 ms plus
+  the calibrated path, or 200% of the reported time, before it is `patched_timer` (on CUDA:
+  0.05 ms plus half of the calibrated path, or 50%). Either way the verdict takes at least the judge's clock on the quietest
   call less the path, so what a lie within the bound can gain is the spread between its own
   quietest and median call. On the CPU the L2 flush comes before the inputs are drawn (the
   flush takes tens of milliseconds and varies with load), so inputs are warm there, for every
