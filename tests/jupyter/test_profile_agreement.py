@@ -1,6 +1,7 @@
-"""The Profile tab against a verdict from a real CPU verify run (offline agents, C kernels).
+"""The Profile tab against a verdict from a real verify run (offline agents): C kernels on the
+CPU, device kernels on a GPU (the ``cuda`` cases are marked ``gpu``).
 
-What the panel draws must compare with what the verdict says: the candidate's own C kernel
+What the panel draws must compare with what the verdict says: the candidate's own kernel
 shows as itself, its minimum traffic comes from the graph, and the timeline's totals agree with
 the verdict's timed medians within 20%.
 """
@@ -36,19 +37,25 @@ def get_init_inputs():
 '''
 
 
-@pytest.fixture(scope="module")
-def verified(tmp_path_factory):
+# on a GPU a larger draw: a kernel of tens of microseconds, not one the launch overhead hides
+ROWS = {"cpu": 512, "cuda": 8192}
+
+
+@pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def verified(request, tmp_path_factory):
     from stitchcuda_lab import loop
     from stitchcuda_lab.jupyter.panel import SessionPanel
     from stitchcuda_lab.problem import problem_from_source
     from stitchcuda_lab.session import Session
     from stitchcuda_lab.settings import Settings
 
+    device = request.param
     root = tmp_path_factory.mktemp("agreement")
     settings = Settings(sessions_dir=str(root / "sessions"), cache_dir=str(root / "cache"),
-                        device="cpu", trials=5, timing_trials=20, warmup=3, compile_modes="",
+                        device=device, trials=5, timing_trials=20, warmup=3, compile_modes="",
                         timeout=300.0, profile=True, iters=0)
-    s = Session.create(problem_from_source(CHAIN), settings)
+    src = CHAIN.replace("torch.randn(512, 1024)", f"torch.randn({ROWS[device]}, 1024)")
+    s = Session.create(problem_from_source(src), settings)
     s.advance()
     s.post(loop.PlanApproved())
     s.advance(auto=True)
@@ -63,8 +70,10 @@ def test_the_candidates_c_kernel_shows_in_time_per_kernel(verified):
     _, panel, cand, verdict = verified
     kernel = cand.kernels[0].name
     times = figures.kernel_times(verdict.profile)
-    assert kernel in times["candidate"], times
-    assert times["candidate"][kernel] == max(times["candidate"].values())
+    # a device kernel's name in the trace is its symbol, which holds the kernel's own name
+    own = [name for name in times["candidate"] if kernel in name]
+    assert own, times
+    assert times["candidate"][own[0]] == max(times["candidate"].values())
     assert f"<code>{kernel}</code>" in panel.kernel_table.value
 
 
@@ -72,8 +81,9 @@ def test_the_kernel_table_has_the_kernels_minimum_traffic_from_the_graph(verifie
     s, panel, cand, _ = verified
     work = figures.kernel_work(s.graph, s.state.plan, cand)
     kernel = cand.kernels[0].name
-    # reads x and the bias, writes the output: 512*1024*4*2 + 1024*4 bytes
-    assert work["candidate"][kernel]["bytes"] == 512 * 1024 * 4 * 2 + 1024 * 4
+    # reads x and the bias, writes the output: rows*1024*4*2 + 1024*4 bytes
+    rows = ROWS[s.settings.device]
+    assert work["candidate"][kernel]["bytes"] == rows * 1024 * 4 * 2 + 1024 * 4
     assert "B/s" in panel.kernel_table.value
 
 
@@ -86,14 +96,18 @@ def test_the_timeline_draws_the_verdicts_timed_medians(verified):
     assert panel.profile_note.value         # the agreement line is shown either way
 
 
-@pytest.mark.xfail(strict=False, reason=(
+CPU_SPREAD = (
     "on the 2-core CPU runner a ~1 ms forward of aten ops varies 2x from one block of calls to "
     "the next even in one process (0.74 to 2.6 ms, unprofiled), and the reference's profiled "
     "calls, taken right after its timed ones, came out 1.5-1.7x their median on three runs "
     "(the candidate's one C kernel: 0.82-1.08x); a GPU's device times do not move that way "
-    "(docs/PERFORMANCE.md, Profiles against the verdict)"))
-def test_timeline_totals_agree_with_the_verdicts_times_within_20_percent(verified):
-    _, _, _, verdict = verified
+    "(docs/PERFORMANCE.md, Profiles against the verdict)")
+
+
+def test_timeline_totals_agree_with_the_verdicts_times_within_20_percent(verified, request):
+    s, _, _, verdict = verified
+    if s.settings.device == "cpu":
+        request.applymarker(pytest.mark.xfail(strict=False, reason=CPU_SPREAD))
     agree = figures.agreement(verdict.profile, verdict.timings)
     assert set(agree) == {"reference", "candidate"}
     off = {side: round(a["ratio"], 2) for side, a in agree.items() if abs(a["ratio"] - 1) > 0.2}
