@@ -35,6 +35,12 @@ TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 FIRST_UID = 200_000     # sandbox users are FIRST_UID + a random number below 2^30
 USERS_FILE = "users"   # in a judge's folder in memory: the uids its sandboxes were given
 START_TIMEOUT = 180.0
+# spares kept started, per device kind. On a GPU host a spare takes seconds to start (torch,
+# the CUDA context, NVRTC: 6-10 s seen on the H200) and a verdict about one, so with one spare
+# the next verdict waited for it (1-2 s of a 2.4 s warm edit; most of a bench's back-to-back
+# verdicts). Two give each spare the time of two verdicts to start. On the CPU a spare is a
+# fork of the zygote, ready in milliseconds.
+SPARES = {"cuda": 2, "cpu": 1}
 
 
 def sandbox_env(folder: Path, threads: int) -> dict[str, str]:
@@ -203,7 +209,10 @@ class Pool:
     takes CPU time that the candidate's timed calls would otherwise lose to it.
     """
 
-    def __init__(self, device: str, threads: int, spares: int = 1, memory: Path | None = None):
+    def __init__(self, device: str, threads: int, spares: int | None = None,
+                 memory: Path | None = None):
+        if spares is None:
+            spares = SPARES["cuda" if device.startswith("cuda") else "cpu"]
         self.device, self.threads, self.spares = device, threads, max(1, spares)
         self.memory = memory   # where sandboxes' outputs and inputs go (None: /dev/shm)
         self._spares: list[Sandbox] = []

@@ -287,7 +287,9 @@ class Job:
             phases[f"phase:{name}"] = (now - clock) * 1e3
             clock = now
 
-        self.open(self.state.sandbox())
+        box = self.state.sandbox()
+        phase("spare")   # waiting for a spare still starting up
+        self.open(box)
         # the sandbox's own call path, timed on the reference before any candidate code runs
         calibration = self.calibrate() if self.opts.time else Calibration(0.0, 0.0)
         phase("calibrate")

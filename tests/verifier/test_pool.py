@@ -54,3 +54,12 @@ def test_kill_user_ends_every_process_of_the_user_children_included():
     proc.wait(10)
     time.sleep(0.3)
     assert mine() == []
+
+
+def test_a_gpu_pool_keeps_two_spares_and_a_cpu_pool_one():
+    """A CUDA spare takes seconds to start, so two are kept (each then has two verdicts'
+    time to start); a CPU spare is a fork, so one. Nothing starts until ``fill``."""
+    from stitchcuda_lab.verifier.pool import Pool
+    assert Pool("cuda:0", 1).spares == 2
+    assert Pool("cpu", 1).spares == 1
+    assert Pool("cuda", 1, spares=3).spares == 3

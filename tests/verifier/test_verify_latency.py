@@ -21,3 +21,7 @@ def test_latency_benchmark_writes_every_scenario(tmp_path):
     assert {r["scenario"] for r in data["summary"]} == {"cold_process", "warm_edit", "cache_hit"}
     assert all(r["status"] == "pass" for r in data["runs"])
     assert "cold_process" in proc.stdout and "median s" in proc.stdout
+    # each run's time is split into the verifier's phases, waiting for a spare among them
+    # (the part of a warm edit that more spares remove)
+    for r in data["runs"]:
+        assert {"spare", "calibrate", "load", "trials", "timing"} <= set(r["phases_ms"]), r
