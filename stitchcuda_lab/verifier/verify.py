@@ -182,11 +182,18 @@ class Job:
         self.device = state.device
         self.ref = state.reference(job["problem_source"])
         self.box: Sandbox | None = None
+        self.spare_wait_ms = 0.0
         self.base = {"candidate_id": job.get("candidate_id", ""), "device": self.device}
         self.tol: dict[str, tuple[float, float, str]] = {}
         self.tags = 0
         self.checks_left = 0
         self.last_reply: dict = {}
+
+    def take_sandbox(self) -> None:
+        """A spare for this candidate, waited for if it is still starting up."""
+        t0 = time.perf_counter()
+        self.box = self.state.sandbox()
+        self.spare_wait_ms = (time.perf_counter() - t0) * 1e3
 
     @property
     def sandbox(self) -> Sandbox:
@@ -287,9 +294,10 @@ class Job:
             phases[f"phase:{name}"] = (now - clock) * 1e3
             clock = now
 
-        box = self.state.sandbox()
-        phase("spare")   # waiting for a spare still starting up
-        self.open(box)
+        if self.box is None:
+            self.take_sandbox()
+        phases["phase:spare"] = self.spare_wait_ms   # waiting for a spare still starting up
+        self.open(self.sandbox)
         # the sandbox's own call path, timed on the reference before any candidate code runs
         calibration = self.calibrate() if self.opts.time else Calibration(0.0, 0.0)
         phase("calibrate")
@@ -811,6 +819,9 @@ def run_verify(job: dict, state: WorkerState) -> dict:
     try:
         if j.opts.time:
             j.baselines([])   # cached after the first job; its compiling shares the GPU
+        # a spare holds nothing of a candidate: waiting for one to start (seconds on a GPU
+        # host) must not hold a shared GPU from the jobs of other problems
+        j.take_sandbox()
         held.enter_context(gpulock.exclusive(j.opts.gpu_lock))
         return {"verdict": Verdict(**j.run()).to_dict(), "healthy": True}
     except Reject as r:
