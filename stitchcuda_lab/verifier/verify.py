@@ -183,6 +183,7 @@ class Job:
         self.ref = state.reference(job["problem_source"])
         self.box: Sandbox | None = None
         self.spare_wait_ms = 0.0
+        self.timed_traces: list[dict] = []   # the candidate's timed calls under the profiler
         self.base = {"candidate_id": job.get("candidate_id", ""), "device": self.device}
         self.tol: dict[str, tuple[float, float, str]] = {}
         self.tags = 0
@@ -563,7 +564,9 @@ class Job:
         from . import ncu
         if self.opts.time:
             ref = _median_span(self.reference_timed_traces())
-            cand = _median_span(self.candidate_timed_traces())
+            if len(self.timed_traces) < PROFILED_CALLS:
+                self.timed_traces = self.candidate_timed_traces()
+            cand = _median_span(self.timed_traces)
             protocol = {"timed": True, "calls": PROFILED_CALLS, "shown": "median span"}
         else:
             ref, cand = self.reference_trace(), checked
@@ -577,10 +580,10 @@ class Job:
                                seed=self.ref.weight_seed, enabled=self.opts.ncu,
                                device=self.device)}
 
-    def candidate_timed_traces(self) -> list[dict]:
+    def candidate_timed_traces(self, n: int = PROFILED_CALLS) -> list[dict]:
         traces, seeds = [], []
         with gpulock.exclusive(self.opts.gpu_lock):
-            for _ in range(PROFILED_CALLS):   # remote_call flushes, as for any timed call
+            for _ in range(n):   # remote_call flushes, as for any timed call
                 seeds.append(fresh_seed())
                 self.remote_call(seeds[-1], trace=True)
                 traces.append(self.read_trace(self.last_reply.get("trace")))
@@ -756,7 +759,15 @@ class Job:
         ours = max(reported, res["least_seen_ms"] - calibration.least)
         trace = traced.get("trace")
         if trace is not None:
-            dev = profile.device_ms(trace)
+            if kind == "cuda":
+                # calls made the timed way, under the profiler, one of them checked: a checked
+                # call runs in deterministic mode, whose cuDNN convolutions may take longer
+                # than the timed calls' (seen: 9.4 ms traced against an honest 5.8 ms timed)
+                self.timed_traces = self.candidate_timed_traces(
+                    PROFILED_CALLS if self.opts.profile else 1)
+                dev = statistics.median(profile.device_ms(t) for t in self.timed_traces)
+            else:
+                dev = profile.device_ms(trace)
             if dev > DEVICE_SLACK * ours + slack:
                 raise Reject("patched_timer", f"the device trace shows {dev:.3f} ms of kernels "
                              f"in one call; the candidate's timer reported {ours:.3f} ms")

@@ -285,8 +285,9 @@ or to outlive its job.
   under-reports claims nothing faster. When even the quietest call exceeds the sandbox's timer by
   more than the path's cost and a stated slack, and still does on two more rounds of fresh calls
   (a patched timer lies on every call; a busy host is not busy on every round), it is
-  `patched_timer`; so is device time in the profiler's trace of a checked call beyond 1.5x the
-  timed median. Eager and torch.compile are timed by the same protocol in the judge, whose
+  `patched_timer`; so is device time beyond 1.5x the timed median in the profiler's traces of
+  timed calls (on CUDA: calls made the timed way, one of them checked; a checked call runs in
+  deterministic mode, whose cuDNN convolutions can be slower than the timed ones). Eager and torch.compile are timed by the same protocol in the judge, whose
   threads and precision switches no candidate can touch.
 - **Fallback detection from a process-wide trace.** One checked call, chosen at random, runs under
   torch.profiler (aten ops of every thread, kernels of every stream). Replaced compute done by
