@@ -129,7 +129,7 @@ class WorkerState:
     def spares(self) -> Pool:
         if self.pool is None:
             self.pool = Pool(self.device, self.threads)
-        self.pool.fill()
+        self.pool.fill(at_most=1)   # take() starts the others once one is up
         return self.pool
 
     def sandbox(self) -> Sandbox:

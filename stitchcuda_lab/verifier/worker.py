@@ -450,7 +450,7 @@ def _child_main(device: str, rfd: int, wfd: int, memory: str | None = None) -> N
                         threads=threads)
     from .pool import Pool
     state.pool = Pool(device, threads, memory=Path(memory) if memory else None)
-    state.pool.fill()   # the first spare starts now, while the caller gets ready
+    state.pool.fill(at_most=1)   # the first spare starts now, while the caller gets ready
     if not device.startswith("cuda"):   # which libm calls vectorise, asked once (0.5 s)
         from ..runtime import build
         threading.Thread(target=build.vector_math, args=(build.c_compiler(),),

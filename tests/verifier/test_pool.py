@@ -63,3 +63,28 @@ def test_a_gpu_pool_keeps_two_spares_and_a_cpu_pool_one():
     assert Pool("cuda:0", 1).spares == 2
     assert Pool("cpu", 1).spares == 1
     assert Pool("cuda", 1, spares=3).spares == 3
+
+
+def test_a_pool_starts_one_spare_first_and_the_others_once_it_is_up(monkeypatch):
+    """Processes that start side by side each start slower: a cold pool starts one, waits for
+    it, and only then starts the rest, while the first candidate runs."""
+    from stitchcuda_lab.verifier import pool as pool_mod
+
+    started: list[str] = []
+
+    class Box:
+        alive = True
+
+        def __init__(self):
+            self.n = sum(e.startswith("start") for e in started)
+            started.append(f"start {self.n}")
+
+        def wait_ready(self):
+            started.append(f"ready {self.n}")
+
+    p = pool_mod.Pool("cuda", 1)
+    monkeypatch.setattr(p, "_new", Box)
+    p.fill(at_most=1)
+    p.take()
+    assert started == ["start 0", "ready 0", "start 1", "start 2"]
+    assert len(p._spares) == 2
