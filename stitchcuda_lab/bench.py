@@ -437,13 +437,31 @@ def _local_gpus(device: str) -> list[int | None]:
 # and cached blocks besides (about 0.6 GB a context), and the model's intermediates are not in
 # the count: hence the generous factor and a fixed allowance per problem.
 COPIES = 10
+# ... and the intermediates live at once in one forward (``roofline``'s peak_bytes), held by
+# the judge's eager and compiled baselines, the candidate's process and the allocator's
+# fragments (seen: a judge with 17.7 GB allocated had 12.3 GB more reserved)
+HOLDERS = 4
 PER_PROBLEM = 2 * 2**30
 MEMORY_USE = 0.85   # the share of a GPU's memory the problems in flight on it may plan on
 
 
+def gpu_free_bytes(gpu: Any, default: int) -> int:
+    """Free memory on GPU ``gpu`` as the driver reports it (nvidia-smi, so this process makes
+    no CUDA context of its own); ``default`` where it cannot be asked."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,"
+                              "nounits", "-i", str(gpu or 0)], capture_output=True, text=True,
+                             timeout=10)
+        return int(out.stdout.split()[0]) * 2**20
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return default
+
+
 def footprints(problems: list[Path], shrink: int = 1) -> dict[str, int]:
-    """Bytes one forward of each problem reads and writes (``roofline.least_work``, built on
-    the meta device), by file name, from a process of its own; {} where it cannot tell."""
+    """Bytes each problem's processes will hold on the GPU, by file name: ``COPIES`` times what
+    one forward reads and writes and ``HOLDERS`` times its peak of live intermediates
+    (``roofline.least_work``, built on the meta device), from a process of its own; {} where
+    it cannot tell."""
     code = "import sys; from stitchcuda_lab.bench import _footprints_main; " \
            "_footprints_main(sys.argv[1:])"
     try:
@@ -463,7 +481,9 @@ def _footprints_main(argv: list[str]) -> None:
         try:
             source = shrink_source(Path(f).read_text(), shrink)
             problem = problem_from_source(source, name=Path(f).stem, origin=f)
-            sizes[Path(f).name] = int(least_work(problem).get("bytes") or 0)
+            work = least_work(problem)
+            sizes[Path(f).name] = (COPIES * int(work.get("bytes") or 0)
+                                   + HOLDERS * int(work.get("peak_bytes") or 0))
         except Exception:  # noqa: BLE001 - a problem that cannot be sized is scheduled as small
             sizes[Path(f).name] = 0
     print(json.dumps(sizes))
@@ -493,7 +513,11 @@ def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
     cond = threading.Condition()
 
     def fits(g, need: int) -> bool:
-        return not memory or running[g] == 0 or in_use[g] + need <= memory
+        if not memory or running[g] == 0:
+            return True
+        # what the others plan on leaves room, and so does what they hold now (a plan can
+        # be short: a model's workspaces are not in it)
+        return in_use[g] + need <= memory and need <= gpu_free_bytes(g, need)
 
     def work(p: Path, slot: tuple, need: int) -> None:
         g, cpus = slot
@@ -518,10 +542,10 @@ def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
 
     threads = []
     for p in problems:
-        need = COPIES * sizes.get(p.name, 0) + (PER_PROBLEM if sizes else 0)
+        need = sizes.get(p.name, 0) + (PER_PROBLEM if sizes else 0)
         with cond:
             while not (slot := next((s for s in free if fits(s[0], need)), None)):
-                cond.wait()
+                cond.wait(timeout=2.0)   # memory others free is not announced
             free.remove(slot)
             in_use[slot[0]] += need
             running[slot[0]] += 1

@@ -29,10 +29,12 @@ def least_work(problem: Any) -> dict[str, Any]:
     state = list(model.parameters()) + list(model.buffers())
     fixed = _nbytes(inputs) + _nbytes(state)
     try:
-        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        live = _live_bytes_mode()
+        with torch.no_grad(), FlopCounterMode(display=False) as counter, live:
             result = model(*inputs)
         out["bytes"] = fixed + _nbytes(_tensors(result))
         out["flops"] = int(counter.get_total_flops())
+        out["peak_bytes"] = live.peak
     except Exception as e:  # noqa: BLE001
         out["bytes"] = fixed
         out["work_error"] = f"forward on meta: {type(e).__name__}: {e}"[:200]
@@ -64,6 +66,36 @@ def shares(work: dict[str, Any], ms: float | None, device: dict[str, Any]) -> di
         out["bound"] = "memory" if bound == "bandwidth_share" else "compute"
         out["ceiling_share"] = out[bound]
     return out
+
+
+def _live_bytes_mode() -> Any:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class LiveBytes(TorchDispatchMode):
+        """The most bytes of tensors made during a forward that are alive at once (what a
+        caching allocator must hold beyond the inputs and weights): each new tensor an op
+        returns is counted until Python lets go of it; views and in-place results are not."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.live = self.peak = 0
+
+        def _free(self, n: int) -> None:
+            self.live -= n
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            import weakref
+            result = func(*args, **(kwargs or {}))
+            if any(r.alias_info is not None for r in func._schema.returns):
+                return result
+            for t in _tensors(result):
+                n = t.numel() * t.element_size()
+                self.live += n
+                weakref.finalize(t, self._free, n)
+            self.peak = max(self.peak, self.live)
+            return result
+
+    return LiveBytes()
 
 
 def _tensors(x: Any) -> list:

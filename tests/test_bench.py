@@ -323,12 +323,14 @@ def test_problems_that_share_a_gpu_start_only_where_their_memory_fits(tmp_path, 
 
     monkeypatch.setattr(bench, "_spawn", fake_spawn)
     monkeypatch.setattr(bench, "_local_gpus", lambda device: [0])
-    monkeypatch.setattr(bench, "COPIES", 6)
     monkeypatch.setattr(bench, "PER_PROBLEM", 0)
+    free_now = []
+    monkeypatch.setattr(bench, "gpu_free_bytes", lambda g, d: free_now.append(g) or d)
     gib = 2**30
     names = ["1_small.py", "2_small.py", "3_large.py", "4_huge.py", "5_small.py"]
     args = argparse.Namespace(device="cuda", jobs=4, memory_gb=100, footprints={
-        "1_small.py": gib, "2_small.py": gib, "3_large.py": 13 * gib, "4_huge.py": 30 * gib})
+        "1_small.py": 6 * gib, "2_small.py": 6 * gib, "3_large.py": 78 * gib,
+        "4_huge.py": 180 * gib})
     rows = bench.run_local([tmp_path / n for n in names], tmp_path, args, progress=lambda m: None)
     assert [r["problem"] for r in rows] == names
     with_ = dict(seen)
@@ -336,6 +338,7 @@ def test_problems_that_share_a_gpu_start_only_where_their_memory_fits(tmp_path, 
     assert not with_["3_large.py"] >= {"1_small.py", "2_small.py"}   # 90 GiB > 85: it waited
     assert with_["4_huge.py"] == {"4_huge.py"}        # 180 GiB: alone on the GPU
     assert "4_huge.py" not in with_["5_small.py"]     # in order: the huge one was not passed
+    assert free_now and set(free_now) == {0}   # the driver asked too, beside a running one
     by = {r["problem"]: r for r in rows}
     assert by["1_small.py"]["shared_gpu"] and not by["4_huge.py"]["shared_gpu"]
 
@@ -344,9 +347,23 @@ def test_footprints_size_each_problem_without_running_it(tmp_path):
     (tmp_path / "1_a.py").write_text(PROBLEM)
     (tmp_path / "2_b.py").write_text(BROKEN)
     sizes = bench.footprints([tmp_path / "1_a.py", tmp_path / "2_b.py"])
-    assert sizes["1_a.py"] == 2 * 256 * 512 * 4      # input and output, fp32
-    assert sizes["2_b.py"] == 16                      # its forward raises: inputs only
-    assert bench.footprints([tmp_path / "1_a.py"], shrink=2)["1_a.py"] == 2 * 128 * 256 * 4
+    # COPIES of its input and output, fp32, and HOLDERS of its peak: two temporaries at once
+    one = 256 * 512 * 4
+    assert sizes["1_a.py"] == bench.COPIES * 2 * one + bench.HOLDERS * 2 * one
+    assert sizes["2_b.py"] == bench.COPIES * 16       # its forward raises: inputs only
+    small = bench.footprints([tmp_path / "1_a.py"], shrink=2)["1_a.py"]
+    assert small == (bench.COPIES + bench.HOLDERS) * 2 * 128 * 256 * 4
+
+
+def test_a_forwards_peak_counts_the_intermediates_alive_at_once():
+    from stitchcuda_lab.problem import problem_from_source
+    from stitchcuda_lab.roofline import least_work
+    chain = PROBLEM.replace("return torch.relu(x * 2.0 + 1.0) - 0.5",
+                            "a = x * 2.0\n        b = a + 1.0\n        c = b * a\n"
+                            "        del a, b\n        c.relu_()\n        return c.view(-1)")
+    work = least_work(problem_from_source(chain))
+    # a, b and c alive at once; relu_ in place and the view add nothing
+    assert work["peak_bytes"] == 3 * 256 * 512 * 4
 
 
 def _bench_two_on_one_gpu(tmp_path, monkeypatch, fake_spawn, names):
