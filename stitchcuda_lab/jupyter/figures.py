@@ -27,6 +27,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from .. import aten
 from ..trace import span_us
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
@@ -149,10 +150,12 @@ def timeline_figure(profile: Mapping[str, Any] | None, *, timings: Mapping[str, 
                      for side in spans)
     # reverse so the reference lanes sit on top
     fig.update_layout(
-        title={"text": title + (f"<br><sup>{sub}</sup>" if sub else "")},
+        # the title sits at the top of the figure, the legend (which may wrap) under it
+        title={"text": title + (f"<br><sup>{sub}</sup>" if sub else ""), "yref": "container",
+               "y": 1.0, "yanchor": "top", "pad": {"t": 26}},
         barmode="overlay", bargap=0.25,
-        height=max(260, 130 + 34 * len(lanes)),
-        margin={"l": 10, "r": 10, "t": 110, "b": 40},
+        height=max(280, 150 + 34 * len(lanes)),
+        margin={"l": 10, "r": 10, "t": 130, "b": 40},
         xaxis={"type": "linear", "title": {"text": "time since the side's first event (µs)"},
                "rangemode": "tozero"},
         yaxis={"type": "category", "categoryorder": "array",
@@ -339,6 +342,8 @@ def kernel_work(graph: Any, plan: Any = None, candidate: Any = None
         if task is None:
             continue
         members = [o for o in task.ops if o in nodes and nodes[o].op == "call_function"]
+        if task.kind == "gemm_epilogue":   # the GEMM/conv stays a library call, not the kernel
+            members = [o for o in members if not aten.is_library(str(nodes[o].target))]
         group = set(members)
         reads = {i for m in members for i in nodes[m].inputs() if i not in group and i in nodes}
         writes = {m for m in members if any(u not in group for u in users.get(m, []))}

@@ -408,8 +408,9 @@ class SessionPanel:
         code = {k.name: k.code for k in sel.kernels}
         parts = []
         for name, text in edits.items():
-            changed = sum(1 for ln in difflib.ndiff(code[name].splitlines(), text.splitlines())
-                          if ln[:1] in "+-")
+            ops = difflib.SequenceMatcher(None, code[name].splitlines(), text.splitlines(),
+                                          autojunk=False).get_opcodes()
+            changed = sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in ops if tag != "equal")
             parts.append(f"<code>{html.escape(name)}</code> ({changed} line(s) changed)")
         if bridge.is_done(self.session):
             tail = ("the session has finished, so it cannot verify edits any more; start a new "
@@ -466,6 +467,15 @@ class SessionPanel:
             return
         self.verdict_html.value = note + verdict_html(v)
         prof = v.profile or {}
+        if v.status != "pass" and not any(figures.timeline_rows(prof).values()):
+            for out in (self.timeline_out, self.kernels_out, self.ncu_out):
+                out.outputs = ()
+            self.figures = {k: f for k, f in self.figures.items() if k == "history"}
+            self.ncu_note.value = self.kernel_table.value = ""
+            self.profile_note.value = (
+                f"<i>No timeline for {html.escape(v.candidate_id)}: the Verifier times and "
+                f"profiles a candidate only after it passes ({html.escape(v.status)} here).</i>")
+            return
         shown = next((x for x in bridge.candidates(self.session) if x.id == v.candidate_id), c)
         work = figures.kernel_work(getattr(self.session, "graph", None),
                                    bridge.plan(self.session), shown)
@@ -749,7 +759,7 @@ class _TaskRow:
         self.technique = W.Text(value=task.technique, placeholder="technique",
                                 layout=W.Layout(flex="1 1 auto", min_width="320px"),
                                 disabled=not editable)
-        self.params = make_editor(json.dumps(task.params, indent=1) if task.params else "",
+        self.params = make_editor(json.dumps(task.params or {}, indent=1),
                                   lang="json", read_only=not editable, height="auto",
                                   kind=editor)
         self.params.layout = W.Layout(width="260px", min_height="30px")
@@ -854,6 +864,7 @@ def summary_html(session: Any) -> str:
     best = _best(session)
     parts = []
     ph = bridge.phase(session)
+    kept = _kept_reason(session) if ph in ("done", "stopped") or best is not None else None
     if ph in ("done", "stopped"):
         why = bridge.message(session) or ("stopped by you" if ph == "stopped" else "finished")
         parts.append(f"<b>Session {html.escape(ph)}:</b> {html.escape(why.rstrip('.'))}.")
@@ -869,14 +880,13 @@ def summary_html(session: Any) -> str:
         origin = ("your edit" if c.origin == "user" else f"{c.origin}, iteration {c.iteration}"
                   + (", a variant of your edit" if c.params.get("hand_edit") else ""))
         slower = (" It is not faster than eager PyTorch: keeping the reference is the honest "
-                  "result." if (v.speedup_vs_eager or 0) <= 1.0 else "")
+                  "result." if (v.speedup_vs_eager or 0) <= 1.0 and not kept else "")
         parts.append(f"<b>Best:</b> <code>{html.escape(c.id)}</code> ({html.escape(origin)}): "
                      f"{html.escape(sp)}, verified correct on {len(v.trials)} trial(s); "
                      f"{why} ({html.escape(_counts(session))}).{slower}")
     elif vs:
         parts.append(f"<b>No candidate has passed yet</b> ({html.escape(_counts(session))}): "
                      "a failed candidate is never a result.")
-    kept = _kept_reason(session) if ph in ("done", "stopped") or best is not None else None
     if kept:
         parts.append(f"<b>Reference kept:</b> {html.escape(kept)}.")
     return ("<div class='stitch-summary'>" + " ".join(parts) + "</div>") if parts else ""
