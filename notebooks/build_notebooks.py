@@ -132,6 +132,9 @@ def find(path):
     raise FileNotFoundError(f"{path} not found from {Path.cwd()}")'''
 
 
+APPROVE_THEN_VERIFY = APPROVE_PLAN.rsplit("\n", 1)[0] + "\n\n" + VERIFY_WAITING
+
+
 def _nb(cells: list, title: str) -> nbformat.NotebookNode:
     nb = new_notebook(cells=cells, metadata={
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
@@ -237,7 +240,7 @@ where you stopped.
         code("%%stitch --device {device} --agent {agent} --iters {iters} -o s --panel panel\n"
              + NORM_MODEL),
         md("**Approve the plan, then verify the first candidate.** " + CLICK_OR_RUN),
-        code(APPROVE_PLAN + "\n\n" + VERIFY_WAITING),
+        code(APPROVE_THEN_VERIFY),
         md("""
 Open **Kernels**. The editor has line numbers, C/CUDA highlighting and no spellcheck; the diff
 against the version a candidate came from is shown inline. **Make a slip**: add `+ 1.0f` to the
@@ -270,7 +273,11 @@ if not your_edits():                  # you did not edit in the panel: type the 
     panel.edit_kernel(k.name, break_kernel(k.code))
     panel.approve_candidate()         # with an edit this is "Approve edit"
     panel.wait()
-edit = your_edits()[-1]
+def status(c):
+    v = s.state.verdicts.get(c.id)
+    return v.status if v else None
+
+edit = next((c for c in your_edits() if status(c) == "incorrect"), your_edits()[-1])
 verdict = s.state.verdicts.get(edit.id)
 print(f"your edit {edit.id} (of {edit.parent}):", verdict.summary() if verdict else "not verified")
 verdict'''),
@@ -281,28 +288,33 @@ you edited (History draws the tree). **Fix it** in the editor and press *Approve
 """ + OR_RUN),
         code('''
 panel.wait()
-last = your_edits()[-1]
-if s.state.verdicts.get(last.id) and s.state.verdicts[last.id].status != "pass":
+if not [c for c in your_edits() if status(c) == "pass"]:   # not fixed in the panel yet
+    last = your_edits()[-1]
     panel.select(last.id)
     k = last.kernels[0]
     panel.edit_kernel(k.name, fix_kernel(k.code))
     panel.approve_candidate()
     panel.wait()
-fixed = your_edits()[-1]
+fixed = ([c for c in your_edits() if status(c) == "pass"] or your_edits())[-1]
 print(f"{fixed.id} (edit of {fixed.parent}):", s.state.verdicts[fixed.id].summary())'''),
         md("""
 **A compile error is marked on its line.** Delete a `;` in the editor and *Approve edit*: the
 verdict is `build_error`, the compiler's message sits on the line it names (the line numbers
-are the editor's) and the compile log under the editor opens. The next cell does it on a copy
-of your fixed version and prints the messages as data.
+are the editor's) and the compile log under the editor opens. The next cell prints the
+messages as data: of your broken edit when you made one, else of a copy of your fixed version
+with its last `;` deleted.
 """),
         code('''
 from stitchcuda_lab.jupyter import diagnostics
 
 panel.wait()
 k = fixed.kernels[0]
-at = k.code.rindex(";")
-broken = bridge.edited(fixed, {k.name: k.code[:at] + k.code[at + 1:]})
+yours = [c for c in your_edits() if status(c) == "build_error"]
+if yours:                           # you broke one in the panel: read its messages
+    broken = yours[-1]
+else:
+    at = k.code.rindex(";")
+    broken = bridge.edited(fixed, {k.name: k.code[:at] + k.code[at + 1:]})
 if broken.id not in s.state.candidates and s.state.needs in ("next", "approve_candidate"):
     bridge.post_edited(s, broken)   # what Approve edit posts
     s.advance()
@@ -339,7 +351,8 @@ fixed kernel, the newest version of yours that passed. The offline Coder varies 
 around a hand edit and keeps every line you wrote (on a GPU: block size, rows per block, items
 per thread, the grid; on the CPU: chunk sizes of pointwise kernels), or says plainly that it
 cannot: for this row kernel on the CPU its only variant would drop your kernel, so the session
-finishes with that reason, and your edit stays the result. An LLM Coder gets your code as its
+finishes with that reason, and your edit stays a verified version (the result is still the
+fastest version that passed). An LLM Coder gets your code as its
 starting point.
 """ + OR_RUN),
         code('''
@@ -376,8 +389,7 @@ around the candidate's own kernel call; on the CPU that is the C kernel itself) 
         code("%%stitch --device {device} --agent {agent} --iters {iters} -o s --panel panel\n"
              + GEMM_MODEL),
         md("**Approve the plan and verify the candidate.** " + CLICK_OR_RUN),
-        code("from stitchcuda_lab.jupyter import figures\n\n" + APPROVE_PLAN + "\n\n"
-             + VERIFY_WAITING + '''
+        code("from stitchcuda_lab.jupyter import figures\n\n" + APPROVE_THEN_VERIFY + '''
 
 candidate, verdict = s.best() or (None, s.state.last_verdict())
 profile = verdict.profile if verdict is not None else {}
@@ -476,7 +488,7 @@ panel = SessionPanel(s, names={"session": "s", "panel": "panel"})
 panel.advance()                       # the Planner runs; the panel shows its plan
 panel'''),
         md("**Approve the plan and verify Claude's first kernel.** " + CLICK_OR_RUN),
-        code(APPROVE_PLAN + "\n\n" + VERIFY_WAITING),
+        code(APPROVE_THEN_VERIFY),
         md("""
 In the recording the first kernel uses the wrong GELU form, and the Verifier says
 **incorrect**. **Run next iteration**: Claude gets the Verifier's feedback (the status, the
@@ -514,7 +526,8 @@ def model_from_file() -> nbformat.NotebookNode:
 Any file in the KernelBench form works: `examples/*.py`, a KernelBench problem, your own model.
 This one is `models/conv_block.py`: a 3x3 convolution, batch norm, ReLU and a max-pool. The
 Planner keeps the convolution in the library, fuses batch norm and ReLU into its epilogue and
-leaves pooling to PyTorch (it has no template for it), each with its reason.
+writes the max-pool as a pooling kernel of its own; what it leaves to PyTorch (a view, the
+batch norm's in-place counter update) is listed with its reason.
 
 This notebook uses the Python API (`load_problem`, `Session`, `SessionPanel`) instead of the
 magic; the panel is the same. `shrink` rewrites module-level size constants to keep it small.
@@ -548,7 +561,7 @@ panel'''),
 The panel's summary says which candidate is best and why; when a candidate is slower than
 eager PyTorch (small convolutions on a CPU often are) it says that keeping the reference is
 the honest result."""),
-        code(APPROVE_PLAN + "\n\n" + VERIFY_WAITING),
+        code(APPROVE_THEN_VERIFY),
         code('''
 best = s.best()
 if best:
