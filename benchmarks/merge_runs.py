@@ -3,7 +3,7 @@
     python3 benchmarks/merge_runs.py OUT_PREFIX RUN1/results.json RUN2/results.json ...
 
 For each problem the row of the last run that ran it is kept (a row ``not_run`` in one run
-is taken from another). Every row's ratios come from one run: eager, torch.compile and ours
+is taken from another), with ``run``: its run's place in the command line. Every row's ratios come from one run: eager, torch.compile and ours
 are timed in the same problem process; the merged file names each run's command.
 """
 
@@ -19,13 +19,13 @@ from stitchcuda_lab import bench
 def merge(results: list[dict]) -> dict:
     rows: dict[str, dict] = {}
     order: list[str] = []
-    for result in results:
+    for i, result in enumerate(results, 1):
         for row in result["rows"]:
             key = f"{row.get('suite', '')}/{row['problem']}"
             if key not in rows:
                 order.append(key)
             if key not in rows or row.get("status") != "not_run":
-                rows[key] = row
+                rows[key] = dict(row, run=i)   # which run (the commands' order) it came from
     first = results[0]
     merged = dict(first, rows=sorted((rows[k] for k in order), key=lambda r: (
         r.get("suite", ""), bench.discover_key(r["problem"]))),

@@ -467,6 +467,7 @@ def test_runs_over_parts_of_a_suite_merge_into_one_result(tmp_path):
     assert [(r["problem"], r["status"]) for r in merged["rows"]] == [
         ("2_a.py", "pass"), ("10_b.py", "pass")]
     assert merged["command"] == "bench A ; bench B" and merged["runs"] == 2
+    assert [r["run"] for r in merged["rows"]] == [1, 2]    # each row says which run it is
     assert merged["summary"]["correct"] == 2
     assert abs(merged["summary"]["geomean_vs_eager"] - 6 ** 0.5) < 1e-9
     assert "bench A ; bench B" in (tmp_path / "all.md").read_text()
