@@ -198,6 +198,9 @@ def _row(path: Path, session, modes: str, work: dict[str, Any], ceiling: dict | 
     # which op stopped the agent (or that no candidate beat eager), in the agent's words
     row["kept_reason"] = (session.kept_reason() or "no timing of the candidate") \
         if row["kept_reference"] else None
+    # each named cause among the verdicts that did not pass (out_of_memory, patched_timer...)
+    row["failures"] = sorted({v.reason_name for v in session.state.verdicts.values()
+                              if v.status != "pass" and v.reason_name})
     row["ours_ms"] = eager if row["kept_reference"] else ours
     row["eager_ms"] = eager
     for mode in [m for m in modes.split(",") if m]:
@@ -279,11 +282,13 @@ def _child_main(argv: list[str]) -> int:
 
 def shared_gpu_ran_out(row: dict, args: argparse.Namespace) -> bool:
     """Whether ``row`` lost its candidates to a GPU that other problems filled: run with
-    ``--jobs`` over one, no passing kernel of ours, and out of memory said."""
-    said = " ".join(str(row.get(k) or "") for k in ("kept_reason", "error")).lower()
+    ``--jobs`` over one, no passing kernel of ours, and a verdict out of memory (or the
+    problem's process itself, in its error)."""
+    ran_out = "out_of_memory" in (row.get("failures") or []) \
+        or "out of memory" in str(row.get("error") or "").lower()
     return bool(row.get("shared_gpu")) and not getattr(args, "ray", False) \
         and not args.device.startswith("cpu") and bool(row.get("kept_reference", True)) \
-        and "out of memory" in said.replace("_", " ")
+        and ran_out
 
 
 def partial_path(row_file: Path) -> Path:

@@ -56,6 +56,13 @@ class Verdict(Shown, Record):
         self.trials = [t if isinstance(t, TrialResult) else TrialResult.from_dict(t)
                        for t in self.trials]
 
+    @property
+    def reason_name(self) -> str:
+        """The named cause of a verdict (``out_of_memory``, ``patched_timer``...): the reason
+        up to its first colon, when that is one word; "" otherwise."""
+        name = self.reason.split(":", 1)[0].strip()
+        return name if name and " " not in name else ""
+
     def summary(self) -> str:
         s = f"{self.status}"
         if self.reason:

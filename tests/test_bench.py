@@ -300,6 +300,7 @@ def test_run_one_keeps_its_row_as_it_goes(tmp_path, monkeypatch):
     assert seen[-1]["status"] == row["status"] == "pass"
     assert seen[-1]["eager_ms"] == row["eager_ms"] > 0
     assert seen[-1]["candidate"] == row["candidate"]
+    assert row["failures"] == []      # named causes of verdicts that did not pass: none here
 
 
 def test_problems_that_share_a_gpu_start_only_where_their_memory_fits(tmp_path, monkeypatch):
@@ -391,8 +392,9 @@ def test_problems_whose_candidates_ran_out_of_a_shared_gpu_run_again_alone(tmp_p
             _time.sleep(0.3)     # both on the GPU at once
         if p.name == "2_big.py" and args.jobs > 1:
             return {"problem": p.name, "status": "no_passing_candidate", "correct": False,
-                    "kept_reference": True, "kept_reason": "no candidate passed (last: "
-                    "runtime_error: out_of_memory: OutOfMemoryError: CUDA out of memory.)"}
+                    "kept_reference": True, "failures": ["out_of_memory"],
+                    "kept_reason": "no candidate passed (last: runtime_error: out_of_memory: "
+                    "OutOfMemoryError: CUDA out of memory.)"}
         return {"problem": p.name, "status": "pass", "correct": True, "kept_reference": False}
 
     args, rows = _bench_two_on_one_gpu(tmp_path, monkeypatch, fake_spawn,
@@ -405,11 +407,14 @@ def test_problems_whose_candidates_ran_out_of_a_shared_gpu_run_again_alone(tmp_p
     ran_out = rows["2_big.py"]["first_run"]
     assert ran_out["shared_gpu"] and bench.shared_gpu_ran_out(ran_out, args)
     assert not bench.shared_gpu_ran_out(dict(ran_out, shared_gpu=False), args)   # was alone
+    # the verdicts' named causes decide, not words in the reason's text
+    assert not bench.shared_gpu_ran_out(dict(ran_out, failures=["output_mismatch"]), args)
 
 
 def test_a_rerun_that_got_nowhere_keeps_the_first_row(tmp_path, monkeypatch):
     oom = {"status": "no_passing_candidate", "correct": False, "kept_reference": True,
-           "eager_ms": 2.0, "kept_reason": "no candidate passed (last: out_of_memory)"}
+           "eager_ms": 2.0, "failures": ["out_of_memory"],
+           "kept_reason": "no candidate passed (last: out_of_memory)"}
 
     def fake_spawn(p, out_dir, args, g, cpus, gpu_lock=None):
         import time as _time

@@ -36,3 +36,12 @@ def test_the_type_check_can_fail(tmp_path):
     assert 'probe.py:5: error: Argument 1 to "use" has incompatible type "NotACoder"' in out
     assert 'probe.py:6: error: Incompatible default for parameter "x" (default has type "None"' \
         in out                                       # no implicit Optional
+
+
+def test_a_verdicts_reason_name_is_its_named_cause_or_nothing():
+    from stitchcuda_lab.verdict import Verdict
+    assert Verdict("runtime_error", "out_of_memory: CUDA out of memory").reason_name == \
+        "out_of_memory"
+    assert Verdict("rejected", "patched_timer").reason_name == "patched_timer"
+    assert Verdict("incorrect", "no candidate passed: 3 of 4").reason_name == ""
+    assert Verdict("pass").reason_name == ""

@@ -345,8 +345,8 @@ def failures_text(attempts: Sequence[Attempt]) -> str:
         if a.candidate is None and a.failure:
             key = f"no candidate: {a.cause}"
         elif a.verdict is not None and a.verdict.status != "pass":
-            name = a.verdict.reason.split(":", 1)[0].strip() if a.verdict.reason else ""
-            key = a.verdict.status + (f" / {name}" if name and " " not in name else "")
+            name = a.verdict.reason_name
+            key = a.verdict.status + (f" / {name}" if name else "")
         else:
             continue
         groups.setdefault(key, []).append(a)
