@@ -91,6 +91,7 @@ class Graph:
     total_flops: int = 0
     total_bytes: int = 0
     training: bool = False
+    mode_dependent: list[str] = field(default_factory=list)  # what train()/eval() changes
     eager_launches: int | None = None  # device kernels per eager forward (CUDA profile only)
     output_spec: str = "single"        # how forward returns `outputs`: single | tuple | list
 
@@ -172,7 +173,8 @@ def analyse(problem: Problem, device: str = "cpu", profile: bool = True,
     seed = settings.seed if settings is not None else 42
     model = problem.make_model(device=device, seed=seed)
     inputs = list(problem.make_inputs(device=device, seed=seed))
-    graph = Graph(device=str(device), training=bool(model.training))
+    graph = Graph(device=str(device), training=bool(model.training),
+                  mode_dependent=mode_dependent_modules(model))
     ep = None
     errors = []
     for strict in (False, True):
@@ -205,6 +207,43 @@ def analyse(problem: Problem, device: str = "cpu", profile: bool = True,
         except Exception as e:  # noqa: BLE001  (analysis must not fail)
             graph.warnings.append(f"eager profile failed: {type(e).__name__}: {_first_line(e)}")
     return graph
+
+
+def mode_dependent_modules(model: Any) -> list[str]:
+    """The submodules whose forward depends on ``model.training``, as ``"name (Class)"``.
+
+    Batch norm (batch or running statistics), dropout of every kind, instance norm that
+    tracks running statistics, RReLU (random or fixed slope) and attention with dropout;
+    layers built of these (a TransformerEncoderLayer) show as their parts.
+    """
+    import torch.nn as nn
+    from torch.nn.modules.batchnorm import _BatchNorm
+    from torch.nn.modules.dropout import _DropoutNd
+    from torch.nn.modules.instancenorm import _InstanceNorm
+
+    out = []
+    for name, m in model.named_modules():
+        if isinstance(m, _InstanceNorm):
+            dep = bool(m.track_running_stats)
+        elif isinstance(m, nn.MultiheadAttention):
+            dep = m.dropout > 0
+        else:
+            dep = isinstance(m, (_BatchNorm, _DropoutNd, nn.RReLU))
+        if dep:
+            out.append(f"{name or '(model)'} ({type(m).__name__})")
+    return out
+
+
+_MODE_OPS = ("dropout", "batch_norm", "rrelu")   # functional calls that may take self.training
+
+
+def mode_dependent(graph: Graph) -> list[str]:
+    """What follows the capture's mode: the modules of ``mode_dependent_modules``, else the
+    captured dropout / batch norm / RReLU calls (a functional ``F.dropout(x, training=...)``)."""
+    if graph.mode_dependent:
+        return list(graph.mode_dependent)
+    ops = [n.opname for n in graph.calls() if any(k in n.opname for k in _MODE_OPS)]
+    return [f"{op} (a functional call)" for op in dict.fromkeys(ops)]
 
 
 def _input_node(i: int, x: Any) -> Node:

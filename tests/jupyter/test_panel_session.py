@@ -181,3 +181,50 @@ def test_a_compile_error_is_marked_on_the_line_the_person_sees(settings):
             w.value for w in panel.kernel_box.children if isinstance(getattr(w, "value", 0), str))
     finally:
         s.close()
+
+
+BATCH_NORM_SOURCE = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(32)
+        self.drop = nn.Dropout(0.0)
+
+    def forward(self, x):
+        return self.drop(torch.relu(self.bn(x) + 1.0))
+
+def get_inputs():
+    return [torch.randn(64, 32)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("source, says", [
+    (SOURCE, None),
+    (BATCH_NORM_SOURCE, "captured in training mode: bn (BatchNorm1d), drop (Dropout) follow"),
+], ids=["relu_only", "batch_norm_and_dropout"])
+def test_the_plan_names_the_training_mode_modules_only_when_there_are_some(settings, source,
+                                                                           says):
+    """The offline planner on the real graph: a model without batch norm or dropout gets no
+    note about training mode; one with them gets a note that names them."""
+    from stitchcuda_lab.jupyter.panel import SessionPanel, _plain
+    from stitchcuda_lab.problem import problem_from_source
+    from stitchcuda_lab.session import Session
+
+    s = Session.create(problem_from_source(source), settings.replace(iters=0))
+    try:
+        panel = SessionPanel(s, threaded=False)
+        panel.advance()
+        assert not panel.error, panel.error
+        notes = _plain(panel.plan_notes.value)
+        if says is None:
+            assert "mode" not in notes and "batch norm" not in notes, notes
+        else:
+            assert says in notes, notes
+    finally:
+        s.close()

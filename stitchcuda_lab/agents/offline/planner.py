@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ... import aten
+from ...graph import mode_dependent
 from ...plan import Plan, Task
 from .expand import node_role
 from .ir import Unsupported
@@ -136,6 +137,14 @@ def _unsupported(n: Node, e: Exception) -> str:
     if why.startswith(f"{n.name}: "):
         why = why[len(n.name) + 2:]
     return f"{n.opname}: {why}"
+
+
+def _note_mode(plan: Plan, graph: Graph) -> None:
+    """Say which modules follow the capture's training/eval mode; nothing when none does."""
+    moded = mode_dependent(graph)
+    if moded:
+        plan.notes.append(f"captured in {'training' if graph.training else 'eval'} mode: "
+                          f"{', '.join(moded)} follow{'s' if len(moded) == 1 else ''} that mode")
 
 
 class OfflinePlanner:
@@ -258,8 +267,7 @@ class OfflinePlanner:
                     n.stride != contiguous_strides(n.shape):
                 plan.notes.append(f"input {n.name} is not contiguous: the program calls "
                                   ".contiguous() on it before its kernels")
-        plan.notes.append(f"captured in {'training' if graph.training else 'eval'} mode: "
-                          "batch norm / dropout follow that mode")
+        _note_mode(plan, graph)
         self._maybe_cuda_graph(plan, graph, device)
         return plan
 
