@@ -615,7 +615,8 @@ class SessionPanel:
         self._detached = why
         for b in self._buttons:
             b.disabled = True
-        self.next_step.value = f"<div class='stitch-next'>⏸ This panel is {html.escape(why)}.</div>"
+        self.next_step.value = (f"<div class='stitch-next'><span class='stitch-paused'></span>"
+                                f"This panel is {html.escape(why)}.</div>")
 
     def advance(self) -> None:
         """Let the Session run until it needs a person (in the background)."""
@@ -638,7 +639,8 @@ class SessionPanel:
         self._set_progress(label, 0.0)
         for b in self._buttons:
             b.disabled = True
-        self.next_step.value = f"<div class='stitch-next'>⏳ {html.escape(label)} …</div>"
+        self.next_step.value = (f"<div class='stitch-next'><span class='stitch-spinner'></span>"
+                                f"{html.escape(label)} …</div>")
         hook = _install_progress(self.session, self._on_progress)
 
         def work() -> None:
@@ -704,7 +706,9 @@ class SessionPanel:
         """The step's end: the bar at 100% and what happened, until the next step starts."""
         self.progress.value = 100
         self.progress.bar_style = "success" if ok else "danger"
-        self.progress_label.value = f"{label}: {'done' if ok else 'failed (see the error)'}"
+        waits = _waits_for(self.session) if ok else None
+        self.progress_label.value = (f"{label}: {waits}" if waits else
+                                     f"{label}: {'done' if ok else 'failed (see the error)'}")
 
     def _show_error(self, message: str, hint: str | None = None, detail: str | None = None) -> None:
         body = f"<b>Error:</b> {html.escape(message)}"
@@ -850,6 +854,18 @@ def _waiting(session: Any, c: Candidate) -> str:
     return "set aside"
 
 
+def _waits_for(session: Any) -> str | None:
+    """What the session waits for from the person after a step, if it stopped for approval."""
+    needs = bridge.needs(session)
+    if needs == "approve_candidate":
+        n = len(bridge.pending(session))
+        return (f"coded; {'the kernels wait' if n != 1 else 'the kernel waits'} for your "
+                "approval in Kernels before verifying")
+    if needs == "approve_plan":
+        return "planned; the plan waits for your approval in Plan"
+    return None
+
+
 def _counts(session: Any) -> str:
     vs = bridge.verdicts(session)
     by: dict[str, int] = {}
@@ -903,10 +919,22 @@ def next_step_html(panel: SessionPanel) -> str:
     if ph in ("done", "stopped"):
         use = (f"<code>{html.escape(sv)}.model()</code> or <b>Load finished model</b>" if sv
                else "<b>Load finished model</b>")
-        return (f"Next: <b>Stop and export</b> writes the best candidate as a KernelBench "
-                f"file; {use} gives it as a module." if _best(s) else
-                "Nothing passed: change the plan or the kernels in a new <code>%%stitch</code> "
-                "session.")
+        sid = html.escape(str(getattr(s, "id", "")))
+        later = (f"<code>%stitch_open {sid}</code> reopens it to look at; a new "
+                 "<code>%%stitch</code> session tries further")
+        if panel.exported is not None:
+            where = f"<code>{html.escape(str(panel.exported))}</code>"
+            head = (f"The session is {html.escape(ph)}; " +
+                    (f"the best candidate is exported to {where}. Next: {use} gives it as a "
+                     "module; " if _best(s) else
+                     f"it is exported to {where}, but no candidate passed; "))
+            return head + f"the session does not carry on: {later}."
+        if not _best(s):
+            return ("Nothing passed: change the plan or the kernels in a new <code>%%stitch</code> "
+                    "session.")
+        again = " (the session is stopped already: it only exports)" if ph == "stopped" else ""
+        return (f"Next: <b>Stop and export</b>{again} writes the best candidate as a KernelBench "
+                f"file; {use} gives it as a module.")
     if needs == "approve_plan":
         return ("Next: check the tasks in <b>Plan</b> (untick, reorder, edit technique or "
                 "params), then press <b>Approve plan</b>.")
@@ -1050,7 +1078,14 @@ _CODE_CSS = (f"<style>.stitch-code textarea{{font-family:{_MONO}!important;font-
              "white-space:pre;tab-size:4}.stitch-params .cm-editor{max-height:90px}"
              ".stitch-draft{background:#ddf4ff;border:1px solid #54aeff;padding:4px 8px;"
              "border-radius:4px;margin:4px 0}.stitch-next{margin:2px 0 4px 0}"
-             ".stitch-summary{margin:2px 0}</style>")
+             ".stitch-summary{margin:2px 0}"
+             # plain CSS indicators: an emoji glyph is an empty box where no emoji font is
+             ".stitch-spinner{display:inline-block;width:.75em;height:.75em;margin-right:.45em;"
+             "vertical-align:-.1em;border:2px solid #54aeff;border-right-color:transparent;"
+             "border-radius:50%;animation:stitch-spin .8s linear infinite}"
+             "@keyframes stitch-spin{to{transform:rotate(360deg)}}"
+             ".stitch-paused{display:inline-block;width:.2em;height:.7em;margin-right:.45em;"
+             "border-left:.2em solid #57606a;border-right:.2em solid #57606a}</style>")
 _PANEL_CSS = ("<style>.stitch-panel table{border-collapse:collapse;margin:4px 0}"
               ".stitch-panel td,.stitch-panel th{padding:1px 10px 1px 0;text-align:left;"
               "line-height:1.4}.stitch-panel th{border-bottom:1px solid #d0d7de}</style>")

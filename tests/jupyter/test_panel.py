@@ -271,8 +271,20 @@ def test_the_panel_says_what_to_do_next_at_every_stop(panel):
     panel.kernel_approve.click()
     assert "Run next iteration" in panel.next_step.value
     panel.stop_button.click()
-    assert "Stop and export" in panel.next_step.value or "Load finished model" in \
-        panel.next_step.value
+    assert "Load finished model" in panel.next_step.value
+
+
+def test_after_stop_and_export_the_next_line_says_where_not_the_same_action(panel, tmp_path):
+    _approve_plan(panel)
+    panel.kernel_approve.click()
+    panel.names["session"] = "s"
+    panel.export_path.value = str(tmp_path / "out")
+    panel.stop_button.click()
+    nxt = panel.next_step.value
+    assert "Stop and export" not in nxt, nxt
+    assert "stopped" in nxt and str(tmp_path / "out") in nxt
+    assert "s.model()" in nxt and f"%stitch_open {panel.session.id}" in nxt
+    assert "Stop and export" not in panel.text()
 
 
 def test_the_panel_says_which_candidate_is_best_and_why(panel):
@@ -303,7 +315,10 @@ def test_an_error_is_cleared_when_the_next_step_succeeds(panel):
 def test_each_step_ends_at_100_percent_with_what_happened(panel):
     _approve_plan(panel)
     assert panel.progress.value == 100 and panel.progress.bar_style == "success"
-    assert panel.progress_label.value.endswith(": done")
+    assert "done" not in panel.progress_label.value     # it waits for the person: not done
+    assert "wait" in panel.progress_label.value and "approval" in panel.progress_label.value
+    panel.kernel_approve.click()
+    assert panel.progress_label.value.endswith(": done")   # verified: nothing waits
     panel.regenerate()
     panel.regenerate()
     panel.session.post(loop.Stop("test"))
@@ -326,3 +341,37 @@ def test_the_summary_names_the_op_that_kept_the_reference(panel):
     assert "Reference kept:</b> cumsum: no scan template" in summary_html(panel.session)
     panel.session.kept_reason = lambda: None
     assert "Reference kept" not in summary_html(panel.session)
+
+
+def test_progress_says_the_kernels_wait_for_approval_not_done(panel):
+    panel.plan_approve.click()
+    assert panel.session.state.needs == "approve_candidate"
+    label = panel.progress_label.value
+    assert not label.endswith("done"), label
+    assert "kernel waits for your approval" in label and "Kernels" in label
+    panel.kernel_regen.click()
+    assert "waits for your approval" in panel.progress_label.value
+
+
+def _emoji_only(text):
+    """Characters a plain font lacks: Misc Technical (hourglass, pause), emoji, emoji selector."""
+    return sorted({ch for ch in text if 0x2300 <= ord(ch) <= 0x23FF or ord(ch) >= 0x1F000
+                   or ord(ch) == 0xFE0F})
+
+
+def test_the_busy_and_detached_lines_use_css_indicators_not_emoji(fake_session):
+    import threading
+    fake_session.advance()
+    p = SessionPanel(fake_session, threaded=True)
+    gate = threading.Event()
+    p._run("Slow step", gate.wait, advance=False)
+    try:
+        busy = p.next_step.value
+        assert "stitch-spinner" in busy and "Slow step" in busy
+        assert _emoji_only(busy) == [], busy
+    finally:
+        gate.set()
+        assert p.wait(30)
+    assert "@keyframes stitch-spin" in p._css.value and ".stitch-paused" in p._css.value
+    p.detach("closed here")
+    assert "stitch-paused" in p.next_step.value and _emoji_only(p.next_step.value) == []
