@@ -860,9 +860,9 @@ def _waits_for(session: Any) -> str | None:
     if needs == "approve_candidate":
         n = len(bridge.pending(session))
         return (f"coded; {'the kernels wait' if n != 1 else 'the kernel waits'} for your "
-                "approval in Kernels before verifying")
+                "approval in Kernels")
     if needs == "approve_plan":
-        return "planned; the plan waits for your approval in Plan"
+        return "the plan waits for your approval in Plan"
     return None
 
 
