@@ -450,16 +450,16 @@ PER_PROBLEM = 2 * 2**30
 MEMORY_USE = 0.85   # the share of a GPU's memory the problems in flight on it may plan on
 
 
-def gpu_free_bytes(gpu: Any, default: int) -> int:
+def gpu_free_bytes(gpu: Any) -> int | None:
     """Free memory on GPU ``gpu`` as the driver reports it (nvidia-smi, so this process makes
-    no CUDA context of its own); ``default`` where it cannot be asked."""
+    no CUDA context of its own); None where it cannot be asked."""
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,"
                               "nounits", "-i", str(gpu or 0)], capture_output=True, text=True,
                              timeout=10)
         return int(out.stdout.split()[0]) * 2**20
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
-        return default
+        return None
 
 
 def footprints(problems: list[Path], shrink: int = 1) -> dict[str, int]:
@@ -517,12 +517,20 @@ def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
     rows: dict[str, dict] = {}
     cond = threading.Condition()
 
+    asked: dict[Any, tuple[float, int | None]] = {}   # the driver's free memory, once a second
+
     def fits(g, need: int) -> bool:
         if not memory or running[g] == 0:
             return True
-        # what the others plan on leaves room, and so does what they hold now (a plan can
-        # be short: a model's workspaces are not in it)
-        return in_use[g] + need <= memory and need <= gpu_free_bytes(g, need)
+        if in_use[g] + need > memory:
+            return False
+        # what the others hold now leaves room too (a plan can be short: a model's
+        # workspaces are not in it)
+        when, free_now = asked.get(g, (0.0, None))
+        if time.monotonic() - when > 1.0:
+            free_now = gpu_free_bytes(g)
+            asked[g] = (time.monotonic(), free_now)
+        return free_now is None or need <= free_now
 
     def work(p: Path, slot: tuple, need: int) -> None:
         g, cpus = slot

@@ -326,7 +326,7 @@ def test_problems_that_share_a_gpu_start_only_where_their_memory_fits(tmp_path, 
     monkeypatch.setattr(bench, "_local_gpus", lambda device: [0])
     monkeypatch.setattr(bench, "PER_PROBLEM", 0)
     free_now = []
-    monkeypatch.setattr(bench, "gpu_free_bytes", lambda g, d: free_now.append(g) or d)
+    monkeypatch.setattr(bench, "gpu_free_bytes", lambda g: free_now.append(g) or None)
     gib = 2**30
     names = ["1_small.py", "2_small.py", "3_large.py", "4_huge.py", "5_small.py"]
     args = argparse.Namespace(device="cuda", jobs=4, memory_gb=100, footprints={
@@ -342,6 +342,37 @@ def test_problems_that_share_a_gpu_start_only_where_their_memory_fits(tmp_path, 
     assert free_now and set(free_now) == {0}   # the driver asked too, beside a running one
     by = {r["problem"]: r for r in rows}
     assert by["1_small.py"]["shared_gpu"] and not by["4_huge.py"]["shared_gpu"]
+
+
+def test_a_problem_waits_while_the_driver_says_its_memory_is_not_free(tmp_path, monkeypatch):
+    """The plan says two problems fit beside each other, but what the first holds (its
+    workspaces are in no plan) leaves too little free: the second starts after it."""
+    import argparse
+    import threading
+    import time as _time
+    running: set[str] = set()
+    seen: list[tuple[str, frozenset]] = []
+    guard = threading.Lock()
+
+    def fake_spawn(p, out_dir, args, g, cpus, gpu_lock=None):
+        with guard:
+            running.add(p.name)
+            seen.append((p.name, frozenset(running)))
+        _time.sleep(0.5)
+        with guard:
+            running.discard(p.name)
+        return {"problem": p.name, "status": "pass", "correct": True}
+
+    monkeypatch.setattr(bench, "_spawn", fake_spawn)
+    monkeypatch.setattr(bench, "_local_gpus", lambda device: [0])
+    monkeypatch.setattr(bench, "PER_PROBLEM", 0)
+    monkeypatch.setattr(bench, "gpu_free_bytes", lambda g: 2**30)   # 1 GiB free
+    gib = 2**30
+    args = argparse.Namespace(device="cuda", jobs=2, memory_gb=100, footprints={
+        "1_a.py": 6 * gib, "2_b.py": 6 * gib})
+    bench.run_local([tmp_path / "1_a.py", tmp_path / "2_b.py"], tmp_path, args,
+                    progress=lambda m: None)
+    assert dict(seen)["2_b.py"] == {"2_b.py"}     # not beside 1_a.py: it waited
 
 
 def test_footprints_size_each_problem_without_running_it(tmp_path):
@@ -361,9 +392,11 @@ def test_a_forwards_peak_counts_the_intermediates_alive_at_once():
     from stitchcuda_lab.roofline import least_work
     chain = PROBLEM.replace("return torch.relu(x * 2.0 + 1.0) - 0.5",
                             "a = x * 2.0\n        b = a + 1.0\n        c = b * a\n"
-                            "        del a, b\n        c.relu_()\n        return c.view(-1)")
+                            "        c.relu_()\n        v = c.view(-1)\n        del a, b\n"
+                            "        return v")
     work = least_work(problem_from_source(chain))
-    # a, b and c alive at once; relu_ in place and the view add nothing
+    # a, b and c alive at once; relu_ (in place) and the view, made while all three are alive,
+    # add nothing (counted, they would make it five)
     assert work["peak_bytes"] == 3 * 256 * 512 * 4
 
 

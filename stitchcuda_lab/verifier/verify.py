@@ -383,8 +383,8 @@ class Job:
             refs.append([Print(r) for r in ref_out])
             del got, second, ref_out   # the GPU memory goes back before the next trial
             traced["aten_ops"] = _merge(traced.get("aten_ops", {}), reply.get("aten_ops"))
-            if reply.get("trace"):
-                traced["trace"] = self.read_trace(reply["trace"])
+            if t == traced_trial:   # a profiled trial without its trace is switched-off evidence
+                traced["trace"] = self.read_trace(reply.get("trace"))
         return trials, traced, outs, refs
 
     def widened(self, seed: int, plain: list) -> tuple[str | None, list]:

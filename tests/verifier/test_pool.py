@@ -65,9 +65,9 @@ def test_a_gpu_pool_keeps_two_spares_and_a_cpu_pool_one():
     assert Pool("cuda", 1, spares=3).spares == 3
 
 
-def test_a_pool_starts_one_spare_first_and_the_others_once_it_is_up(monkeypatch):
-    """Processes that start side by side each start slower: a cold pool starts one, waits for
-    it, and only then starts the rest, while the first candidate runs."""
+def test_a_pool_starts_one_spare_first_and_the_others_after_the_job(monkeypatch):
+    """Processes that start side by side each start slower: a cold pool starts one and waits
+    for it; nothing starts while the candidate runs; the rest start after the job (``fill``)."""
     from stitchcuda_lab.verifier import pool as pool_mod
 
     started: list[str] = []
@@ -86,5 +86,9 @@ def test_a_pool_starts_one_spare_first_and_the_others_once_it_is_up(monkeypatch)
     monkeypatch.setattr(p, "_new", Box)
     p.fill(at_most=1)
     p.take()
+    assert started == ["start 0", "ready 0"]      # the job runs with nothing starting
+    p.fill()                                       # what run_verify does after the job
     assert started == ["start 0", "ready 0", "start 1", "start 2"]
     assert len(p._spares) == 2
+    p.take()                                       # a warm pool: one ready, nothing started
+    assert started[-1] == "ready 1" and len(p._spares) == 1
