@@ -355,7 +355,10 @@ TEMPLATE_TAIL = """
   clock: work moved into the draw (a replaced `torch.randn` that computes the answer as it
   draws, `candidates/precompute_in_randn.py`) is counted in the verdict's time, but only to
   within the draw's own spread (tens of microseconds on a GPU, milliseconds for large CPU
-  draws). Handing device inputs over through a CUDA IPC handle would close it.
+  draws). Handing device inputs over through a CUDA IPC handle would close it, but it cannot
+  cross users: on the H200 a process that took another uid (before or after its CUDA context
+  came up) failed to open the judge's handle (`cudaErrorMapBufferObjectFailed`), and a
+  candidate's own uid is what keeps it from signalling the judge and reading its files.
 - **numpy, scipy or hand-written C doing replaced work on the CPU** are not in the profiler's
   trace: such a candidate passes as "own code". On CUDA all device work is in the trace.
 - **load_inline candidates** build in their sandbox (a candidate's process writes nothing another
