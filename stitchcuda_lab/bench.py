@@ -438,15 +438,15 @@ def _local_gpus(device: str) -> list[int | None]:
 # A problem's processes hold several copies of its inputs and outputs on the GPU at once (the
 # judge's input sets and reference outputs, the candidate's copies): seen on the H200, a softmax
 # that reads and writes 12.9 GB had 38 GB in its judge and 25 GB in its candidate's process.
-# The caller's, the judge's and the torch.compile baseline's processes each hold a CUDA context
-# and cached blocks besides (about 0.6 GB a context), and the model's intermediates are not in
-# the count: hence the generous factor and a fixed allowance per problem.
+# The caller's and the judge's processes, the candidate's and two spares each hold a CUDA
+# context and cached blocks besides (about 0.6 GB a context): hence the generous factor and a
+# fixed allowance per problem.
 COPIES = 10
 # ... and the intermediates live at once in one forward (``roofline``'s peak_bytes), held by
 # the judge's eager and compiled baselines, the candidate's process and the allocator's
 # fragments (seen: a judge with 17.7 GB allocated had 12.3 GB more reserved)
 HOLDERS = 4
-PER_PROBLEM = 2 * 2**30
+PER_PROBLEM = 3 * 2**30
 MEMORY_USE = 0.85   # the share of a GPU's memory the problems in flight on it may plan on
 
 
