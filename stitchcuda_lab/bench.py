@@ -282,8 +282,8 @@ def _child_main(argv: list[str]) -> int:
 
 def shared_gpu_ran_out(row: dict, args: argparse.Namespace) -> bool:
     """Whether ``row`` lost its candidates to a GPU that other problems filled: run with
-    ``--jobs`` over one, no passing kernel of ours, and a verdict out of memory (or the
-    problem's process itself, in its error)."""
+    ``--jobs`` over one, the reference kept (no candidate passed, or none beat eager), and a
+    verdict out of memory (or the problem's process itself, in its error)."""
     ran_out = "out_of_memory" in (row.get("failures") or []) \
         or "out of memory" in str(row.get("error") or "").lower()
     return bool(row.get("shared_gpu")) and not getattr(args, "ray", False) \

@@ -772,7 +772,8 @@ class Job:
                 dev = profile.device_ms(trace)
             if dev > DEVICE_SLACK * ours + slack:
                 raise Reject("patched_timer", f"the device trace shows {dev:.3f} ms of kernels "
-                             f"in one call; the candidate's timer reported {ours:.3f} ms")
+                             f"per call (the median of its profiled timed calls on CUDA); the "
+                             f"candidate's timer reported {ours:.3f} ms")
         return {"ours": ours, "ours_wall": res["wall_ms"]}
 
     def least_disagreement(self) -> float:
