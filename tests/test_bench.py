@@ -303,10 +303,9 @@ def test_run_one_keeps_its_row_as_it_goes(tmp_path, monkeypatch):
     assert row["failures"] == []      # named causes of verdicts that did not pass: none here
 
 
-def test_problems_that_share_a_gpu_start_only_where_their_memory_fits(tmp_path, monkeypatch):
-    """Four slots on one GPU of 100 GiB: two small problems run beside each other, a large one
-    waits until it fits (or runs alone), and problems start in order."""
-    import argparse
+def _one_gpu_recording_who_runs_beside_whom(monkeypatch, free_bytes) -> list:
+    """run_local on one GPU with problems that pass after a moment; returns what is seen as
+    each starts: (its name, the problems running then). ``free_bytes(gpu)``: the driver."""
     import threading
     import time as _time
     running: set[str] = set()
@@ -317,7 +316,7 @@ def test_problems_that_share_a_gpu_start_only_where_their_memory_fits(tmp_path, 
         with guard:
             running.add(p.name)
             seen.append((p.name, frozenset(running)))
-        _time.sleep(0.3)
+        _time.sleep(0.4)
         with guard:
             running.discard(p.name)
         return {"problem": p.name, "status": "pass", "correct": True}
@@ -325,8 +324,17 @@ def test_problems_that_share_a_gpu_start_only_where_their_memory_fits(tmp_path, 
     monkeypatch.setattr(bench, "_spawn", fake_spawn)
     monkeypatch.setattr(bench, "_local_gpus", lambda device: [0])
     monkeypatch.setattr(bench, "PER_PROBLEM", 0)
-    free_now = []
-    monkeypatch.setattr(bench, "gpu_free_bytes", lambda g: free_now.append(g) or None)
+    monkeypatch.setattr(bench, "gpu_free_bytes", free_bytes)
+    return seen
+
+
+def test_problems_that_share_a_gpu_start_only_where_their_memory_fits(tmp_path, monkeypatch):
+    """Four slots on one GPU of 100 GiB: two small problems run beside each other, a large one
+    waits until it fits (or runs alone), and problems start in order."""
+    import argparse
+    free_now: list = []
+    seen = _one_gpu_recording_who_runs_beside_whom(
+        monkeypatch, lambda g: free_now.append(g) or None)
     gib = 2**30
     names = ["1_small.py", "2_small.py", "3_large.py", "4_huge.py", "5_small.py"]
     args = argparse.Namespace(device="cuda", jobs=4, memory_gb=100, footprints={
@@ -348,25 +356,7 @@ def test_a_problem_waits_while_the_driver_says_its_memory_is_not_free(tmp_path, 
     """The plan says two problems fit beside each other, but what the first holds (its
     workspaces are in no plan) leaves too little free: the second starts after it."""
     import argparse
-    import threading
-    import time as _time
-    running: set[str] = set()
-    seen: list[tuple[str, frozenset]] = []
-    guard = threading.Lock()
-
-    def fake_spawn(p, out_dir, args, g, cpus, gpu_lock=None):
-        with guard:
-            running.add(p.name)
-            seen.append((p.name, frozenset(running)))
-        _time.sleep(0.5)
-        with guard:
-            running.discard(p.name)
-        return {"problem": p.name, "status": "pass", "correct": True}
-
-    monkeypatch.setattr(bench, "_spawn", fake_spawn)
-    monkeypatch.setattr(bench, "_local_gpus", lambda device: [0])
-    monkeypatch.setattr(bench, "PER_PROBLEM", 0)
-    monkeypatch.setattr(bench, "gpu_free_bytes", lambda g: 2**30)   # 1 GiB free
+    seen = _one_gpu_recording_who_runs_beside_whom(monkeypatch, lambda g: 2**30)  # 1 GiB free
     gib = 2**30
     args = argparse.Namespace(device="cuda", jobs=2, memory_gb=100, footprints={
         "1_a.py": 6 * gib, "2_b.py": 6 * gib})

@@ -68,7 +68,7 @@ CLOCK_SHARE = {"cuda": 0.5, "cpu": 2.0}   # ... or beyond this share of the repo
 # forward: allowing the whole path let a timer claiming 2% of a 16 ms forward through on a
 # host whose load had lengthened the calibration; the cost is the false positive under
 # heavy load written down in RELIABILITY.md
-CLOCK_PATH_SHARE = {"cuda": 0.5, "cpu": 0.5}
+CLOCK_PATH_SHARE = 0.5
 # A disagreement is a verdict only when it is there on the quietest call (load on the host
 # only ever adds time, so the least disagreement is the one noise touches least) and again on
 # this many rounds of fresh calls: a patched timer lies on every call, a busy host does not
@@ -131,7 +131,7 @@ class WorkerState:
     def spares(self) -> Pool:
         if self.pool is None:
             self.pool = Pool(self.device, self.threads)
-        self.pool.fill(at_most=1)   # take() starts the others once one is up
+        self.pool.fill(at_most=1)   # the others start after a job (run_verify)
         return self.pool
 
     def sandbox(self) -> Sandbox:
@@ -200,9 +200,9 @@ class Job:
 
     @property
     def sandbox(self) -> Sandbox:
-        """The candidate's process, from the start of ``run`` on."""
+        """The candidate's process, from ``take_sandbox`` (before ``run``) on."""
         if self.box is None:
-            raise RuntimeError("the job has no sandbox yet: run() takes one")
+            raise RuntimeError("the job has no sandbox yet: take_sandbox() takes one")
         return self.box
 
     # -- talking to the sandbox --
@@ -297,8 +297,6 @@ class Job:
             phases[f"phase:{name}"] = (now - clock) * 1e3
             clock = now
 
-        if self.box is None:
-            self.take_sandbox()
         phases["phase:spare"] = self.spare_wait_ms   # waiting for a spare still starting up
         self.open(self.sandbox)
         # the sandbox's own call path, timed on the reference before any candidate code runs
@@ -742,7 +740,7 @@ class Job:
         kind = "cuda" if self.device.startswith("cuda") else "cpu"
         slack = CLOCK_SLACK_MS[kind]
         # the path's own spread grows with its length: half of it is allowed on top
-        allowed = max(CLOCK_SHARE[kind] * reported, slack + CLOCK_PATH_SHARE[kind] * calibration.median)
+        allowed = max(CLOCK_SHARE[kind] * reported, slack + CLOCK_PATH_SHARE * calibration.median)
         excess = res["least_extra_ms"] - calibration.least
         for _ in range(CLOCK_CONFIRM_ROUNDS):
             if excess <= allowed:
