@@ -1,0 +1,27 @@
+"""verifier/profile.py: what the judge reads from a trace."""
+
+from stitchcuda_lab.verifier import profile
+
+
+def kernel(name: str, ts: float, dur: float, cat: str = "kernel") -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur}
+
+
+def test_device_time_of_kernels_one_after_another_is_their_sum():
+    trace = {"traceEvents": [kernel("a", 0, 1000), kernel("b", 1500, 500)]}
+    assert profile.device_ms(trace) == 1.5
+
+
+def test_device_time_counts_overlapping_kernels_once():
+    # a CUDA graph's parallel branches (cuDNN's RNN layers side by side) overlap in time: the
+    # device was busy 3 ms, not the 5.5 ms their durations add up to
+    trace = {"traceEvents": [kernel("layer0", 0, 2000), kernel("layer1", 500, 2000),
+                             kernel("inside", 600, 1000), kernel("copy", 2500, 500,
+                                                                 cat="gpu_memcpy")]}
+    assert profile.device_ms(trace) == 3.0
+
+
+def test_device_time_leaves_out_fills_and_host_events():
+    trace = {"traceEvents": [kernel("vectorized_fill_kernel", 0, 5000), kernel("k", 0, 1000),
+                             kernel("aten::add", 0, 9000, cat="cpu_op")]}
+    assert profile.device_ms(trace) == 1.0
