@@ -93,12 +93,9 @@ def one(path: Path) -> dict:
         row["nchw_bench_err_ref"] = ratio(bench_out, ref)
         row["nchw_bench_norm"] = norm(bench_out, strict) / ref_err if ref_err else 0.0
         cudnn.benchmark = False
-        model = model.to(memory_format=torch.channels_last) if any(
-            p.dim() == 4 for p in model.parameters()) else model
-        for m in model.modules():
-            for name, p in list(m.named_parameters(recurse=False)):
-                if p.dim() in (4, 5):
-                    p.data = channels_last(p.data)
+        for p in model.parameters():   # 4-d and 5-d weights channels-last
+            if p.dim() in (4, 5):
+                p.data = channels_last(p.data)
         cxs = [channels_last(x) if isinstance(x, torch.Tensor) else x for x in xs]
         cl = model(*cxs)
         row["cl_err_ref"] = ratio(cl, ref)

@@ -90,11 +90,19 @@ class Problem:
         return model.to(device)
 
     def make_inputs(self, device: str = "cpu", seed: int = 42, ns: dict | None = None) -> list:
-        """Seeded ``get_inputs()`` with tensors moved to ``device``."""
+        """Seeded ``get_inputs()`` with tensors on ``device``: on a GPU made there directly,
+        as the Verifier draws them (KernelBench's inputs of billions of elements take seconds
+        to draw on the host and more to copy over); tensors the problem pins to a device are
+        moved afterwards."""
         import torch
         ns = self.namespace() if ns is None else ns
         torch.manual_seed(seed)
-        return [x.to(device) if isinstance(x, torch.Tensor) else x for x in ns["get_inputs"]()]
+        if str(device).startswith("cuda"):
+            with torch.device(device):
+                xs = ns["get_inputs"]()
+        else:
+            xs = ns["get_inputs"]()
+        return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
 
     def __str__(self) -> str:
         return f"Problem {self.name} ({self.origin}, {self.source.count(chr(10)) + 1} lines)"

@@ -45,7 +45,7 @@ from typing import Any
 from ..verdict import TrialResult, Verdict
 from .. import gpulock
 from . import antihack, profile, timing
-from .compare import Print, compare, same, stale_outputs, tolerance
+from .compare import Print, compare, same, stale_outputs, tolerance, within_reference_error
 from .exchange import WIDEN, draw, hand_over, read_output, tensors, widen
 from .options import VerifyOptions
 from .pool import Pool, Sandbox
@@ -97,6 +97,10 @@ class Reference:
     weight_seed: int
     baselines: dict = field(default_factory=dict)
     trace: dict | None = None                 # a checked call's, for the evidence
+    # whether its outputs change with TF32 off (None: not yet known): PyTorch runs fp32
+    # convolutions on TF32 tensor cores by default, so the reference may be less precise
+    # than fp32, and a candidate is then judged against fp32 arithmetic as well (compare.py)
+    tf32: bool | None = None
     timed_traces: list | None = None          # timed calls', for the Profile tab
 
 
@@ -154,6 +158,20 @@ class Failed(Exception):
         super().__init__(f"{name}: {detail}")
 
 
+@contextlib.contextmanager
+def tf32_off():
+    """TF32 off for convolutions and matrix products in this (the judge's) process, for the
+    duration: the reference's forward in fp32 arithmetic."""
+    import torch
+    b = torch.backends
+    saved = (b.cudnn.allow_tf32, b.cuda.matmul.allow_tf32)
+    b.cudnn.allow_tf32 = b.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        b.cudnn.allow_tf32, b.cuda.matmul.allow_tf32 = saved
+
+
 def load_module(path: Path, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -191,6 +209,7 @@ class Job:
         self.tags = 0
         self.checks_left = 0
         self.last_reply: dict = {}
+        self.within_ref = ""   # the reference's own error, where an output was judged within it
 
     def take_sandbox(self) -> None:
         """A spare for this candidate, waited for if it is still starting up."""
@@ -354,10 +373,11 @@ class Job:
             how = None
             if t == wide_trial:
                 how, ref_out = self.widened(seed, ref_out)
+            strict = self.strict_outputs(seed, ref_out, how)
             sizes = [r.numel() * r.element_size() for r in ref_out]
             reply = self.ask({"op": "trial", "seed": seed, "sizes": sizes, "first": t == 0,
                               "trace": t == traced_trial, "second": t < 2, "widen": how})
-            got, res = self.read(reply.get("outputs"), ref_out)
+            got, res = self.read(reply.get("outputs"), ref_out, strict)
             second = None
             if got is not None:
                 second, res2 = self.read(reply.get("second"), ref_out)
@@ -381,7 +401,7 @@ class Job:
             # prints, not the tensors: five trials' outputs may not fit beside the candidate's
             outs.append([Print(g) for g in got or []])
             refs.append([Print(r) for r in ref_out])
-            del got, second, ref_out   # the GPU memory goes back before the next trial
+            del got, second, ref_out, strict   # GPU memory goes back before the next trial
             traced["aten_ops"] = _merge(traced.get("aten_ops", {}), reply.get("aten_ops"))
             if t == traced_trial:   # a profiled trial without its trace is switched-off evidence
                 traced["trace"] = self.read_trace(reply.get("trace"))
@@ -409,6 +429,24 @@ class Job:
                 return how, out
         return None, plain
 
+    def strict_outputs(self, seed: int, ref_out: list, how: str | None = None) -> list | None:
+        """The reference's outputs on the same draw with TF32 off, where they differ from
+        ``ref_out`` (the reference then computes below fp32: its convolutions on TF32 tensor
+        cores, PyTorch's default); None where TF32 changes nothing or there is none (CPU).
+        Known after the first call: a problem whose outputs TF32 does not change costs one
+        forward more, once."""
+        import torch
+        if not self.device.startswith("cuda") or self.ref.tf32 is False:
+            return None
+        xs = self.draw(seed)
+        with torch.no_grad(), tf32_off():
+            strict = [r.detach() for r in tensors(self.ref.model(*(widen(xs, how) if how
+                                                                    else xs)))]
+        if self.ref.tf32 is None:
+            self.ref.tf32 = [r.shape for r in strict] == [r.shape for r in ref_out] and any(
+                not same(a, b) for a, b in zip(strict, ref_out))
+        return strict if self.ref.tf32 else None
+
     def draw(self, seed: int) -> list:
         """The reference's inputs; running out of memory there is the problem's size."""
         try:
@@ -435,8 +473,10 @@ class Job:
             self.tol[key] = tolerance(ref.dtype, self.opts.atol, self.opts.rtol)
         return self.tol[key]
 
-    def read(self, entries: Any, ref_out: list) -> tuple[list | None, list[dict]]:
-        """The sandbox's outputs next to the reference's: (tensors or None, comparisons)."""
+    def read(self, entries: Any, ref_out: list,
+             strict: list | None = None) -> tuple[list | None, list[dict]]:
+        """The sandbox's outputs next to the reference's: (tensors or None, comparisons).
+        ``strict``: the reference's outputs with TF32 off (``strict_outputs``), if any."""
         if not isinstance(entries, list) or len(entries) != len(ref_out):
             n = len(entries) if isinstance(entries, list) else 0
             return None, [{"ok": False, "reason": "output_count", "abs": math.inf,
@@ -452,8 +492,23 @@ class Job:
                 return None, [{"ok": False, "reason": name, "abs": math.inf, "rel": math.inf,
                                "mismatches": ref.numel(), "msg": msg}]
             got.append(t)
-            res.append(compare(t, ref, *self.tol_for(ref)[:2]))
+            res.append(self.judge_output(t, ref, strict[len(got) - 1] if strict else None))
         return got, res
+
+    def judge_output(self, out: Any, ref: Any, strict: Any) -> dict:
+        """One output against the reference; where that fails and the reference is less
+        precise than fp32 (``strict`` given), against fp32 arithmetic within the reference's
+        own error. The verdict's tolerance then says so (``self.within_ref``)."""
+        atol, rtol = self.tol_for(ref)[:2]
+        res = compare(out, ref, atol, rtol)
+        if res["ok"] or strict is None:
+            return res
+        wide = within_reference_error(out, ref, strict, atol, rtol)
+        if "widened" not in wide:   # the reference is not close enough to fp32 to widen
+            return res
+        if wide["ok"]:
+            self.within_ref = wide["widened"]
+        return wide
 
     def read_trace(self, path: Any) -> dict:
         """The trace of the call just answered, from the only file it may be in: the sandbox
@@ -473,7 +528,10 @@ class Job:
         tol = sorted({self.tol_for(r)[2] for rs in refs for r in rs})
         atol, rtol = (self.tol_for(refs[0][0])[:2] if refs and refs[0] else (None, None))
         result = dict(self.base, trials=trials, aten_ops=dict(sorted(traced.get(
-            "aten_ops", {}).items())), atol=atol, rtol=rtol, tolerance="; ".join(tol),
+            "aten_ops", {}).items())), atol=atol, rtol=rtol, tolerance="; ".join(tol) + (
+                "; judged against fp32 arithmetic (TF32 off) within the tolerance plus a few "
+                f"times the reference's own error, since {self.within_ref}"
+                if self.within_ref else ""),
             max_abs_err=max((t.max_abs_err for t in trials), default=None),
             max_rel_err=max((t.max_rel_err for t in trials), default=None),
             timings={"build": float(loaded.get("build_ms", 0.0))})
@@ -802,7 +860,8 @@ class Job:
         for i in picked_calls:
             with torch.no_grad():
                 ref_out = [r.detach() for r in tensors(self.ref.model(*self.draw(seeds[i])))]
-            got, res = self.read(picked.get(str(i)), ref_out)
+            got, res = self.read(picked.get(str(i)), ref_out,
+                                 self.strict_outputs(seeds[i], ref_out))
             if got is None or not all(r["ok"] for r in res):
                 why = "; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])
                 raise Reject("timed_output_mismatch", "a timed call's output, checked after "

@@ -1,0 +1,37 @@
+# problem: conv_transpose_tanh
+# expect: pass
+"""Legit: the transposed convolution kept in cuDNN (KEPT_OPS) but run channels-last, as
+torch.compile runs it, then the bias and tanh in the candidate's own kernel. cuDNN's
+channels-last algorithm rounds its TF32 products differently from the reference's NCHW one:
+the outputs differ from the reference by more than 1e-4, and agree with fp32 arithmetic as
+closely as the reference does."""
+import torch
+import torch.nn as nn
+
+from stitchcuda_lab import runtime
+
+KEPT_OPS = ["aten.convolution"]
+SRC = r"""
+extern "C" __global__ void sub_tanh(const float* y, const float* b, float* out, long long n,
+                                    int channels) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = tanhf(y[i] - b[i % channels]);   // channels-last: channel is fastest
+}
+"""
+
+
+class ModelNew(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv = nn.ConvTranspose2d(channels, channels, 4, stride=2, padding=1)
+        self.bias = nn.Parameter(torch.randn(channels, 1, 1))
+        self.conv.to(memory_format=torch.channels_last)
+        self.mod = runtime.load(SRC, lang="cuda", name="sub_tanh")
+
+    def forward(self, x):
+        y = self.conv(x.contiguous(memory_format=torch.channels_last))
+        out = torch.empty_like(y)   # channels-last too
+        n = y.numel()
+        self.mod.launch("sub_tanh", grid=((n + 255) // 256, 1, 1), block=(256, 1, 1),
+                        args=(y, self.bias.detach().reshape(-1), out, n, y.shape[1]))
+        return out

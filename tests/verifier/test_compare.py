@@ -1,0 +1,103 @@
+"""verifier/compare.py: outputs of any size, and references less precise than their dtype."""
+
+import torch
+
+from stitchcuda_lab.verifier import compare as cmp
+from stitchcuda_lab.verifier.compare import compare, within_reference_error
+
+
+def tf32(x: torch.Tensor) -> torch.Tensor:
+    """``x`` rounded to TF32 (10 mantissa bits, to nearest), as tensor cores read fp32."""
+    i = x.contiguous().view(torch.int32)
+    return ((i + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+def bf16(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.bfloat16).float()
+
+
+def conv_like(seed: int = 0):
+    """A product with a convolution's reduction length (64 channels x 3 x 3): its fp32 result,
+    the TF32 one (what PyTorch's default convolution returns) and the operands."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(512, 576, generator=g)
+    w = torch.randn(576, 64, generator=g) / 24
+    strict = (x.double() @ w.double()).float()
+    return x, w, strict, (tf32(x).double() @ tf32(w).double()).float()
+
+
+def test_chunks_give_the_same_verdict_as_one_pass(monkeypatch):
+    ref = torch.randn(1000, 33)
+    out = ref.clone()
+    out[17, 3] += 1.0
+    out[999, 32] = float("nan")
+    whole = compare(out, ref, 1e-4, 1e-4)
+    monkeypatch.setattr(cmp, "CHUNK", 97)   # many chunks, none aligned with a row
+    chunked = compare(out, ref, 1e-4, 1e-4)
+    assert chunked["mismatches"] == whole["mismatches"] == 2
+    assert chunked["reason"] == whole["reason"] == "uninitialized_output"
+    assert chunked["msg"] == whole["msg"] and "[17, 3]" in chunked["msg"]
+    assert abs(chunked["norm_rel"] - whole["norm_rel"]) < 1e-12
+
+
+def truncated(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as TF32 by dropping the low 13 bits (what some tensor-core kernels do)."""
+    return (x.contiguous().view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+
+def test_another_tf32_kernel_fails_against_a_tf32_reference_but_passes_within_its_error():
+    x, w, strict, ref = conv_like()
+    # TF32 truncated instead of rounded, summed in fp32 in another order (another algorithm)
+    other = sum(truncated(x[:, i:i + 64]) @ truncated(w[i:i + 64]) for i in range(0, 576, 64))
+    assert not compare(other, ref, 1e-4, 1e-4)["ok"]
+    r = within_reference_error(other, ref, strict, 1e-4, 1e-4)
+    assert r["ok"], r["msg"]
+    assert "TF32 off" in r["widened"]
+
+
+def test_a_fused_prologue_rounding_its_last_bit_differently_passes_within_the_reference_error():
+    x, w, strict, ref = conv_like(1)
+    nudged = x * (1 + 2 ** -23)   # one ulp: a prologue fused in another order
+    out = (tf32(nudged).double() @ tf32(w).double()).float()
+    assert within_reference_error(out, ref, strict, 1e-4, 1e-4)["ok"]
+
+
+def test_bf16_arithmetic_is_not_let_through_by_a_tf32_reference():
+    x, w, strict, ref = conv_like(2)
+    out = (bf16(x).double() @ bf16(w).double()).float()
+    r = within_reference_error(out, ref, strict, 1e-4, 1e-4)
+    assert not r["ok"] and r["reason"] == "output_mismatch"
+    assert "reference's own" in r["msg"]
+
+
+def test_a_wrong_output_fails_even_within_the_reference_error():
+    x, w, strict, ref = conv_like(3)
+    out = ref.clone()
+    out[100:110] *= 1.01   # a tenth of a row computed 1% off
+    assert not within_reference_error(out, ref, strict, 1e-4, 1e-4)["ok"]
+    out = ref.clone()
+    out[:, -1] = 0.0       # a channel never written (as zeros)
+    assert not within_reference_error(out, ref, strict, 1e-4, 1e-4)["ok"]
+
+
+def test_a_reference_far_from_its_fp32_result_widens_nothing():
+    # a forward that draws random numbers (or a discrete result) differs from its other run by
+    # far more than rounding: that difference must not become the tolerance
+    ref = torch.randn(256, 256)
+    strict = torch.randn(256, 256)
+    out = ref + 0.05 * torch.randn(256, 256)
+    r = within_reference_error(out, ref, strict, 1e-4, 1e-4)
+    assert not r["ok"] and "widened" not in r
+
+
+def test_an_exact_reference_allows_no_more_than_the_tolerance():
+    x, w, strict, _ = conv_like(4)
+    out = (tf32(x).double() @ tf32(w).double()).float()
+    # the reference is the fp32 result itself: TF32 arithmetic is 1e-4 out, and stays out
+    assert not compare(out, strict, 1e-4, 1e-4)["ok"]
+    assert not within_reference_error(out, strict, strict, 1e-4, 1e-4)["ok"]
+
+
+def test_integer_outputs_stay_exact():
+    ref = torch.arange(10)
+    assert not within_reference_error(ref + 1, ref, ref + 3, 0.0, 0.0)["ok"]
