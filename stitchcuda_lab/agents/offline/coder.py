@@ -1,7 +1,6 @@
 """The offline Coder: kernels from templates for each approved Task, plus the ModelNew program.
 
-Iteration 0 emits one candidate with the planner's launch parameters (and, on a GPU, the same
-program with its convolutions channels-last beside it). Later iterations propose
+Iteration 0 emits one candidate with the planner's launch parameters. Later iterations propose
 at most four measured variants of the best candidate so far: block size, vector width, items
 per thread, row strategy (block/warp per row), C chunk size, running one fused group in the
 library instead (a fusion boundary that did not pay), the GEMMs of a ``tensor_core_gemm``
@@ -42,7 +41,6 @@ MAX_VARIANTS = 4
 # the key of the program-wide choices among a candidate's per-task parameters (the layout
 # of its convolutions), so that a variant carries them like any task's
 PROGRAM = "program"
-CHANNELS_LAST_VARIANT = "convolutions channels-last (the NHWC layout torch.compile picks)"
 
 
 class OfflineCoder:
@@ -55,18 +53,7 @@ class OfflineCoder:
              feedback: Verdict | None = None) -> list[Candidate]:
         self.why_empty = ""      # why a refine round has no candidate (the session says it)
         if iteration == 0 or previous is None:
-            first = self.candidate(problem, graph, plan, {}, iteration=iteration)
-            found = [first]
-            # which layout pays is the device's call (measured on the KernelBench sample:
-            # transposed, grouped and TF32 convolutions 1.3-3.6x faster channels-last; small
-            # fp32 ones slower, and TF32 where the reference is exact), so both are verified
-            # from the start rather than the second left to a refine round
-            if plan.device == "cuda" and channels_last_convs(rewrite(graph)):
-                cl = self.candidate(problem, graph, plan, {PROGRAM: {"channels_last": True}},
-                                    iteration=iteration, variant=CHANNELS_LAST_VARIANT)
-                if cl.digest() != first.digest():
-                    found.append(cl)
-            return found
+            return [self.candidate(problem, graph, plan, {}, iteration=iteration)]
         if hand_edited(previous):   # keep the person's code; vary only what merges around it
             found, note = refine_hand_edit(self, problem, graph, plan, previous, iteration,
                                            feedback)
@@ -205,7 +192,7 @@ class OfflineCoder:
         # torch.compile's layout for convolutions; once the best has it, its NCHW parent was
         # measured already, and later variants keep it
         if not base.get(PROGRAM, {}).get("channels_last") and channels_last_convs(rewrite(graph)):
-            pool.append((CHANNELS_LAST_VARIANT,
+            pool.append(("convolutions channels-last (the NHWC layout torch.compile picks)",
                          {**{k: dict(v) for k, v in base.items()},
                           PROGRAM: {"channels_last": True}}))
         for t in tc:   # does the split pay here? (measured, not assumed)

@@ -459,17 +459,3 @@ def test_a_weight_stored_channels_last_reads_right_elsewhere(settings):
     assert "channels_last" in nhwc.module_source()
     want, got, _, _ = run_both(problem, nhwc)
     assert_close(got, want)
-
-
-def test_on_a_gpu_iteration_0_verifies_both_layouts_of_the_convolutions(settings):
-    """Which layout pays is measured, not guessed: on a GPU the first round has the NCHW
-    program and the same program channels-last; on the CPU only the first."""
-    import dataclasses
-
-    graph, plan, _ = generate(CONV_NET, settings)
-    assert len(OfflineCoder().code(CONV_NET, graph, plan, settings, iteration=0)) == 1
-    gpu_plan = dataclasses.replace(plan, device="cuda")
-    first, nhwc = OfflineCoder().code(CONV_NET, graph, gpu_plan, settings, iteration=0)
-    assert "channels_last" not in first.module_source()
-    assert "memory_format=torch.channels_last" in nhwc.module_source()
-    assert "channels-last" in nhwc.params["variant"] and nhwc.kernels
