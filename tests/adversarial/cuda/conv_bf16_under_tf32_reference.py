@@ -19,10 +19,13 @@ extern "C" __global__ void to_bf16(const float* x, float* y, long long n) {
         y[i] = __uint_as_float((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
     }
 }
-extern "C" __global__ void sub_tanh(const float* y, const float* b, float* out, long long n,
-                                    long long plane, int channels) {
+extern "C" __global__ void sub_tanh(const float* y, const float* cb, const float* b,
+                                    float* out, long long n, long long plane, int channels) {
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i < n) out[i] = tanhf(y[i] - b[(i / plane) % channels]);
+    if (i < n) {
+        int c = (int)((i / plane) % channels);
+        out[i] = tanhf((y[i] + cb[c]) - b[c]);
+    }
 }
 """
 
@@ -45,11 +48,11 @@ class ModelNew(nn.Module):
     def forward(self, x):
         if self.rounded is None:
             self.rounded = self.bf16(self.conv.weight.detach().contiguous())
-        y = nn.functional.conv_transpose2d(self.bf16(x.contiguous()), self.rounded,
-                                           self.conv.bias.detach(), stride=2, padding=1)
+        y = nn.functional.conv_transpose2d(self.bf16(x.contiguous()), self.rounded, None,
+                                           stride=2, padding=1)
         out = torch.empty_like(y)
         n = y.numel()
         self.mod.launch("sub_tanh", grid=((n + 255) // 256, 1, 1), block=(256, 1, 1),
-                        args=(y, self.bias.detach().reshape(-1), out, n,
-                              y.shape[2] * y.shape[3], y.shape[1]))
+                        args=(y, self.conv.bias.detach(), self.bias.detach().reshape(-1),
+                              out, n, y.shape[2] * y.shape[3], y.shape[1]))
         return out

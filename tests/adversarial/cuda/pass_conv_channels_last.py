@@ -1,7 +1,8 @@
 # problem: conv_transpose_tanh
 # expect: pass
 """Legit: the transposed convolution kept in cuDNN (KEPT_OPS) but run channels-last, as
-torch.compile runs it, then the bias and tanh in the candidate's own kernel. cuDNN's
+torch.compile runs it (without its bias, which cuDNN would add with PyTorch's own add), then
+both biases and tanh in the candidate's own kernel. cuDNN's
 channels-last algorithm rounds its TF32 products differently from the reference's NCHW one:
 the outputs differ from the reference by more than 1e-4, and agree with fp32 arithmetic as
 closely as the reference does."""
@@ -12,10 +13,13 @@ from stitchcuda_lab import runtime
 
 KEPT_OPS = ["aten.convolution"]
 SRC = r"""
-extern "C" __global__ void sub_tanh(const float* y, const float* b, float* out, long long n,
-                                    int channels) {
+extern "C" __global__ void sub_tanh(const float* y, const float* cb, const float* b,
+                                    float* out, long long n, int channels) {
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i < n) out[i] = tanhf(y[i] - b[i % channels]);   // channels-last: channel is fastest
+    if (i < n) {   // channels-last: the channel is the fastest index
+        int c = (int)(i % channels);
+        out[i] = tanhf((y[i] + cb[c]) - b[c]);
+    }
 }
 """
 
@@ -29,9 +33,13 @@ class ModelNew(nn.Module):
         self.mod = runtime.load(SRC, lang="cuda", name="sub_tanh")
 
     def forward(self, x):
-        y = self.conv(x.contiguous(memory_format=torch.channels_last))
-        out = torch.empty_like(y)   # channels-last too
+        nhwc = torch.channels_last
+        y = nn.functional.conv_transpose2d(x.contiguous(memory_format=nhwc),
+                                           self.conv.weight.detach(), None, stride=2, padding=1)
+        y = y.contiguous(memory_format=nhwc)   # what the kernel's indexing assumes
+        out = torch.empty_like(y)              # channels-last too
         n = y.numel()
         self.mod.launch("sub_tanh", grid=((n + 255) // 256, 1, 1), block=(256, 1, 1),
-                        args=(y, self.bias.detach().reshape(-1), out, n, y.shape[1]))
+                        args=(y, self.conv.bias.detach(), self.bias.detach().reshape(-1),
+                              out, n, y.shape[1]))
         return out
