@@ -19,33 +19,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gemm_precision import timed  # noqa: E402  (CUDA events, L2 flushed, median)
 
 
 def load(path: Path):
     ns: dict = {"__name__": f"kb_{path.stem}"}
     exec(compile(path.read_text(), str(path), "exec"), ns)
     return ns
-
-
-def timed(fn, reps: int = 20) -> float:
-    import torch
-    flush = torch.empty(64 * 1024 * 1024, device="cuda")
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        flush.fill_(1.0)
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
 
 
 def ratio(out, ref) -> float:
@@ -86,9 +71,9 @@ def one(path: Path) -> dict:
         ref_err = norm(ref, strict)
         row["ref_vs_strict"] = ratio(ref, strict)
         row["det_vs_ref"] = ratio(det, ref)
-        row["t_nchw"] = timed(lambda: model(*xs))
+        row["t_nchw"] = timed(lambda: model(*xs), 20)
         cudnn.benchmark = True
-        row["t_nchw_bench"] = timed(lambda: model(*xs))
+        row["t_nchw_bench"] = timed(lambda: model(*xs), 20)
         bench_out = model(*xs)
         row["nchw_bench_err_ref"] = ratio(bench_out, ref)
         row["nchw_bench_norm"] = norm(bench_out, strict) / ref_err if ref_err else 0.0
@@ -102,24 +87,21 @@ def one(path: Path) -> dict:
         row["cl_err_strict"] = ratio(cl, strict)
         row["ref_err_strict"] = ratio(ref, strict)
         row["cl_norm"] = norm(cl, strict) / ref_err if ref_err else 0.0
-        row["t_cl"] = timed(lambda: model(*cxs))
+        row["t_cl"] = timed(lambda: model(*cxs), 20)
         cudnn.benchmark = True
-        row["t_cl_bench"] = timed(lambda: model(*cxs))
+        row["t_cl_bench"] = timed(lambda: model(*cxs), 20)
         cudnn.benchmark = False
     return row
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("folders", nargs="+")
-    ap.add_argument("--filter", default="onv")
-    ap.add_argument("--out", default=None)
-    a = ap.parse_args(argv)
+def run(folders: list[str], keep, one, out: str | None) -> list[dict]:
+    """``one(path)`` for each problem file of ``folders`` that ``keep(path)`` accepts, a JSON
+    line printed per problem as it is done (a failure is a row saying so)."""
     import torch
     rows = []
-    for folder in a.folders:
+    for folder in folders:
         for path in sorted(Path(folder).glob("*.py")):
-            if a.filter not in path.read_text():
+            if not keep(path):
                 continue
             t0 = time.perf_counter()
             try:
@@ -131,8 +113,18 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.empty_cache()
             print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v)
                               for k, v in row.items()}), flush=True)
-    if a.out:
-        Path(a.out).write_text(json.dumps(rows, indent=1))
+    if out:
+        Path(out).write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("folders", nargs="+")
+    ap.add_argument("--filter", default="onv")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args(argv)
+    run(a.folders, lambda p: a.filter in p.read_text(), one, a.out)
     return 0
 
 

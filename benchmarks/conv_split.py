@@ -19,13 +19,13 @@ torch.compile's forward (what Inductor runs for the problem).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conv_numerics import channels_last, load, ratio, timed  # noqa: E402
+from conv_numerics import channels_last, load, ratio, run  # noqa: E402
+from gemm_precision import timed  # noqa: E402
 
 
 def tf32_split(t):
@@ -76,14 +76,14 @@ def one(path: Path, with_compile: bool) -> dict:
         ref = fn(x, w, b)
         cudnn.allow_tf32 = False
         strict = fn(x, w, b)
-        row["t_nchw_fp32"] = timed(lambda: fn(x, w, b))
+        row["t_nchw_fp32"] = timed(lambda: fn(x, w, b), 20)
         xc, wc = channels_last(x), channels_last(w)
-        row["t_cl_fp32"] = timed(lambda: fn(xc, wc, b))
+        row["t_cl_fp32"] = timed(lambda: fn(xc, wc, b), 20)
         row["err_cl_fp32"] = ratio(fn(xc, wc, b), strict)
         cudnn.allow_tf32 = True
         row["err_ref"] = ratio(ref, strict)
-        row["t_ref"] = timed(lambda: fn(x, w, b))
-        row["t_cl_tf32"] = timed(lambda: fn(xc, wc, b))
+        row["t_ref"] = timed(lambda: fn(x, w, b), 20)
+        row["t_cl_tf32"] = timed(lambda: fn(xc, wc, b), 20)
         row["err_cl_tf32"] = ratio(fn(xc, wc, b), strict)
         if m.groups == 1:
             whi, wlo = tf32_split(w)
@@ -95,10 +95,10 @@ def one(path: Path, with_compile: bool) -> dict:
                 return fn(channels_last(torch.cat([xhi, xlo, xhi], dim=1)), w3, b)
             out = split()
             row["err_split"] = ratio(out, strict)
-            row["t_split"] = timed(split)
+            row["t_split"] = timed(split, 20)
             xhi, xlo = tf32_split(x)
             x3 = channels_last(torch.cat([xhi, xlo, xhi], dim=1))
-            row["t_split_conv_only"] = timed(lambda: fn(x3, w3, b))
+            row["t_split_conv_only"] = timed(lambda: fn(x3, w3, b), 20)
             del x3, out
         if with_compile:
             from torch.profiler import ProfilerActivity, profile
@@ -108,12 +108,12 @@ def one(path: Path, with_compile: bool) -> dict:
             cm(*xs)
             torch.cuda.synchronize()
             row["compile_s"] = round(time.perf_counter() - t0, 1)
-            row["t_compile"] = timed(lambda: cm(*xs))
-            row["t_eager"] = timed(lambda: model(*xs))
+            row["t_compile"] = timed(lambda: cm(*xs), 20)
+            row["t_eager"] = timed(lambda: model(*xs), 20)
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 cm(*xs)
                 torch.cuda.synchronize()
-            ks = sorted(((e.device_time_total, e.name) for e in prof.key_averages()
+            ks = sorted(((e.device_time_total, e.key) for e in prof.key_averages()
                          if e.device_time_total > 0), reverse=True)[:6]
             row["compile_kernels"] = [f"{t / 1e3:.3f} ms {n[:90]}" for t, n in ks]
             row["err_compile"] = ratio(cm(*xs), model(*xs))
@@ -127,25 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compile", default="", help="problems (substrings) to compile and list")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
-    import torch
-    rows = []
-    for folder in a.folders:
-        for path in sorted(Path(folder).glob("*.py")):
-            if "onv" not in path.read_text() or a.filter not in path.name:
-                continue
-            t0 = time.perf_counter()
-            comp = any(c and c in path.name for c in a.compile.split(","))
-            try:
-                row = one(path, comp)
-            except Exception as e:  # noqa: BLE001  (a report: one problem's failure is a row)
-                row = {"problem": path.name, "error": f"{type(e).__name__}: {e}"[:300]}
-            row["seconds"] = round(time.perf_counter() - t0, 1)
-            rows.append(row)
-            torch.cuda.empty_cache()
-            print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v)
-                              for k, v in row.items()}), flush=True)
-    if a.out:
-        Path(a.out).write_text(json.dumps(rows, indent=1))
+    names = [c for c in a.compile.split(",") if c]
+    run(a.folders, lambda p: "onv" in p.read_text() and a.filter in p.name,
+        lambda p: one(p, any(c in p.name for c in names)), a.out)
     return 0
 
 
