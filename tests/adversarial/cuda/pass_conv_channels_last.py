@@ -2,10 +2,9 @@
 # expect: pass
 """Legit: the transposed convolution kept in cuDNN (KEPT_OPS) but run channels-last, as
 torch.compile runs it (without its bias, which cuDNN would add with PyTorch's own add), then
-both biases and tanh in the candidate's own kernel. cuDNN's
-channels-last algorithm rounds its TF32 products differently from the reference's NCHW one:
-the outputs differ from the reference by more than 1e-4, and agree with fp32 arithmetic as
-closely as the reference does."""
+both biases and tanh in the candidate's own kernel. Its TF32 products may be rounded and summed
+otherwise than the reference's NCHW algorithm (on the H200 of 2026-12-02 cuDNN gave the same
+bits, benchmarks/results/h200-conv-split.json): either way it must pass."""
 import torch
 import torch.nn as nn
 
