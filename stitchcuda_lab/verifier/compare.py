@@ -19,13 +19,13 @@ still allows each element its own relative error),
 and ``||out - ref|| / ||ref|| <= rtol`` (Frobenius norms; skipped when the reference is all
 zeros, where the elementwise test is already exact enough).
 
-Where the reference itself computes below its dtype's precision (PyTorch runs fp32
-convolutions on TF32 tensor cores by default), the judge also runs it with TF32 off, and an
-output that fails against the reference may pass against that fp32 result, within the
-tolerance plus a few times the reference's own error (``within_reference_error``): no
-candidate can be asked to agree with the reference more closely than the reference agrees
-with fp32 arithmetic, and a narrower format (bf16, eight times TF32's error) is still too far. The verdict's
-tolerance says when this was used, with the reference's error.
+Where the reference is itself less exact than its tolerance (PyTorch runs fp32 convolutions on
+TF32 tensor cores by default; a long fp32 sum or scan carries its own rounding), an output that
+fails against the reference may pass against the same forward computed in float64, within the
+tolerance plus a few times the reference's own error (``within_reference_error``): no candidate
+can be asked to agree with the reference more closely than the reference agrees with exact
+arithmetic, and a narrower format (bf16, eight times TF32's error) is still too far. The
+verdict's tolerance says when this was used, with the reference's error.
 """
 
 from __future__ import annotations
@@ -171,50 +171,69 @@ def _where(out: Any, ref: Any, atol: float, rtol: float, slack: float, against: 
     return f"; {where}" if where else ""
 
 
-# How much more error than the reference's own a candidate may have, where the reference
-# computes below its dtype's precision. Tensor-core kernels read fp32 operands as TF32 either
-# rounded to nearest or truncated, and truncation has about 2.6 times the error in norm (2.4-2.9
-# times in the largest element, in tests/verifier/test_compare.py's convolution-sized sums);
-# another order of the same arithmetic changes it by a few percent. A narrower format is
-# further: bf16 (8 significant bits against TF32's 11) is about 8 times the error.
-NORM_FACTOR = 3.0     # ||out - fp32|| may be this many times the reference's
-PEAK_FACTOR = 4.0     # ... and each element's error this many times the reference's largest
-# A reference further than this from its own fp32 arithmetic (relative norm) is not "less
-# precise" but different (a random draw in the forward, a chaotic or discrete result): there
-# its own error allows nothing.
+# How much more error than the reference's own a candidate may have, where the reference is
+# less exact than its tolerance. Tensor-core kernels read fp32 operands as TF32 either rounded
+# to nearest or truncated, and truncation has about 2.6 times the error in norm (2.4-2.9 times
+# in the largest element, in tests/verifier/test_compare.py's convolution-sized sums); another
+# order of the same arithmetic changes it by a few percent. A narrower format is further: bf16
+# (8 significant bits against TF32's 11) is about 8 times the error.
+NORM_FACTOR = 3.0     # ||out - float64|| may be this many times the reference's
+# ... and each element's error this many times the reference's 99.9th percentile (a quantile,
+# not the largest: a few large errors of the reference must not become every element's
+# allowance; the largest of 1e8 rounding errors is about twice that quantile)
+PEAK_FACTOR = 6.0
+PEAK_QUANTILE = 0.999
+QUANTILE_SAMPLE = 1 << 20   # elements the quantile is taken over (strided over the output)
+# A reference further than this from its float64 run (relative norm) is not "less precise" but
+# different (a random draw in the forward, a chaotic result): there its own error allows nothing.
 MAX_REFERENCE_ERROR = 1e-2
+# ... nor where its largest error is this many times its typical one: rounding spreads over
+# the elements (4-5x in tests/verifier/test_compare.py's sums and products), while a discrete
+# choice the float64 run makes otherwise (a tie in a max, a threshold) puts a few large errors
+# in a sea of small ones, and its largest error must not become every element's allowance
+MAX_TAIL = 64.0
 
 
-def within_reference_error(out: Any, ref: Any, strict: Any, atol: float, rtol: float) -> dict:
-    """``compare`` for a reference that is itself less precise than its dtype: PyTorch runs
-    fp32 convolutions on TF32 tensor cores by default, so an "fp32" reference carries TF32's
-    rounding, and another correct algorithm (a channels-last layout, a fused prologue whose
-    last bits differ) rounds differently by more than 1e-4. ``strict`` is the same forward with
-    TF32 off. ``out`` passes when it is about as close to ``strict`` as the reference is:
-    elementwise within the usual tolerance plus ``PEAK_FACTOR`` times the reference's largest
-    error, and in norm within ``NORM_FACTOR`` times the reference's error (or rtol).
-    Where the reference is not close to ``strict`` (``MAX_REFERENCE_ERROR``) this is
-    ``compare`` against the reference."""
+def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: float) -> dict:
+    """``compare`` for a reference that is itself less exact than its tolerance: an "fp32"
+    convolution that PyTorch runs on TF32 tensor cores, a long fp32 sum or scan. ``truth`` is
+    the same forward computed in float64. Another correct program (another algorithm, order or
+    layout; a sum kept in double) differs from such a reference by more than the tolerance
+    while agreeing with ``truth`` as well as the reference does. ``out`` passes when it is about
+    as close to ``truth`` as the reference is: elementwise within the usual tolerance plus
+    ``PEAK_FACTOR`` times the reference's 99.9th-percentile error, and in norm within ``NORM_FACTOR``
+    times the reference's error (or rtol). Where the reference is not close to ``truth``
+    (``MAX_REFERENCE_ERROR``, ``MAX_TAIL``) this is ``compare`` against the reference, and so
+    is any output that is not floating point."""
     import torch
-    if out.shape != ref.shape or out.dtype != ref.dtype or strict.shape != ref.shape \
-            or strict.dtype != ref.dtype or not ref.is_floating_point():
+    if out.shape != ref.shape or out.dtype != ref.dtype or truth.shape != ref.shape \
+            or not ref.is_floating_point() or not truth.is_floating_point() \
+            or ref.numel() == 0:
         return compare(out, ref, atol, rtol)
-    a, b = _flat(out, strict)
-    r = _flat(ref, strict)[0]
-    m = ref_err_sq = strict_sq = 0.0
+    a, b = _flat(out, truth)
+    r = _flat(ref, truth)[0]
+    m = ref_err_sq = truth_sq = 0.0
+    erring = 0
+    step = max(1, b.numel() // QUANTILE_SAMPLE)
+    sample = []
     for s in _chunks(b.numel()):
         y = b[s].to(torch.float64)
         e = (r[s].to(torch.float64) - y).abs()
+        sample.append(e[(-s.start) % step::step])   # every step-th element of the output
         m = max(m, float(e.max()) if e.numel() else 0.0)
         ref_err_sq += float(e.square().sum())
-        strict_sq += float(y.square().sum())
-    norm = math.sqrt(strict_sq)
+        erring += int((e > 0).sum())
+        truth_sq += float(y.square().sum())
+    norm = math.sqrt(truth_sq)
     ref_rel = math.sqrt(ref_err_sq) / norm if norm > 0 else math.inf
-    if not (math.isfinite(m) and math.isfinite(ref_rel)) or ref_rel > MAX_REFERENCE_ERROR:
+    typical = math.sqrt(ref_err_sq / erring) if erring else 0.0
+    if not (math.isfinite(m) and math.isfinite(ref_rel)) or ref_rel > MAX_REFERENCE_ERROR \
+            or m > MAX_TAIL * typical:
         return compare(out, ref, atol, rtol)
     rms = _rms(b)
     atol = atol * min(1.0, rms) if rms > 0 else atol
-    slack = PEAK_FACTOR * m
+    slack = PEAK_FACTOR * float(torch.quantile(torch.cat(sample)[:QUANTILE_SAMPLE * 2],
+                                               PEAK_QUANTILE))
     n_bad, max_abs, diff_sq = 0, 0.0, 0.0
     for s in _chunks(a.numel()):
         bad, diff, _, _ = _bad(a[s], b[s], atol, rtol, slack)
@@ -227,18 +246,18 @@ def within_reference_error(out: Any, ref: Any, strict: Any, atol: float, rtol: f
         diff_sq += float(torch.where(finite, diff, torch.zeros_like(diff)).square().sum())
     norm_rel = math.sqrt(diff_sq) / norm
     allowed = max(rtol, NORM_FACTOR * ref_rel)
-    note = (f"the reference itself differs from fp32 arithmetic (TF32 off) by up to {m:.3g} "
+    note = (f"the reference itself differs from its float64 computation by up to {m:.3g} "
             f"(relative norm {ref_rel:.2e})")
     reason, msg = "", ""
     if n_bad:
         reason = "output_mismatch"
-        msg = (f"{n_bad} of {a.numel()} elements further from the fp32 result than the "
-               f"tolerance (atol={atol:g}, rtol={rtol:g}) plus {PEAK_FACTOR:g}x the reference's "
-               f"own largest error; {note}" + _where(out, ref, atol, rtol, slack, strict))
+        msg = (f"{n_bad} of {a.numel()} elements further from the float64 result than the "
+               f"tolerance (atol={atol:g}, rtol={rtol:g}) plus {slack:.3g} ({PEAK_FACTOR:g}x "
+               f"the reference's own error at its 99.9th percentile); {note}" + _where(out, ref, atol, rtol, slack, truth))
     elif norm_rel > allowed:
         reason = "output_mismatch"
-        msg = (f"relative error {norm_rel:.2e} against the fp32 result is above {allowed:.2e} "
-               f"({NORM_FACTOR:g}x the reference's own); {note}")
+        msg = (f"relative error {norm_rel:.2e} against the float64 result is above "
+               f"{allowed:.2e} ({NORM_FACTOR:g}x the reference's own); {note}")
     return {"ok": not reason, "reason": reason, "abs": max_abs, "rel": norm_rel,
             "norm_rel": norm_rel, "mismatches": n_bad, "msg": msg, "widened": note}
 

@@ -97,10 +97,9 @@ class Reference:
     weight_seed: int
     baselines: dict = field(default_factory=dict)
     trace: dict | None = None                 # a checked call's, for the evidence
-    # whether its outputs change with TF32 off (None: not yet known): PyTorch runs fp32
-    # convolutions on TF32 tensor cores by default, so the reference may be less precise
-    # than fp32, and a candidate is then judged against fp32 arithmetic as well (compare.py)
-    tf32: bool | None = None
+    # the model in float64, made the first time an output misses the reference (compare.py:
+    # a reference less exact than its tolerance); False where it cannot be made
+    model64: Any = None
     timed_traces: list | None = None          # timed calls', for the Profile tab
 
 
@@ -156,20 +155,6 @@ class Failed(Exception):
     def __init__(self, status: str, name: str, detail: str, log: str = ""):
         self.status, self.name, self.detail, self.log = status, name, detail, log
         super().__init__(f"{name}: {detail}")
-
-
-@contextlib.contextmanager
-def tf32_off():
-    """TF32 off for convolutions and matrix products in this (the judge's) process, for the
-    duration: the reference's forward in fp32 arithmetic."""
-    import torch
-    b = torch.backends
-    saved = (b.cudnn.allow_tf32, b.cuda.matmul.allow_tf32)
-    b.cudnn.allow_tf32 = b.cuda.matmul.allow_tf32 = False
-    try:
-        yield
-    finally:
-        b.cudnn.allow_tf32, b.cuda.matmul.allow_tf32 = saved
 
 
 def load_module(path: Path, name: str):
@@ -373,11 +358,10 @@ class Job:
             how = None
             if t == wide_trial:
                 how, ref_out = self.widened(seed, ref_out)
-            strict = self.strict_outputs(seed, ref_out, how)
             sizes = [r.numel() * r.element_size() for r in ref_out]
             reply = self.ask({"op": "trial", "seed": seed, "sizes": sizes, "first": t == 0,
                               "trace": t == traced_trial, "second": t < 2, "widen": how})
-            got, res = self.read(reply.get("outputs"), ref_out, strict)
+            got, res = self.read(reply.get("outputs"), ref_out, self.truth(seed, how))
             second = None
             if got is not None:
                 second, res2 = self.read(reply.get("second"), ref_out)
@@ -401,7 +385,7 @@ class Job:
             # prints, not the tensors: five trials' outputs may not fit beside the candidate's
             outs.append([Print(g) for g in got or []])
             refs.append([Print(r) for r in ref_out])
-            del got, second, ref_out, strict   # GPU memory goes back before the next trial
+            del got, second, ref_out   # the GPU memory goes back before the next trial
             traced["aten_ops"] = _merge(traced.get("aten_ops", {}), reply.get("aten_ops"))
             if t == traced_trial:   # a profiled trial without its trace is switched-off evidence
                 traced["trace"] = self.read_trace(reply.get("trace"))
@@ -429,23 +413,41 @@ class Job:
                 return how, out
         return None, plain
 
-    def strict_outputs(self, seed: int, ref_out: list, how: str | None = None) -> list | None:
-        """The reference's outputs on the same draw with TF32 off, where they differ from
-        ``ref_out`` (the reference then computes below fp32: its convolutions on TF32 tensor
-        cores, PyTorch's default); None where TF32 changes nothing or there is none (CPU).
-        Known after the first call: a problem whose outputs TF32 does not change costs one
-        forward more, once."""
+    def truth(self, seed: int, how: str | None = None) -> Any:
+        """A function giving the reference's outputs on the draw of ``seed`` computed in
+        float64, or None where they cannot be had (a model without float64 kernels, out of
+        memory): run at most once, and only if an output misses the reference."""
+        done: list = []
+
+        def outputs() -> list | None:
+            if not done:
+                done.append(self.float64_outputs(seed, how))
+            return done[0]
+        return outputs
+
+    def float64_outputs(self, seed: int, how: str | None) -> list | None:
+        import copy
+
         import torch
-        if not self.device.startswith("cuda") or self.ref.tf32 is False:
+        ref = self.ref
+        try:
+            if ref.model64 is None:
+                ref.model64 = copy.deepcopy(ref.model).double()
+            if ref.model64 is False:
+                return None
+            xs = self.draw(seed)
+            xs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                  for x in (widen(xs, how) if how else xs)]
+            with torch.no_grad():
+                return [r.detach() for r in tensors(ref.model64(*xs))]
+        except Exception as e:  # noqa: BLE001  (no float64 answer: the plain comparison stands)
+            if not isinstance(e, torch.OutOfMemoryError):   # this problem has none, ever
+                ref.model64 = False
+            elif ref.model64 is None:
+                ref.model64 = False
+            if self.device.startswith("cuda"):
+                torch.cuda.empty_cache()
             return None
-        xs = self.draw(seed)
-        with torch.no_grad(), tf32_off():
-            strict = [r.detach() for r in tensors(self.ref.model(*(widen(xs, how) if how
-                                                                    else xs)))]
-        if self.ref.tf32 is None:
-            self.ref.tf32 = [r.shape for r in strict] == [r.shape for r in ref_out] and any(
-                not same(a, b) for a, b in zip(strict, ref_out))
-        return strict if self.ref.tf32 else None
 
     def draw(self, seed: int) -> list:
         """The reference's inputs; running out of memory there is the problem's size."""
@@ -474,9 +476,9 @@ class Job:
         return self.tol[key]
 
     def read(self, entries: Any, ref_out: list,
-             strict: list | None = None) -> tuple[list | None, list[dict]]:
+             truth: Any = None) -> tuple[list | None, list[dict]]:
         """The sandbox's outputs next to the reference's: (tensors or None, comparisons).
-        ``strict``: the reference's outputs with TF32 off (``strict_outputs``), if any."""
+        ``truth``: the reference's outputs in float64 on demand (``truth``), if any."""
         if not isinstance(entries, list) or len(entries) != len(ref_out):
             n = len(entries) if isinstance(entries, list) else 0
             return None, [{"ok": False, "reason": "output_count", "abs": math.inf,
@@ -492,19 +494,23 @@ class Job:
                 return None, [{"ok": False, "reason": name, "abs": math.inf, "rel": math.inf,
                                "mismatches": ref.numel(), "msg": msg}]
             got.append(t)
-            res.append(self.judge_output(t, ref, strict[len(got) - 1] if strict else None))
+            res.append(self.judge_output(t, ref, truth, len(got) - 1))
         return got, res
 
-    def judge_output(self, out: Any, ref: Any, strict: Any) -> dict:
-        """One output against the reference; where that fails and the reference is less
-        precise than fp32 (``strict`` given), against fp32 arithmetic within the reference's
-        own error. The verdict's tolerance then says so (``self.within_ref``)."""
+    def judge_output(self, out: Any, ref: Any, truth: Any, index: int) -> dict:
+        """One output against the reference; where that fails, against the reference computed
+        in float64 (``truth()[index]``) within the reference's own error of it, in case the
+        reference is the less exact of the two. The verdict's tolerance then says so
+        (``self.within_ref``)."""
         atol, rtol = self.tol_for(ref)[:2]
         res = compare(out, ref, atol, rtol)
-        if res["ok"] or strict is None:
+        if res["ok"] or truth is None or not ref.is_floating_point():
             return res
-        wide = within_reference_error(out, ref, strict, atol, rtol)
-        if "widened" not in wide:   # the reference is not close enough to fp32 to widen
+        exact = truth()
+        if not exact or index >= len(exact):
+            return res
+        wide = within_reference_error(out, ref, exact[index], atol, rtol)
+        if "widened" not in wide:   # the reference is not close enough to float64 to widen
             return res
         if wide["ok"]:
             self.within_ref = wide["widened"]
@@ -529,8 +535,8 @@ class Job:
         atol, rtol = (self.tol_for(refs[0][0])[:2] if refs and refs[0] else (None, None))
         result = dict(self.base, trials=trials, aten_ops=dict(sorted(traced.get(
             "aten_ops", {}).items())), atol=atol, rtol=rtol, tolerance="; ".join(tol) + (
-                "; judged against fp32 arithmetic (TF32 off) within the tolerance plus a few "
-                f"times the reference's own error, since {self.within_ref}"
+                "; judged against the reference computed in float64 within the tolerance plus "
+                f"a few times the reference's own error, since {self.within_ref}"
                 if self.within_ref else ""),
             max_abs_err=max((t.max_abs_err for t in trials), default=None),
             max_rel_err=max((t.max_rel_err for t in trials), default=None),
@@ -860,8 +866,7 @@ class Job:
         for i in picked_calls:
             with torch.no_grad():
                 ref_out = [r.detach() for r in tensors(self.ref.model(*self.draw(seeds[i])))]
-            got, res = self.read(picked.get(str(i)), ref_out,
-                                 self.strict_outputs(seeds[i], ref_out))
+            got, res = self.read(picked.get(str(i)), ref_out, self.truth(seeds[i]))
             if got is None or not all(r["ok"] for r in res):
                 why = "; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])
                 raise Reject("timed_output_mismatch", "a timed call's output, checked after "

@@ -303,17 +303,21 @@ or to outlive its job.
   norm, so a low-precision computation cannot hide under atol. The verdict states the tolerance
   and why; a mismatch says where (first indices, rows affected). Outputs are compared a chunk at
   a time on the device, so an output of billions of elements fits beside the reference.
-- **Tolerance per the reference's own precision.** PyTorch runs fp32 convolutions on TF32
-  tensor cores by default, so a convolution problem's reference is itself up to several times
-  1e-4 away from fp32 arithmetic, and another correct algorithm (channels-last, a fused
-  prologue whose last bits differ) rounds differently. The judge runs the reference with TF32
-  off as well (only where that changes its outputs, found on the first call), and an output
-  that misses the reference may pass against that fp32 result within the tolerance plus 4x the
-  reference's largest error per element and 3x its error in norm (TF32 truncated instead of
-  rounded measured 2.6x; bf16 is about 8x and stays incorrect:
-  `cuda/conv_bf16_under_tf32_reference.py`). A reference further than 1e-2 from its fp32 run
-  (random draws, discrete results) widens nothing; an exact reference allows nothing more. The
-  verdict's tolerance names the reference's error when it was used.
+- **Tolerance per the reference's own precision.** The reference may itself be further from
+  exact arithmetic than the tolerance: PyTorch runs fp32 convolutions on TF32 tensor cores by
+  default (up to 5x the tolerance on the KernelBench sample), and long fp32 sums, scans and
+  cancellations carry their own rounding. Another correct program (another algorithm or order,
+  channels-last, a sum kept in double) then misses the reference while agreeing with exact
+  arithmetic as well as it does. When an output misses the reference, the judge computes the
+  reference in float64 on the same inputs (once per call, only then), and the output passes if
+  it is within the tolerance plus 6x the reference's own error at its 99.9th percentile of
+  that result, and within 3x the reference's error in norm (TF32 truncated instead of rounded
+  measured 2.6x; bf16 is about 8x and stays incorrect: `candidates/cancellation_bf16.py`,
+  `cuda/conv_bf16_under_tf32_reference.py`). A reference further than 1e-2 from its float64
+  run (random draws), or whose largest error is over 64 times its typical one (a discrete
+  choice made otherwise), widens nothing; a percentile, not the largest error, so that a few
+  large errors of the reference do not become every element's allowance; an exact reference
+  allows nothing more. The verdict's tolerance names the reference's error when it was used.
 - **The kernel cache cannot be poisoned.** Builds are done by the judge (the sandbox asks for
   them), through a cache whose entries carry an HMAC under a secret only the judge reads; a
   planted entry, with a matching hash file or not, is never loaded. Kernel sources may include
