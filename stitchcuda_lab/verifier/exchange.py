@@ -11,6 +11,7 @@ output of that shape and dtype holds, and copies them before comparing.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import re
@@ -143,27 +144,134 @@ def take_over(entries: list[dict]) -> list:
     return xs
 
 
+# Pages of a timed call's output file the judge reads when the call answers. A sandbox that
+# leaves a share f of its output to be written later is caught with probability
+# 1 - (1 - f) ** SAMPLED_PAGES (92% at 1%), for a read of at most a megabyte per call.
+SAMPLED_PAGES = 256
+PAGE = 4096
+
+
+class Pinned:
+    """A timed call's output file as the judge found it when the call answered, before its
+    clock stopped: the open file and its bytes at ``SAMPLED_PAGES`` pages picked at random
+    here (judge-side only: nothing the sandbox sends can be one). When the call is checked,
+    after the round, the whole file is read and must still hold those bytes: the sandbox is
+    the candidate's process, and could otherwise write a call's outputs only once a check
+    asks for them, outside every clock."""
+
+    def __init__(self, shape: list, dtype: str, error: str = "", fd: int = -1,
+                 nbytes: int = 0, samples: dict | None = None, path: str = ""):
+        self.shape, self.dtype, self.error = shape, dtype, error
+        self.fd, self.nbytes, self.samples, self.path = fd, nbytes, samples or {}, path
+
+    def read(self) -> Any:
+        """The whole file as a uint8 host tensor, or why it is not the file pinned."""
+        import torch
+        if os.fstat(self.fd).st_size != self.nbytes:
+            return "output_changed: the output file changed size after the call answered"
+        host = torch.empty(self.nbytes, dtype=torch.uint8)
+        err = _read_into(self.fd, host)
+        if err:
+            return err
+        raw = host.numpy().data
+        for off, old in self.samples.items():
+            if bytes(raw[off:off + len(old)]) != old:
+                return ("output_changed: the output file changed after the call answered (its "
+                        "outputs were written later than the call returned them)")
+        return host
+
+    def close(self) -> None:
+        """Let go of the file, and remove it (its memory goes back before the next round)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        if self.path:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+
+def pin_output(entry: Any, folder: str) -> Pinned:
+    """Judge side, as soon as a timed call has answered: its output file opened and sampled
+    (``Pinned``). A few hundred reads of one page: the judge's clock around the call stays
+    what it was."""
+    import torch
+    bad = _bad_entry(entry)
+    if bad:
+        return Pinned([], "", bad)
+    dtype = getattr(torch, str(entry.get("dtype")), None)
+    if not isinstance(dtype, torch.dtype):
+        return Pinned([], "", "protocol: an output entry with an unknown dtype")
+    nbytes = dtype.itemsize * math.prod(entry["shape"])
+    fd = _open_output(entry["path"], nbytes, folder)
+    if isinstance(fd, str):
+        return Pinned([], "", fd)
+    pages = -(-nbytes // PAGE)
+    picked = (range(pages) if pages <= SAMPLED_PAGES
+              else random.SystemRandom().sample(range(pages), SAMPLED_PAGES))
+    samples = {p * PAGE: os.pread(fd, PAGE, p * PAGE) for p in picked}
+    return Pinned(list(entry["shape"]), dtype=str(entry["dtype"]), fd=fd, nbytes=nbytes,
+                  samples=samples, path=entry["path"])
+
+
 def read_output(entry: Any, like: Any, folder: str | None = None) -> Any:
     """Judge side: the sandbox's output as a tensor on ``like``'s device, or a string saying
     why it cannot be one ("shape_mismatch: ..." / "dtype_mismatch: ..." / "protocol: ...").
 
     ``folder``: the outputs folder the judge made for this sandbox; a path elsewhere, or one
-    reached through a link, is a protocol error (the judge reads as a more privileged user)."""
+    reached through a link, is a protocol error (the judge reads as a more privileged user).
+    ``entry`` may also be a ``Pinned`` output file."""
     import torch
-    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
-        return "protocol: an output entry without a path"
-    shape, dtype = entry.get("shape"), entry.get("dtype")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
-        return "protocol: an output entry without a shape"
+    if isinstance(entry, Pinned):
+        if entry.error:
+            return entry.error
+        shape, dtype = entry.shape, entry.dtype
+    else:
+        bad = _bad_entry(entry)
+        if bad:
+            return bad
+        shape, dtype = entry["shape"], entry.get("dtype")
     if list(like.shape) != shape:
         return f"shape_mismatch: shape {tuple(shape)} != {tuple(like.shape)}"
     want = str(like.dtype).replace("torch.", "")
     if dtype != want:
         return f"dtype_mismatch: dtype {dtype} != {want}"
+    nbytes = like.numel() * like.element_size()
+    if isinstance(entry, Pinned):
+        host = entry.read()
+    else:
+        fd = _open_output(entry["path"], nbytes, folder)
+        if isinstance(fd, str):
+            return fd
+        try:   # read straight into page-locked memory when it goes on to the GPU
+            host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=like.is_cuda)
+            host = _read_into(fd, host) or host
+        finally:
+            os.close(fd)
+    if isinstance(host, str):
+        return host
+    if nbytes == 0:
+        return torch.empty(like.shape, dtype=like.dtype, device=like.device)
+    return host.view(like.dtype).reshape(like.shape).to(like.device)
+
+
+def _bad_entry(entry: Any) -> str:
+    """Why an output entry the sandbox sent is malformed ("" when it is not)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+        return "protocol: an output entry without a path"
+    shape = entry.get("shape")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        return "protocol: an output entry without a shape"
     if not re.fullmatch(r"[\w./-]+\.bin", entry["path"]):
         return "protocol: an output path with odd characters"
-    nbytes = like.numel() * like.element_size()
-    where, name = os.path.split(entry["path"])
+    return ""
+
+
+def _open_output(path: str, nbytes: int, folder: str | None) -> int | str:
+    """A descriptor of the regular file ``path`` of exactly ``nbytes`` (in ``folder``,
+    reached through no link), or a "protocol: ..." string."""
+    where, name = os.path.split(path)
     if folder is not None and where != folder:
         return "protocol: an output file outside the sandbox's outputs folder"
     try:
@@ -174,20 +282,19 @@ def read_output(entry: Any, like: Any, folder: str | None = None) -> Any:
             os.close(home)
     except OSError as e:
         return f"protocol: cannot open the output file ({e.strerror})"
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size != nbytes:
-            return f"protocol: the output file is not {nbytes} bytes of a regular file"
-        # read straight into page-locked memory when it goes on to the GPU
-        host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=like.is_cuda)
-        view, got = host.numpy().data, 0
-        while got < nbytes:
-            n = os.readv(fd, [view[got:]])
-            if n <= 0:
-                return "protocol: the output file shrank while it was read"
-            got += n
-    finally:
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size != nbytes:
         os.close(fd)
-    if nbytes == 0:
-        return torch.empty(like.shape, dtype=like.dtype, device=like.device)
-    return host.view(like.dtype).reshape(like.shape).to(like.device)
+        return f"protocol: the output file is not {nbytes} bytes of a regular file"
+    return fd
+
+
+def _read_into(fd: int, host: Any) -> str:
+    """The file from its start into the uint8 tensor ``host`` ("" when whole)."""
+    view, got = host.numpy().data, 0
+    while got < len(view):
+        n = os.preadv(fd, [view[got:]], got)
+        if n <= 0:
+            return "protocol: the output file shrank while it was read"
+        got += n
+    return ""

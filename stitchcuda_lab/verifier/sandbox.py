@@ -14,7 +14,8 @@ serves the judge's commands:
   (aliasing, mutated inputs, tensor subclasses, threads and streams left running, precision
   switches, a second call for determinism), write the outputs for the judge;
 - ``call``: draw inputs from the command's seed, then time one call on them (timing.Timer);
-  keep the outputs until the judge names, after the fact, the one it checks (``outputs``).
+  write the outputs (CPU: the judge copies them at once, inside its clock) or keep them (CUDA)
+  until the judge names, after the fact, the one it checks (``outputs``).
 
 What this process reports is evidence, not a verdict: the judge compares the outputs itself,
 bounds the timings with its own clock and reads the trace itself (verify.py). A candidate that
@@ -208,8 +209,9 @@ class Harness:
     def call(self, cmd: dict) -> dict:
         """One timed call on inputs drawn from the command's seed (the draw is not timed).
 
-        Before the reply the outputs are checked plain and copied, and no thread may still
-        run: work deferred past the timer then lands inside the judge's clock, or is caught."""
+        Before the reply the outputs are checked plain and copied (on the CPU into a file whose
+        bytes the judge takes before its clock stops), and no thread may still run: work
+        deferred past the timer then lands inside the judge's clock, or is caught."""
         import torch
         handed = cmd.get("inputs")
         xs = take_over(handed) if handed is not None else self.draw(self.device, int(cmd["seed"]))
@@ -239,11 +241,15 @@ class Harness:
         # the copy first, then the previous call's outputs go: the next call's outputs get
         # their memory back (as a caller that drops its results would), not fresh pages whose
         # first touch (page faults) the candidate's timer would count
-        self.kept_outputs.append([o.detach().clone() for o in out])
+        entries = None
+        if self.device.startswith("cuda"):
+            self.kept_outputs.append([o.detach().clone() for o in out])
+        else:   # the judge copies these bytes before its clock stops (exchange.grab_output)
+            entries = write_outputs(out, self.out_dir, f"c{cmd['tag']}")
         self.last_call = list(out)   # alive until the next call, so its memory is not reused
         if self.device.startswith("cuda"):
             torch.cuda.current_stream().synchronize()
-        return {"ms": ms, "wall_ms": wall, "trace": trace_path}
+        return {"ms": ms, "wall_ms": wall, "trace": trace_path, "outputs": entries}
 
     def flush(self, cmd: dict) -> dict:
         self.timer.flush()

@@ -195,6 +195,10 @@ class Job:
         self.checks_left = 0
         self.last_reply: dict = {}
         self.within_ref = ""   # the reference's own error, where an output was judged within it
+        # CPU: the output files of this round's timed calls, pinned as each call answered
+        # (exchange.pin_output), until the round's check picks some
+        self.pinned: list[list] = []
+        self.out_bytes = 0     # the largest outputs of a trial, for the rounds' size
 
     def take_sandbox(self) -> None:
         """A spare for this candidate, waited for if it is still starting up."""
@@ -337,7 +341,7 @@ class Job:
         for _ in range(CALIBRATION_WARMUP + max(3, self.opts.warmup + 1)):
             ms, _, seen = self.remote_call(fresh_seed())
             extra.append(seen - ms)
-        self.ask({"op": "outputs", "calls": []})
+        self.end_round([])
         kept = extra[CALIBRATION_WARMUP:]
         return Calibration(statistics.median(kept), min(kept))
 
@@ -359,6 +363,7 @@ class Job:
             if t == wide_trial:
                 how, ref_out = self.widened(seed, ref_out)
             sizes = [r.numel() * r.element_size() for r in ref_out]
+            self.out_bytes = max(self.out_bytes, sum(sizes))
             reply = self.ask({"op": "trial", "seed": seed, "sizes": sizes, "first": t == 0,
                               "trace": t == traced_trial, "second": t < 2, "widen": how})
             got, res = self.read(reply.get("outputs"), ref_out, self.truth(seed, how))
@@ -677,9 +682,11 @@ class Job:
 
     # -- timing --
     def calls_per_round(self) -> int:
-        """Timed calls between two checks: as many outputs as the sandbox may keep meanwhile."""
+        """Timed calls between two checks: as many outputs as are kept meanwhile (copies in
+        the sandbox on CUDA, files on the CPU)."""
         xs = self.draw(fresh_seed())
-        per = sum(x.numel() * x.element_size() for x in xs if hasattr(x, "numel")) or 1
+        per = max(sum(x.numel() * x.element_size() for x in xs if hasattr(x, "numel")),
+                  self.out_bytes) or 1
         budget = ROUND_BYTES["cuda" if self.device.startswith("cuda") else "cpu"]
         return max(1, min(MAX_SETS, budget // per, self.opts.timing_trials))
 
@@ -785,6 +792,8 @@ class Job:
         t0 = time.perf_counter()
         try:
             reply = self.ask(dict({"op": "call", "seed": seed, "inputs": handed}, **extra))
+            if not self.device.startswith("cuda"):
+                self.pin(reply.get("outputs"))
         finally:
             for e in handed or []:
                 if "path" in e:
@@ -861,17 +870,52 @@ class Job:
         if seeds and self.checks_left > 0:
             n = min(len(seeds), math.ceil(self.checks_left / max(1, rounds_left)))
         picked_calls = sorted(secrets.SystemRandom().sample(range(len(seeds)), n)) if n else []
-        picked = self.ask({"op": "outputs", "calls": picked_calls}).get("picked", {})
+        picked = self.end_round(picked_calls)
         self.checks_left -= n
-        for i in picked_calls:
-            with torch.no_grad():
-                ref_out = [r.detach() for r in tensors(self.ref.model(*self.draw(seeds[i])))]
-            got, res = self.read(picked.get(str(i)), ref_out, self.truth(seeds[i]))
-            if got is None or not all(r["ok"] for r in res):
-                why = "; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])
-                raise Reject("timed_output_mismatch", "a timed call's output, checked after "
-                             f"the round, is wrong ({why or 'missing'}): the candidate computes "
-                             "differently when it is timed")
+        try:
+            for i in picked_calls:
+                with torch.no_grad():
+                    ref_out = [r.detach() for r in
+                               tensors(self.ref.model(*self.draw(seeds[i])))]
+                got, res = self.read(picked.get(str(i)), ref_out, self.truth(seeds[i]))
+                if got is None or not all(r["ok"] for r in res):
+                    why = "; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])
+                    raise Reject("timed_output_mismatch", "a timed call's output, checked "
+                                 f"after the round, is wrong ({why or 'missing'}): the "
+                                 "candidate computes differently when it is timed")
+        finally:
+            self.release(list(picked.values()))
+
+    def pin(self, entries: Any) -> None:
+        """CPU: a timed call's output files, pinned (exchange.pin_output) before the judge's
+        clock stops. Only what they held then is checked: the sandbox (the candidate's
+        process) could otherwise compute a call's outputs once the check asks for them, after
+        the call and outside every clock."""
+        from .exchange import Pinned, pin_output
+        if not isinstance(entries, list):
+            entries = [None]
+        self.pinned.append([pin_output(e, str(self.sandbox.outputs)) if e is not None else
+                            Pinned([], "", "protocol: a timed call's reply without its outputs")
+                            for e in entries])
+
+    def end_round(self, calls: list[int]) -> dict:
+        """The round's picked calls' outputs (``calls``: indices of its timed calls), by index:
+        on the CPU the files pinned as they answered (the others let go); on CUDA the
+        sandbox writes them now."""
+        picked = self.ask({"op": "outputs", "calls": calls}).get("picked", {})
+        if not self.device.startswith("cuda"):
+            done, self.pinned = self.pinned, []
+            picked = {str(i): done[i] for i in calls if i < len(done)}
+            self.release([f for i, files in enumerate(done) if i not in calls for f in files])
+        return picked
+
+    def release(self, pinned: Any) -> None:
+        """Close (and remove) pinned output files: a list of them, or a list of lists."""
+        for p in pinned or []:
+            if isinstance(p, list):
+                self.release(p)
+            elif hasattr(p, "close"):
+                p.close()
 
     def check_processes(self, ticks: int) -> None:
         strays = self.sandbox.strays()
@@ -906,6 +950,7 @@ def run_verify(job: dict, state: WorkerState) -> dict:
         return {"verdict": _status(f.status, f.name, f.detail, build_log=f.log, **j.base),
                 "healthy": _device_healthy(state.device)}
     finally:
+        j.release(j.pinned)
         if j.box is not None:
             j.box.destroy()
         held.close()

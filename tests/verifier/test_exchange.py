@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from stitchcuda_lab.verifier import channel
-from stitchcuda_lab.verifier.exchange import draw, read_output, write_outputs
+from stitchcuda_lab.verifier.exchange import draw, pin_output, read_output, write_outputs
 
 
 class _Problem:
@@ -86,3 +86,23 @@ def test_only_files_in_the_sandboxs_own_outputs_folder_are_read(tmp_path):
     assert read_output(entry, ref, str(linked)).startswith("protocol: cannot open")
     [entry] = write_outputs([ref], own, "t1")
     assert torch.equal(read_output(entry, ref, str(own)), ref)
+
+
+def test_a_timed_calls_output_file_written_again_after_it_was_pinned_is_not_taken(tmp_path):
+    """The judge pins a timed call's output file as the call answers and reads it only when a
+    check picks the call: a file the sandbox writes (again) in between is refused, however
+    right its new bytes are; one left alone reads back, and is removed once let go."""
+    ref = torch.randn(1000, 300)     # 300 pages: more than are sampled
+    [entry] = write_outputs([torch.empty_like(ref)], tmp_path, "c1")
+    late = pin_output(entry, str(tmp_path))
+    with open(entry["path"], "r+b") as f:    # the answer, written once the check asks for it
+        f.write(ref.numpy().tobytes())
+    assert read_output(late, ref).startswith("output_changed")
+    late.close()
+    [entry] = write_outputs([ref], tmp_path, "c2")
+    kept = pin_output(entry, str(tmp_path))
+    assert torch.equal(read_output(kept, ref), ref)
+    kept.close()
+    assert not os.path.exists(entry["path"])
+    assert read_output(pin_output(dict(entry, path="/tmp/x.bin"), str(tmp_path)),
+                       ref).startswith("protocol")
