@@ -202,7 +202,8 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
     while agreeing with ``truth`` as well as the reference does. ``out`` passes when it is about
     as close to ``truth`` as the reference is: elementwise within the usual tolerance plus
     ``PEAK_FACTOR`` times the reference's 99.9th-percentile error, and in norm within ``NORM_FACTOR``
-    times the reference's error (or rtol). Where the reference is not close to ``truth``
+    times the reference's error (or rtol), over the whole output and again with each element's
+    error taken relative to its size. Where the reference is not close to ``truth``
     (``MAX_REFERENCE_ERROR``, ``MAX_TAIL``) this is ``compare`` against the reference, and so
     is any output that is not floating point."""
     import torch
@@ -234,18 +235,28 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
     atol = atol * min(1.0, rms) if rms > 0 else atol
     slack = PEAK_FACTOR * float(torch.quantile(torch.cat(sample)[:QUANTILE_SAMPLE * 2],
                                                PEAK_QUANTILE))
-    n_bad, max_abs, diff_sq = 0, 0.0, 0.0
+    # each element's error relative to its own size (below the reference's typical error,
+    # that error): a reference off by 0.1% of each output has large errors only where the
+    # outputs are large, and the allowance it earns there must not cover the small ones
+    floor = max(atol, typical)
+    n_bad, max_abs, diff_sq, rel_sq, ref_rel_sq = 0, 0.0, 0.0, 0.0, 0.0
     for s in _chunks(a.numel()):
-        bad, diff, _, _ = _bad(a[s], b[s], atol, rtol, slack)
+        bad, diff, _, y = _bad(a[s], b[s], atol, rtol, slack)
         n_bad += int(bad.sum())
         finite = torch.isfinite(diff)
         if not bool(finite.all()):
             max_abs = math.inf
         elif diff.numel():
             max_abs = max(max_abs, float(diff.max()))
-        diff_sq += float(torch.where(finite, diff, torch.zeros_like(diff)).square().sum())
+        diff = torch.where(finite, diff, torch.zeros_like(diff))
+        diff_sq += float(diff.square().sum())
+        size = y.abs() + floor
+        rel_sq += float((diff / size).square().sum())
+        ref_rel_sq += float(((r[s].to(torch.float64) - y).abs() / size).square().sum())
     norm_rel = math.sqrt(diff_sq) / norm
     allowed = max(rtol, NORM_FACTOR * ref_rel)
+    scaled, scaled_ref = (math.sqrt(rel_sq / a.numel()), math.sqrt(ref_rel_sq / a.numel()))
+    scaled_allowed = max(rtol, NORM_FACTOR * scaled_ref)
     note = (f"the reference itself differs from its float64 computation by up to {m:.3g} "
             f"(relative norm {ref_rel:.2e})")
     reason, msg = "", ""
@@ -258,6 +269,12 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
         reason = "output_mismatch"
         msg = (f"relative error {norm_rel:.2e} against the float64 result is above "
                f"{allowed:.2e} ({NORM_FACTOR:g}x the reference's own); {note}")
+    elif scaled > scaled_allowed:
+        reason = "output_mismatch"
+        msg = (f"error relative to each element's size {scaled:.2e} (root mean square) against "
+               f"the float64 result is above {scaled_allowed:.2e} ({NORM_FACTOR:g}x the "
+               f"reference's own, {scaled_ref:.2e}): the reference's error where the outputs "
+               f"are large allows nothing where they are small; {note}")
     return {"ok": not reason, "reason": reason, "abs": max_abs, "rel": norm_rel,
             "norm_rel": norm_rel, "mismatches": n_bad, "msg": msg, "widened": note}
 

@@ -125,3 +125,17 @@ def test_many_flips_in_the_reference_still_allow_only_rounding_elsewhere():
     flat[torch.randperm(flat.numel(), generator=g)[:100]] += 0.5
     out = (truth * (1 + 0.01 * torch.randn(512, 512, dtype=torch.float64, generator=g))).float()
     assert not within_reference_error(out, ref, truth, 1e-4, 1e-4)["ok"]
+
+
+def test_an_error_large_only_where_the_outputs_are_large_allows_nothing_where_they_are_small():
+    # exp of an input the reference first rounds to 1/2048: 0.1% off everywhere, in proportion
+    # to each output (3e-4 .. 3e3); the largest errors are units, the smallest outputs tiny
+    g = torch.Generator().manual_seed(5)
+    x = torch.rand(256, 512, generator=g) * 4 - 2
+    ref = torch.exp(4 * ((x + 4096.0) - 4096.0))
+    truth = torch.exp(4 * ((x.double() + 4096.0) - 4096.0))
+    exact = torch.exp(4 * x)
+    assert within_reference_error(exact, ref, truth, 1e-4, 1e-4)["ok"]
+    dropped = torch.where(exact < 3, torch.zeros_like(exact), exact)   # 57% of them
+    r = within_reference_error(dropped, ref, truth, 1e-4, 1e-4)
+    assert not r["ok"] and "each element's size" in r["msg"]
