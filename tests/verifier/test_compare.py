@@ -139,3 +139,15 @@ def test_an_error_large_only_where_the_outputs_are_large_allows_nothing_where_th
     dropped = torch.where(exact < 3, torch.zeros_like(exact), exact)   # 57% of them
     r = within_reference_error(dropped, ref, truth, 1e-4, 1e-4)
     assert not r["ok"] and "each element's size" in r["msg"]
+
+
+def test_int64_outputs_are_exact_beyond_what_a_double_holds():
+    # 3x + 1 near 2^62 rounded to 53 bits (what a double computation gives): off by up to 512,
+    # and cast to float64 both sides are one double
+    x = torch.randint(-(2 ** 61), 2 ** 61, (4096,), dtype=torch.int64)
+    ref = x * 3 + 1
+    rounded = ref.double().long()
+    assert not torch.equal(rounded, ref)
+    r = compare(rounded, ref, 0.0, 0.0)
+    assert not r["ok"] and r["mismatches"] == int((rounded != ref).sum()) and r["abs"] >= 1
+    assert compare(ref.clone(), ref, 0.0, 0.0)["ok"]
