@@ -90,6 +90,11 @@ class OfflineCoder:
         calls: list[KernelCall] = []
         kernels: list[KernelSource] = []
         used: dict[str, dict] = {}
+        program = dict(overrides.get(PROGRAM, {}))
+        convs = channels_last_convs(graph) if program.get("channels_last") else {}
+        # what will be channels-last when the kernels run: the convolutions' outputs, then
+        # the full-size outputs of kernels that read them so (``layout.py``)
+        nhwc: set[str] = set(convs)
         for t in tasks:
             if t.kind not in KERNEL_TASKS:
                 continue
@@ -101,7 +106,7 @@ class OfflineCoder:
             members = [o for o in t.ops if not aten.is_library(graph.node(o).target)]
             kname = f"k{len(calls)}_{t.id}"
             try:
-                spec = build_spec(graph, members, kname)
+                spec = build_spec(graph, members, kname, nhwc=nhwc)
             except (Unsupported, KeyError) as e:
                 notes.append(f"{t.id}: kept in the library ({e})")
                 continue
@@ -113,6 +118,7 @@ class OfflineCoder:
                 code = emit_c(spec, p)
                 launch = {}
             used[t.id] = p
+            nhwc.update(o.node for o in spec.operands if o.role != "in" and o.layout)
             calls.append(KernelCall(spec=spec, task_id=t.id, launch=launch))
             kernels.append(KernelSource(name=kname, lang=lang, code=code, entry=[kname]))
         split: list[str] = []
@@ -138,12 +144,15 @@ class OfflineCoder:
         if cuda_graph:
             notes.append("the forward is captured in a CUDA graph per input signature and "
                          "replayed; each call returns a fresh clone of the static output")
-        program = dict(overrides.get(PROGRAM, {}))
-        channels_last = bool(program.get("channels_last")) and bool(channels_last_convs(graph))
+        channels_last = bool(convs)
         if channels_last:
             used[PROGRAM] = program
-            notes.append("convolutions run channels-last (NHWC input and weights); what may be "
-                         "channels-last is made contiguous before views and kernels read it")
+            laid = sorted(c.spec.name for c in calls if any(o.layout for o in c.spec.operands))
+            notes.append("convolutions run channels-last (NHWC input and weights); "
+                         + (f"{', '.join(laid)} read and write channels-last where they lie; "
+                            if laid else "")
+                         + "what may be channels-last is made contiguous before views and the "
+                         "other kernels read it")
         try:
             prog = render(graph, problem.source, problem.name, calls, lang, cuda_graph, notes,
                           split=set(split), channels_last=channels_last)

@@ -29,6 +29,7 @@ class Operand:
     strides: list[int] = field(default_factory=list)  # element strides over the kernel dims
     role: str = "in"           # in | out | inout
     row: bool = False          # varies only over row dims
+    layout: str = ""           # torch memory format it is read or written in ("" contiguous)
 
 
 @dataclass

@@ -28,6 +28,7 @@ from ...aten import FLOAT_DTYPES
 from .expand import expand, node_role, row_geometry
 from .helpers import contiguous_strides, node_ref
 from .ir import KernelSpec, Operand, Stmt, Unsupported
+from .layout import to_channels_last
 from .pointwise import lit
 from .passes import finish
 
@@ -38,8 +39,11 @@ MAX_FULL_REDUCTION = 1 << 16
 LOAD_DTYPES = FLOAT_DTYPES + ("bool", "int64", "int32", "int8", "uint8", "int16")   # kernels read
 
 
-def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
-    """One kernel for the given nodes (library GEMM/conv nodes in ``ops`` are skipped)."""
+def build_spec(graph: Graph, ops: list[str], kname: str = "k0",
+               nhwc: set[str] | frozenset[str] = frozenset()) -> KernelSpec:
+    """One kernel for the given nodes (library GEMM/conv nodes in ``ops`` are skipped).
+    ``nhwc``: nodes that will be channels-last at run time, read (and the full-size outputs
+    written) in that layout where the kernel allows it (``layout.to_channels_last``)."""
     order = {n.name: i for i, n in enumerate(graph.nodes)}
     nodes = sorted((graph.node(o) for o in ops), key=lambda n: order[n.name])
     nodes = [n for n in nodes if not aten.is_library(n.target)]
@@ -67,6 +71,8 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0") -> KernelSpec:
                       ops=[n.name for n in nodes],
                       targets=sorted({n.target for n in nodes if n.target != "getitem"}),
                       outputs=outputs)
+    if nhwc and lw.split is None:
+        to_channels_last(spec, nhwc)
     return finish(spec, lw.split)
 
 

@@ -222,7 +222,10 @@ def _forward_body(graph: Graph, inputs: list, calls: list[KernelCall], lang: str
     may be channels-last from them through the ops that keep their input's layout."""
     # the weights ``_init`` stored channels-last are so for every other reader too
     nhwc: set[str] = set(stored_channels_last(graph, convs))
-    written = {o.node for c in calls for o in c.spec.operands if o.role == "inout"}
+    # convolution outputs a kernel writes in place: made contiguous first, unless that kernel
+    # writes them channels-last (``layout.py``)
+    written = {o.node for c in calls for o in c.spec.operands
+               if o.role == "inout" and not o.layout}
     body = [f"{var(n.name)} = {_access(n.fqn)}" for n in graph.placeholders()
             if n.kind in ("param", "buffer", "const")]
     tensor_inputs = [n for n in inputs if n.shape is not None]
@@ -283,12 +286,27 @@ def _forward_body(graph: Graph, inputs: list, calls: list[KernelCall], lang: str
 def _kernel_call(graph: Graph, c: KernelCall, lang: str,
                  nhwc: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Outputs allocated, inputs made contiguous, one kernel launch (CUDA) or call (C).
-    ``nhwc``: tensors that may be channels-last at run time whatever the trace saw."""
+    ``nhwc``: tensors that may be channels-last at run time whatever the trace saw; the
+    outputs this kernel writes channels-last join it."""
     spec = c.spec
     body = [f"# {spec.name} ({c.task_id}): {', '.join(spec.ops)}"]
     argv = []
     for o in spec.operands:
         src = graph.node(o.node)
+        if o.layout:   # read or written channels-last where it lies (layout.py)
+            v = var(o.node)
+            if o.role == "out":
+                body.append(f"{v} = torch.empty({tuple(o.shape)!r}, dtype=torch.{o.dtype}, "
+                            f"device=dev, memory_format=torch.{o.layout})")
+            elif o.role == "inout":   # written in place: in that layout, whatever it was
+                body.append(f"{v} = {v}.contiguous(memory_format=torch.{o.layout})")
+            else:                     # free where it already is so
+                body.append(f"{v}_cl = {v}.contiguous(memory_format=torch.{o.layout})")
+                v = f"{v}_cl"
+            if isinstance(nhwc, set) and o.role != "in":
+                nhwc.add(o.node)
+            argv.append(v)
+            continue
         if o.role in ("in", "inout"):
             v = var(o.node)
             if o.role == "inout" and o.node in nhwc:   # written in place: as laid out here

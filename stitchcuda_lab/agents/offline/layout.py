@@ -1,0 +1,71 @@
+"""Kernels that read and write channels-last tensors where they lie, with no copy to NCHW.
+
+A convolution run channels-last (the channel fastest in memory: the layout cuDNN's and
+oneDNN's fast kernels use, and torch.compile's) hands its output to the fused kernels after
+it. A kernel reads each operand through its own strides over the kernel's dims
+(``ir.Operand.strides``), so reading channels-last memory needs only that operand's strides;
+to read it in memory order (coalesced on a GPU, in cache lines on a CPU) the kernel's dims are
+permuted as well, the channel dim innermost (N, C, H, W -> N, H, W, C). Per-channel operands (a
+bias, a norm's weight) then vary along that innermost dim, operands in NCHW keep their own
+strides, and the full-size outputs are written channels-last too, so the next kernel or
+convolution reads them as they are (``program._kernel_call`` allocates them so, and converts
+an input the prediction got wrong: ``contiguous(memory_format=...)`` is free where it is
+already so).
+
+>>> spec = build_spec(graph, ["sub", "tanh"], "k0", nhwc={"convolution"})   # doctest: +SKIP
+>>> spec.dims                                          # N, H, W, C          # doctest: +SKIP
+[32, 512, 512, 64]
+"""
+
+from __future__ import annotations
+
+from .helpers import contiguous_strides
+from .ir import KernelSpec
+
+FORMATS = {4: "channels_last", 5: "channels_last_3d"}   # by rank: torch's memory formats
+PERMUTATION = {4: [0, 2, 3, 1], 5: [0, 2, 3, 4, 1]}     # kernel dims, channel innermost
+
+
+def channels_last_strides(shape: list[int]) -> list[int]:
+    """Element strides of a dense channels-last tensor of ``shape`` (N, C, spatial...).
+
+    >>> channels_last_strides([2, 3, 4, 5])
+    [60, 1, 15, 3]
+    """
+    strides = [0] * len(shape)
+    strides[1] = 1
+    step = shape[1]
+    for d in reversed(range(2, len(shape))):
+        strides[d] = step
+        step *= shape[d]
+    strides[0] = step
+    return strides
+
+
+def to_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str]) -> bool:
+    """Make a lowered spec (before ``passes.finish``) read the full-size operands in ``nhwc``
+    and write its full-size outputs channels-last, its dims permuted channel-innermost; True
+    when done. Left as it is (False) where no full-size input is in ``nhwc``, or the kernel's
+    meaning depends on the order of its dims: a scan, an index result (argmax over several
+    dims), a pool window, a group norm's channel split (lowered elsewhere: not passed here)."""
+    rank = len(spec.dims)
+    if rank not in PERMUTATION or spec.kind not in ("pointwise", "rowwise"):
+        return False
+    if any(s.op == "scan" or "idx" in s.outs for s in spec.stmts):
+        return False
+    dense = contiguous_strides(spec.dims)
+    full = [o for o in spec.operands if o.shape == spec.dims and all(
+        st == d or size == 1 for st, d, size in zip(o.strides, dense, spec.dims))]
+    if not any(o.role != "out" and o.node in nhwc for o in full):
+        return False
+    for o in full:
+        if o.role == "out" or o.node in nhwc:
+            o.strides = [st if size != 1 else 0
+                         for st, size in zip(channels_last_strides(o.shape), o.shape)]
+            o.layout = FORMATS[rank]
+    perm = PERMUTATION[rank]
+    spec.dims = [spec.dims[p] for p in perm]
+    spec.reduce = [spec.reduce[p] for p in perm]
+    for o in spec.operands:
+        o.strides = [o.strides[p] for p in perm]
+    return True

@@ -1,0 +1,161 @@
+"""Kernels that read and write channels-last tensors where they lie (``layout.py``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from stitchcuda_lab.agents.offline import OfflineCoder
+from stitchcuda_lab.agents.offline.layout import channels_last_strides
+
+from .conftest import assert_close, generate, load_candidate, make_problem, run_both
+
+
+def nhwc_candidate(problem, settings):
+    graph, plan, _ = generate(problem, settings)
+    return OfflineCoder().candidate(problem, graph, plan, {"program": {"channels_last": True}},
+                                    iteration=1)
+
+
+CONV_TANH = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.ConvTranspose2d(4, 8, 4, stride=2, padding=1)
+            self.bias = nn.Parameter(torch.randn(8, 1, 1))
+        def forward(self, x):
+            return torch.tanh(self.conv(x) - self.bias)
+    def get_inputs():
+        return [torch.randn(2, 4, 5, 6)]
+    def get_init_inputs():
+        return []
+""", name="conv_tanh")
+
+CONV_SOFTMAX = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 16, 3, padding=1)
+        def forward(self, x, r):
+            return torch.softmax(self.conv(x) * 0.5, dim=1) + r
+    def get_inputs():
+        return [torch.randn(2, 3, 6, 5), torch.randn(2, 16, 6, 5)]
+    def get_init_inputs():
+        return []
+""", name="conv_softmax")
+
+CONV_INSTANCE_NORM = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 6, 3)
+            self.norm = nn.InstanceNorm2d(6, affine=True)
+        def forward(self, x):
+            return torch.relu(self.norm(self.conv(x))) / 2.0
+    def get_inputs():
+        return [torch.randn(2, 3, 9, 8)]
+    def get_init_inputs():
+        return []
+""", name="conv_instance_norm")
+
+CONV3D_CHAIN = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv3d(3, 5, 3)
+            self.conv2 = nn.Conv3d(5, 4, 1)
+        def forward(self, x):
+            y = torch.nn.functional.leaky_relu(self.conv(x), 0.1) * 1.5
+            return torch.sigmoid(self.conv2(y)).mean(dim=1)
+    def get_inputs():
+        return [torch.randn(2, 3, 5, 6, 7)]
+    def get_init_inputs():
+        return []
+""", name="conv3d_chain")
+
+
+def test_channels_last_strides_put_the_channel_innermost():
+    x = torch.empty(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    assert channels_last_strides([2, 3, 4, 5]) == list(x.stride())
+    y = torch.empty(2, 3, 4, 5, 6).contiguous(memory_format=torch.channels_last_3d)
+    assert channels_last_strides([2, 3, 4, 5, 6]) == list(y.stride())
+
+
+@pytest.mark.parametrize("problem", [CONV_TANH, CONV_SOFTMAX, CONV_INSTANCE_NORM, CONV3D_CHAIN],
+                         ids=["pointwise", "softmax-over-channels", "instance-norm",
+                              "conv3d-between-kernels"])
+def test_kernels_after_a_channels_last_convolution_read_it_in_place_and_match_eager(
+        problem, settings):
+    cand = nhwc_candidate(problem, settings)
+    src = cand.module_source()
+    # the convolution's output goes to the kernel as it lies: no NCHW copy of it
+    conv_out = [line for line in src.splitlines()
+                if " = torch.ops.aten.conv" in line or " = torch.ops.aten.convolution" in line]
+    assert conv_out and not any(line.rstrip().endswith(".contiguous()") for line in conv_out)
+    assert "read and write channels-last" in cand.notes
+    want, got, _, _ = run_both(problem, cand)
+    assert_close(got, want)
+
+
+def test_a_laid_out_kernel_writes_its_output_channels_last(settings):
+    cand = nhwc_candidate(CONV_TANH, settings)
+    assert "memory_format=torch.channels_last)" in cand.module_source()
+    model = load_candidate(cand).ModelNew()
+    with torch.no_grad():
+        out = model(*CONV_TANH.make_inputs(seed=3))
+    assert out.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_a_kernel_whose_input_is_not_channels_last_after_all_still_reads_it_right(settings):
+    """The prediction of what is channels-last only picks the strides: the program converts an
+    input that is not (free where it is), so a wrong guess costs a copy, never a wrong value."""
+    cand = nhwc_candidate(CONV_SOFTMAX, settings)
+    src = cand.module_source()
+    assert ".contiguous(memory_format=torch.channels_last)" in src
+    _, _, ref, model = run_both(CONV_SOFTMAX, cand)
+    x, r = CONV_SOFTMAX.make_inputs(seed=1)
+    with torch.no_grad():
+        want = ref(x, r)
+        assert_close(model(x, r), want)
+        # an NHWC residual (read with its own strides, or converted first)
+        assert_close(model(x, r.contiguous(memory_format=torch.channels_last)), want)
+        # an NHWC input to the convolution
+        assert_close(model(x.contiguous(memory_format=torch.channels_last), r), want)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_laid_out_cuda_kernels_compile_with_nvcc(settings, tmp_path):
+    sources = []
+    for problem in (CONV_TANH, CONV_SOFTMAX, CONV_INSTANCE_NORM, CONV3D_CHAIN):
+        graph, plan, _ = generate(problem, settings)
+        gpu = dataclasses.replace(plan, device="cuda")
+        for variant in ({}, {"vec": 1}, {"rows": "warp"}, {"rows": "block", "cache": True}):
+            overrides = {"program": {"channels_last": True}}
+            overrides.update({t.id: dict(variant) for t in gpu.tasks})
+            cand = OfflineCoder().candidate(problem, graph, gpu, overrides, iteration=1)
+            assert "read and write channels-last" in cand.notes, problem.name
+            sources += [k.code for k in cand.kernels]
+    # one file: each candidate's kernels renamed apart (they are all k0_t1, k1_t2, ...)
+    src = tmp_path / "laid_out.cu"
+    src.write_text("\n".join(re.sub(r"\b(k\d+_t\d+)\b", rf"\1_{i}", code)
+                             for i, code in enumerate(dict.fromkeys(sources))))
+    proc = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-c", "-x", "cu", str(src),
+                           "-o", str(tmp_path / "laid_out.o")], capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+def test_a_laid_out_candidate_passes_the_verifier(settings):
+    from stitchcuda_lab.verifier.options import VerifyOptions
+    from stitchcuda_lab.verifier.worker import get_worker
+
+    cand = nhwc_candidate(CONV_INSTANCE_NORM, settings)
+    verdict = get_worker("cpu", settings).verify(
+        CONV_INSTANCE_NORM.source, cand.module_source(), replaced=cand.replaced, kept=cand.kept,
+        options=VerifyOptions.from_settings(settings), timeout=300)
+    assert verdict.status == "pass", verdict.reason
