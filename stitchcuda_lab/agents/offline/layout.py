@@ -45,11 +45,17 @@ def channels_last_strides(shape: list[int]) -> list[int]:
 def to_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str]) -> bool:
     """Make a lowered spec (before ``passes.finish``) read the full-size operands in ``nhwc``
     and write its full-size outputs channels-last, its dims permuted channel-innermost; True
-    when done. Left as it is (False) where no full-size input is in ``nhwc``, or the kernel's
-    meaning depends on the order of its dims: a scan, an index result (argmax over several
-    dims), a pool window, a group norm's channel split (lowered elsewhere: not passed here)."""
+    when done. Left as it is (False) where no full-size input is in ``nhwc``, where a row kernel
+    does not reduce over the channels, or where the kernel's meaning depends on the order of
+    its dims: a scan, an index result (argmax over several dims), a pool window, a group norm's
+    channel split (lowered elsewhere: not passed here)."""
     rank = len(spec.dims)
     if rank not in PERMUTATION or spec.kind not in ("pointwise", "rowwise"):
+        return False
+    # a row kernel reads its rows along the innermost dim with a block or a warp per row; with
+    # the channel innermost and not reduced (a norm over H and W) each row would be one thread
+    # walking a strided row: those keep NCHW (a copy in, a block per row)
+    if spec.kind == "rowwise" and not spec.reduce[1]:
         return False
     if any(s.op == "scan" or "idx" in s.outs for s in spec.stmts):
         return False
