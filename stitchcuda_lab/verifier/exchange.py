@@ -74,8 +74,10 @@ def tensors(out: Any) -> list:
     return []
 
 
-def write_outputs(outs: list, folder: Path, tag: str) -> list[dict]:
-    """Sandbox side: each output's bytes (contiguous, on the host) in a file of its own."""
+def write_outputs(outs: list, folder: Path, tag: str, reuse: bool = False) -> list[dict]:
+    """Sandbox side: each output's bytes (contiguous, on the host) in a file of its own.
+    ``reuse``: write over a file of that name left by an earlier call, in place: its memory
+    pages are there already (a new file of tens of MB takes milliseconds to allocate)."""
     import torch
     entries = []
     for i, t in enumerate(outs):
@@ -86,9 +88,12 @@ def write_outputs(outs: list, folder: Path, tag: str) -> list[dict]:
             raw.copy_(flat)
         else:
             raw = flat
-        with open(path, "wb") as f:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
+                     | (0 if reuse else os.O_TRUNC), 0o600)
+        with os.fdopen(fd, "wb") as f:
             f.write(raw.numpy().data)
-        entries.append({"path": str(path), "shape": list(t.shape),
+            f.truncate()
+        entries.append({"path": str(path), "shape": list(t.shape), "nbytes": flat.numel(),
                         "dtype": str(t.dtype).replace("torch.", "")})
     return entries
 
@@ -160,9 +165,9 @@ class Pinned:
     asks for them, outside every clock."""
 
     def __init__(self, shape: list, dtype: str, error: str = "", fd: int = -1,
-                 nbytes: int = 0, samples: dict | None = None, path: str = ""):
+                 nbytes: int = 0, samples: dict | None = None):
         self.shape, self.dtype, self.error = shape, dtype, error
-        self.fd, self.nbytes, self.samples, self.path = fd, nbytes, samples or {}, path
+        self.fd, self.nbytes, self.samples = fd, nbytes, samples or {}
 
     def read(self) -> Any:
         """The whole file as a uint8 host tensor, or why it is not the file pinned."""
@@ -181,15 +186,9 @@ class Pinned:
         return host
 
     def close(self) -> None:
-        """Let go of the file, and remove it (its memory goes back before the next round)."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-        if self.path:
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
 
 
 def pin_output(entry: Any, folder: str) -> Pinned:
@@ -212,7 +211,7 @@ def pin_output(entry: Any, folder: str) -> Pinned:
               else random.SystemRandom().sample(range(pages), SAMPLED_PAGES))
     samples = {p * PAGE: os.pread(fd, PAGE, p * PAGE) for p in picked}
     return Pinned(list(entry["shape"]), dtype=str(entry["dtype"]), fd=fd, nbytes=nbytes,
-                  samples=samples, path=entry["path"])
+                  samples=samples)
 
 
 def read_output(entry: Any, like: Any, folder: str | None = None) -> Any:

@@ -14,7 +14,7 @@ serves the judge's commands:
   (aliasing, mutated inputs, tensor subclasses, threads and streams left running, precision
   switches, a second call for determinism), write the outputs for the judge;
 - ``call``: draw inputs from the command's seed, then time one call on them (timing.Timer);
-  write the outputs (CPU: the judge copies them at once, inside its clock) or keep them (CUDA)
+  write the outputs (CPU: the judge pins them at once, inside its clock) or keep them (CUDA)
   until the judge names, after the fact, the one it checks (``outputs``).
 
 What this process reports is evidence, not a verdict: the judge compares the outputs itself,
@@ -62,6 +62,8 @@ class Harness:
         self.held: list = []          # every output returned so far (aliasing across calls)
         self.kept_outputs: list = []  # the last round's outputs, until the judge picks some
         self.last_call: list = []     # the last timed call's outputs themselves
+        self.slot = 0                 # CPU: the timed call's place in its round (its files)
+        self.sizes: list = []         # CPU: the bytes of the last timed call's outputs
         self.flags: dict = {}
         self.threads: set = set()
         self.tracer: Any = None
@@ -244,15 +246,30 @@ class Harness:
         entries = None
         if self.device.startswith("cuda"):
             self.kept_outputs.append([o.detach().clone() for o in out])
-        else:   # the judge copies these bytes before its clock stops (exchange.grab_output)
-            entries = write_outputs(out, self.out_dir, f"c{cmd['tag']}")
+        else:   # pinned by the judge before its clock stops (exchange.pin_output); a round's
+            # files are written over by the next round's calls, in place
+            entries = write_outputs(out, self.out_dir, f"c{self.slot}", reuse=True)
+            self.sizes = [e["nbytes"] for e in entries]
+            self.slot += 1
         self.last_call = list(out)   # alive until the next call, so its memory is not reused
         if self.device.startswith("cuda"):
             torch.cuda.current_stream().synchronize()
         return {"ms": ms, "wall_ms": wall, "trace": trace_path, "outputs": entries}
 
     def flush(self, cmd: dict) -> dict:
+        """Before a timed call, outside the judge's clock: the cache flushed, and the files
+        the call will write its outputs to made as large as the last call's outputs (tmpfs
+        pages take milliseconds to allocate for tens of MB; written over, they cost a copy,
+        as the copy the sandbox kept of a call's outputs before did)."""
         self.timer.flush()
+        for i, n in enumerate(self.sizes):
+            path = self.out_dir / f"c{self.slot}_{i}.bin"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            try:
+                if os.fstat(fd).st_size < n:
+                    os.posix_fallocate(fd, 0, n)
+            finally:
+                os.close(fd)
         return {"flushed": True}
 
     def outputs(self, cmd: dict) -> dict:
@@ -263,6 +280,7 @@ class Harness:
                 picked[str(i)] = write_outputs(self.kept_outputs[int(i)], self.out_dir,
                                                f"r{cmd['tag']}_{i}")
         self.kept_outputs = []
+        self.slot = 0
         return {"picked": picked}
 
 
