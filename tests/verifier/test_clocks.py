@@ -38,3 +38,42 @@ def test_work_hidden_in_the_draw_is_not_outside_the_clock(cpu_worker, fast_optio
     v = cpu_worker.verify(BIG, AHEAD, replaced=None, options=fast_options, timeout=120)
     assert v.status == "pass", v.reason
     assert v.timings["ours_wall"] > 1.0, v.timings
+
+
+def test_the_verdicts_time_is_judged_call_by_call():
+    from stitchcuda_lab.verifier.verify import judged_ms
+    path, allowance = 5.0, 3.0
+    sizes = [1, 2, 4, 8, 16, 32, 64]           # calls of different lengths: 1 ms a unit
+    honest = [(t, path + 0.5) for t in sizes]   # the judge's clock: the call plus the path
+    assert judged_ms(honest, path, allowance) == 8
+    # every call reports the quickest time so far: true on the quickest calls only
+    least = [(1.0, path + 0.5 + t - 1.0) for t in sizes]
+    assert judged_ms(least, path, allowance) == 8 - allowance + 0.5
+    # a tenth of every call, and one call that returned at once (its output unchecked)
+    lying = [(t / 10, path + t * 0.9) for t in [16] * 6] + [(0.01, path)]
+    assert judged_ms(lying, path, allowance) == 16 - allowance
+    # load on the host in a few calls moves nothing
+    loaded = honest[:4] + [(t, path + 40.0) for t in sizes[4:6]] + honest[6:]
+    assert judged_ms(loaded, path, allowance) == 8
+
+
+RAGGED = (ADV / "problems" / "ragged_linear.py").read_text()
+LEAST = (ADV / "candidates" / "timer_reports_least_so_far.py").read_text()
+HONEST = LEAST.replace("timing.Timer.call = call", "")   # the same, its timer left alone
+
+
+def test_a_timer_reporting_the_quickest_call_for_every_call_gets_no_faster_time(cpu_worker):
+    """Calls of 16 to 2047 rows of a 1024 x 1024 GEMM (milliseconds to tens of them): a timer
+    that reports the least time so far on every call used to get the time of a small call
+    (about a fifth of the median). Its time now is the median of what the judge's clock saw,
+    within the path's allowance: near an honest timer's, measured just before."""
+    from stitchcuda_lab.verifier.options import VerifyOptions
+    opts = VerifyOptions(trials=5, timing_trials=9, warmup=1, compile_modes="", profile=False)
+    honest = cpu_worker.verify(RAGGED, HONEST, replaced=None, options=opts, timeout=180)
+    liar = cpu_worker.verify(RAGGED, LEAST, replaced=None, options=opts, timeout=180)
+    assert honest.status == "pass", honest.reason
+    if liar.status == "rejected":
+        assert liar.reason.startswith("patched_timer"), liar.reason
+        return
+    assert liar.status == "pass", liar.reason
+    assert liar.timings["ours"] > 0.35 * honest.timings["ours"], (liar.timings, honest.timings)
