@@ -138,6 +138,13 @@ def unjoined_streams(candidate: dict, reference: dict) -> list[str]:
     return extra
 
 
+def compiled_graphs(trace: dict) -> list[str]:
+    """Graphs torch.compile (Inductor) ran in a trace, by the mark it puts around each call
+    ("## Call CompiledFxGraph <key> ##"): on the CPU their C++ loops dispatch no aten op."""
+    return sorted({str(e.get("name", "")) for e in trace_mod.load(trace)
+                   if "CompiledFxGraph" in str(e.get("name", ""))})
+
+
 def pytorch_kernels(candidate: dict) -> list[str]:
     """PyTorch's own compute kernels in a trace (copies and fills excluded).
 

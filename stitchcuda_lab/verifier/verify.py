@@ -607,6 +607,12 @@ class Job:
             if copies:
                 found.append(("device_to_host", "the forward copied from the device to the "
                               "host: " + ", ".join(copies[:3])))
+        # on the CPU Inductor's code is C++ called outside the dispatcher, no aten op and no
+        # kernel event: its own mark on the trace is what shows torch.compile computed
+        compiled = profile.compiled_graphs(trace)
+        if compiled and not profile.compiled_graphs(self.reference_trace()):
+            found.append(("pytorch_fallback", "torch.compile's compiled code ran: "
+                          + ", ".join(compiled[:2])))
         own = own_kernels(self.job["candidate_source"])
         if own and (replaced is None or replaced) and not _launched(trace, own):
             found.append(("untraced_compute", "the profiler's trace of a checked call shows "

@@ -25,3 +25,12 @@ def test_device_time_leaves_out_fills_and_host_events():
     trace = {"traceEvents": [kernel("vectorized_fill_kernel", 0, 5000), kernel("k", 0, 1000),
                              kernel("aten::add", 0, 9000, cat="cpu_op")]}
     assert profile.device_ms(trace) == 1.0
+
+
+def test_torch_compiles_graphs_are_found_by_the_mark_around_their_calls():
+    # what a CPU trace of a compiled forward holds: Dynamo's and Inductor's marks, no aten op
+    marks = ["TorchDynamo Cache Lookup", "Torch-Compiled Region: 0/0",
+             "## Call CompiledFxGraph fy5jzx52 ##"]
+    trace = {"traceEvents": [kernel(n, 0, 10, cat="cpu_op") for n in marks]}
+    assert profile.compiled_graphs(trace) == ["## Call CompiledFxGraph fy5jzx52 ##"]
+    assert profile.compiled_graphs({"traceEvents": [kernel("aten::add", 0, 1, "cpu_op")]}) == []
