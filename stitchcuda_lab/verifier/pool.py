@@ -31,7 +31,8 @@ from . import channel
 ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
             "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
             "CC", "CXX", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST")
-TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+# the folders any user may write to on a usual Linux host (/run/lock is one too, on the disk)
+TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
 FIRST_UID = 200_000     # sandbox users are FIRST_UID + a random number below 2^30
 USERS_FILE = "users"   # in a judge's folder in memory: the uids its sandboxes were given
 START_TIMEOUT = 180.0
@@ -405,6 +406,10 @@ def _processes() -> list[tuple[int, int, int]]:
 
 
 def _remove_files_of(uids: set[int]) -> None:
+    """Every file the users left in a folder anyone may write to, and every SysV IPC object
+    they made: no process holds those, and they outlive the job (a shared memory segment of
+    GBs keeps its memory from the jobs after)."""
+    _remove_ipc_of(uids)
     for top in TEMP_DIRS:
         try:
             entries = list(os.scandir(top))
@@ -420,3 +425,29 @@ def _remove_files_of(uids: set[int]) -> None:
                     os.unlink(e.path)
             except OSError:
                 pass
+
+
+def _remove_ipc_of(uids: set[int]) -> None:
+    """SysV shared memory segments, message queues and semaphore sets owned or made by
+    ``uids`` (listed in /proc/sysvipc), removed (IPC_RMID)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    rmid = {"shm": lambda i: libc.shmctl(i, 0, None), "msg": lambda i: libc.msgctl(i, 0, None),
+            "sem": lambda i: libc.semctl(i, 0, 0)}
+    for kind, remove in rmid.items():
+        try:
+            head, *rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        except (OSError, ValueError):
+            continue
+        cols = head.split()
+        try:
+            at = [cols.index("uid"), cols.index("cuid")]
+        except ValueError:
+            continue
+        for row in rows:
+            f = row.split()
+            try:
+                if any(int(f[c]) in uids for c in at):
+                    remove(int(f[1]))   # the id: shmid, msqid or semid
+            except (IndexError, ValueError):
+                continue

@@ -1067,13 +1067,16 @@ def _memory_limit(device: str) -> str:
 
 def _limits(device: str) -> dict[str, int]:
     """Resource caps for a candidate's process: no core dumps, files of at most 16 GiB, at most
-    1024 tasks of its user, and on
+    1024 tasks of its user, no POSIX message queue, and on
     the CPU an address space of 60% of the memory (at least 4 GiB), so that a runaway
     allocation fails fast (MemoryError) instead of swapping the machine."""
     import os
     # processes and threads of the candidate's own user (enforced when it has one): a fork bomb
     # stops there
-    limits = {"RLIMIT_CORE": 0, "RLIMIT_FSIZE": 16 << 30, "RLIMIT_NPROC": 1024}
+    # POSIX message queues outlive every process and cannot be listed without their file
+    # system mounted: a candidate gets none (RLIMIT_MSGQUEUE 0)
+    limits = {"RLIMIT_CORE": 0, "RLIMIT_FSIZE": 16 << 30, "RLIMIT_NPROC": 1024,
+              "RLIMIT_MSGQUEUE": 0}
     if not device.startswith("cuda"):
         import resource
         soft = resource.getrlimit(resource.RLIMIT_AS)[0]   # the judge's own cap, when it has one
