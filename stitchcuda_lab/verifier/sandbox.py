@@ -370,7 +370,8 @@ def _warm(device: str) -> None:
 
 
 def _become(uid: int | None, limits: dict) -> None:
-    """Take the unprivileged user (when root) and the resource caps the judge set."""
+    """Take the unprivileged user (when root) and the resource caps the judge set, as hard
+    limits: a soft one under a higher hard limit the process may raise again itself."""
     import resource
     if uid is not None and os.geteuid() == 0:
         os.setgroups([])
@@ -383,7 +384,7 @@ def _become(uid: int | None, limits: dict) -> None:
         try:
             soft, hard = resource.getrlimit(which)
             value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-            resource.setrlimit(which, (value, hard))
+            resource.setrlimit(which, (value, value))
         except (ValueError, OSError):
             pass
 
