@@ -387,6 +387,48 @@ def _become(uid: int | None, limits: dict) -> None:
             resource.setrlimit(which, (value, value))
         except (ValueError, OSError):
             pass
+    _keep_cpus()
+
+
+# seccomp: (audit arch, sched_setaffinity, seccomp) per machine
+_SECCOMP = {"x86_64": (0xC000003E, 203, 317), "aarch64": (0xC00000B7, 122, 277)}
+
+
+def _keep_cpus() -> None:
+    """sched_setaffinity refused (EPERM) in every thread of this process and of any process it
+    starts (a seccomp filter, synced to all threads): the candidate keeps the CPUs the judge
+    has, on which the baselines are timed. Widening them takes no privilege otherwise, and a
+    judge pinned to a slice of the host (a bench's) then timed the candidate on more cores
+    than eager PyTorch had. Syscalls of another ABI (x32, i386) are refused too, not to go
+    around the filter. Where seccomp is missing, nothing is refused."""
+    import ctypes
+    import platform
+    native = _SECCOMP.get(platform.machine())
+    if native is None:
+        return
+    arch, setaffinity, seccomp = native
+
+    class Insn(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
+                    ("k", ctypes.c_uint32)]
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Insn))]
+
+    load, jeq, band, ret = 0x20, 0x15, 0x54, 0x06          # BPF_LD|W|ABS, JMP|JEQ|K, ALU|AND|K
+    refuse, allow = 0x00050000 | 1, 0x7FFF0000             # SECCOMP_RET_ERRNO|EPERM, RET_ALLOW
+    insns = [(load, 0, 0, 4),                  # seccomp_data.arch
+             (jeq, 0, 4, arch),                # another ABI: refuse
+             (load, 0, 0, 0),                  # seccomp_data.nr
+             (band, 0, 0, 0xBFFFFFFF),         # without x32's bit
+             (jeq, 1, 0, setaffinity),
+             (ret, 0, 0, allow),
+             (ret, 0, 0, refuse)]
+    code = (Insn * len(insns))(*[Insn(*i) for i in insns])
+    prog = Prog(len(insns), code)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(38, 1, 0, 0, 0)   # PR_SET_NO_NEW_PRIVS, which a filter needs
+    libc.syscall(seccomp, 1, 1, ctypes.byref(prog))   # SET_MODE_FILTER, FILTER_FLAG_TSYNC
 
 
 def _error(e: BaseException) -> dict:
