@@ -199,6 +199,7 @@ class Job:
         # (exchange.pin_output), until the round's check picks some
         self.pinned: list[list] = []
         self.out_bytes = 0     # the largest outputs of a trial, for the rounds' size
+        self.no_float64 = False   # the float64 reference ran out of memory in this job
 
     def take_sandbox(self) -> None:
         """A spare for this candidate, waited for if it is still starting up."""
@@ -435,6 +436,8 @@ class Job:
 
         import torch
         ref = self.ref
+        if self.no_float64:
+            return None
         try:
             if ref.model64 is None:
                 ref.model64 = copy.deepcopy(ref.model).double()
@@ -448,8 +451,11 @@ class Job:
         except Exception as e:  # noqa: BLE001  (no float64 answer: the plain comparison stands)
             if not isinstance(e, torch.OutOfMemoryError):   # this problem has none, ever
                 ref.model64 = False
-            elif ref.model64 is None:
-                ref.model64 = False
+            else:
+                # this job's: the device is shared with the candidate's process, which may
+                # hold all of it (and miss on purpose), and a problem remembered without its
+                # float64 form would judge every later candidate without it
+                self.no_float64 = True
             if self.device.startswith("cuda"):
                 torch.cuda.empty_cache()
             return None

@@ -193,3 +193,38 @@ def test_compare_reports_errors_and_spots_unwritten_memory():
     assert compare(out, ref, 1e-4, 1e-4)["reason"] == "uninitialized_output"
     assert compare(ref.clone(), ref, 1e-4, 1e-4)["ok"]
     assert compare(ref[:4], ref, 1e-4, 1e-4)["reason"] == "shape_mismatch"
+
+
+def test_the_float64_reference_running_out_of_memory_is_remembered_for_that_job_only(
+        monkeypatch):
+    """On a GPU the judge shares the device with the candidate's process, which may hold all
+    of it and miss on purpose: the float64 model the judge then fails to make must not be
+    remembered as the problem having none, or every later candidate is judged without it."""
+    import copy
+    import types
+
+    from stitchcuda_lab.verifier.verify import Job, Reference
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return x * 3.0
+
+    prob = types.SimpleNamespace(get_inputs=lambda: [torch.randn(4, 4)])
+    ref = Reference(source="", module=prob, model=Model(), weight_seed=0)
+    real = copy.deepcopy
+
+    def out_of_memory(*a, **k):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    def job() -> Job:
+        j = Job.__new__(Job)
+        j.ref, j.device, j.no_float64 = ref, "cpu", False
+        return j
+
+    first = job()
+    monkeypatch.setattr(copy, "deepcopy", out_of_memory)
+    assert first.float64_outputs(1, None) is None and ref.model64 is None
+    monkeypatch.setattr(copy, "deepcopy", real)
+    assert first.float64_outputs(1, None) is None      # not tried again in that job
+    (out,) = job().float64_outputs(1, None)            # the next candidate's job has it
+    assert out.dtype == torch.float64
