@@ -106,8 +106,8 @@ HAND_OVER_BYTES = 256 << 20
 
 def hand_over(xs: list, folder: Path, name: str) -> list[dict] | None:
     """Judge side: a timed call's inputs, drawn here, for the sandbox to take over: tensors as
-    files in ``folder`` (the judge's, which the sandbox may read and not write), plain values
-    as they are. None when one cannot travel that way, or they are larger than
+    files in ``folder`` (the judge's, which the sandbox may not read until ``reveal`` moves
+    them into one it may read and not write), plain values as they are. None when one cannot travel that way, or they are larger than
     ``HAND_OVER_BYTES`` (the sandbox then draws them itself).
 
     Inputs drawn here leave nothing of the candidate's code between the judge's command and the
@@ -132,6 +132,23 @@ def hand_over(xs: list, folder: Path, name: str) -> list[dict] | None:
         entries.append({"path": str(path), "shape": list(x.shape),
                         "dtype": str(x.dtype).replace("torch.", "")})
     return entries
+
+
+def reveal(entries: list[dict] | None, folder: Path) -> list[dict] | None:
+    """Judge side, once its clock runs: the files ``hand_over`` wrote where the sandbox cannot
+    look, moved (renamed: nothing is copied) into ``folder``, which it may read. Written into
+    its folder directly, an input could be read while the judge was still writing it, and the
+    answer computed from it before the call was sent, outside the clock."""
+    if entries is None:
+        return None
+    out = []
+    for e in entries:
+        if "path" in e:
+            path = str(folder / os.path.basename(e["path"]))
+            os.rename(e["path"], path)
+            e = dict(e, path=path)
+        out.append(e)
+    return out
 
 
 def take_over(entries: list[dict]) -> list:

@@ -105,11 +105,17 @@ class Sandbox:
         # timed calls' inputs, drawn by the judge: the sandbox's group may read, not write
         # (setgid, so the files are in that group too)
         self.inputs = Path(tempfile.mkdtemp(prefix="stitch_in_", dir=memory))
+        # ... written first where the sandbox cannot look (its group, for the files, but no
+        # access), and moved into ``inputs`` once the judge's clock runs (exchange.reveal)
+        self.staging = Path(tempfile.mkdtemp(prefix="stitch_stage_", dir=memory))
         if self.uid is not None:
             os.chown(self.inputs, os.getuid(), self.uid)
             os.chmod(self.inputs, 0o2750)
+            os.chown(self.staging, os.getuid(), self.uid)
+            os.chmod(self.staging, 0o2700)
         else:
             os.chmod(self.inputs, 0o700)
+            os.chmod(self.staging, 0o700)
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         if self.ready:
@@ -195,6 +201,7 @@ class Sandbox:
         shutil.rmtree(self.folder, ignore_errors=True)
         shutil.rmtree(self.outputs, ignore_errors=True)
         shutil.rmtree(self.inputs, ignore_errors=True)
+        shutil.rmtree(self.staging, ignore_errors=True)
         try:
             self._log.unlink()
         except OSError:

@@ -46,7 +46,7 @@ from ..verdict import TrialResult, Verdict
 from .. import gpulock
 from . import antihack, profile, timing
 from .compare import Print, compare, same, stale_outputs, tolerance, within_reference_error
-from .exchange import WIDEN, draw, hand_over, read_output, tensors, widen
+from .exchange import WIDEN, draw, hand_over, read_output, reveal, tensors, widen
 from .options import VerifyOptions
 from .pool import Pool, Sandbox
 
@@ -801,9 +801,10 @@ class Job:
         handed = None
         if not self.device.startswith("cuda"):
             self.ask({"op": "flush"})
-            handed = hand_over(self.draw(seed), self.sandbox.inputs, secrets.token_hex(8))
+            handed = hand_over(self.draw(seed), self.sandbox.staging, secrets.token_hex(8))
         t0 = time.perf_counter()
         try:
+            handed = reveal(handed, self.sandbox.inputs)
             reply = self.ask(dict({"op": "call", "seed": seed, "inputs": handed}, **extra))
             if not self.device.startswith("cuda"):
                 self.pin(reply.get("outputs"))

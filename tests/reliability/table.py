@@ -378,6 +378,14 @@ TEMPLATE_TAIL = """
   cross users: on the H200 a process that took another uid (before or after its CUDA context
   came up) failed to open the judge's handle (`cudaErrorMapBufferObjectFailed`), and a
   candidate's own uid is what keeps it from signalling the judge and reading its files.
+- **Inputs read inside the clock, in parallel.** The judge moves a timed call's input files
+  where the sandbox may read them only once its clock runs, but the harness's read of them is
+  inside that clock, and on a host with a spare core the candidate can compute from the bytes
+  as they are read (a native thread watching the folder,
+  `candidates/inputs_read_before_the_clock.py`): the judge's clock sees the longer of the two,
+  not their sum, so up to one pass over the inputs' bytes of work goes uncounted. For a
+  memory-bound forward that is all of it. Mapping the files instead of reading them costs the
+  same on tmpfs (populated) or moves page faults into every forward but eager's.
 - **numpy, scipy or hand-written C doing replaced work on the CPU** are not in the profiler's
   trace: such a candidate passes as "own code". On CUDA all device work is in the trace.
 - **load_inline candidates** build in their sandbox (a candidate's process writes nothing another

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from stitchcuda_lab.verifier import channel
-from stitchcuda_lab.verifier.exchange import draw, pin_output, read_output, write_outputs
+from stitchcuda_lab.verifier.exchange import (draw, hand_over, pin_output, read_output, reveal,
+                                              take_over, write_outputs)
 
 
 class _Problem:
@@ -105,3 +106,19 @@ def test_a_timed_calls_output_file_written_again_after_it_was_pinned_is_not_take
     kept.close()
     assert read_output(pin_output(dict(entry, path="/tmp/x.bin"), str(tmp_path)),
                        ref).startswith("protocol")
+
+
+def test_a_timed_calls_inputs_are_written_aside_and_moved_where_the_sandbox_reads_them(tmp_path):
+    """Written into the sandbox's folder directly, an input could be read (and its answer
+    computed) while the judge was still writing it, before the call and its clock; they are
+    written where the sandbox cannot look and moved in, whole, once the clock runs."""
+    staging, inputs = tmp_path / "staging", tmp_path / "inputs"
+    staging.mkdir()
+    inputs.mkdir()
+    x = torch.randn(64, 32)
+    handed = hand_over([x, 3], staging, "k")
+    assert [p.name for p in staging.iterdir()] == ["k_0.bin"] and not any(inputs.iterdir())
+    moved = reveal(handed, inputs)
+    assert not any(staging.iterdir()) and moved[0]["path"] == str(inputs / "k_0.bin")
+    got = take_over(moved)
+    assert torch.equal(got[0], x) and got[1] == 3
