@@ -254,8 +254,12 @@ or to outlive its job.
   candidate code (`verifier/verify.py`). A candidate runs in a sandbox process of its own
   (`verifier/sandbox.py`), started ahead as a spare and destroyed after its one job
   (`verifier/pool.py`); its outputs come back as bytes and are compared in the judge.
-- **Nothing survives a job.** Every process of the candidate's user (or session) is killed and
-  every file it left in the temporary folders removed; the next candidate gets a new process. No
+- **Nothing survives a job.** Every process of the candidate's user (or session) is killed, and
+  every file it left in the folders anyone may write to (`/tmp`, `/var/tmp`, `/dev/shm`,
+  `/run/lock`) and every SysV shared memory segment, message queue and semaphore it made are
+  removed; it gets no POSIX message queue, and its resource caps are hard limits it cannot
+  raise again (`candidates/fault_ipc_and_lock_leftovers.py`, `fault_raises_its_limits.py`);
+  the next candidate gets a new process. No
   verdict can be changed by an earlier candidate in the same session, pool or cache. When an
   iteration's candidates build side by side first (`verifier/prebuild.py`), each imports in a
   throwaway sandbox that is destroyed, with everything it started, before any of them is
@@ -272,7 +276,12 @@ or to outlive its job.
   sandbox only with the call that uses them; both sides draw `get_inputs()` from them
   (`verifier/exchange.py`), so nothing can be tabulated ahead. Every timed call gets inputs of its
   own; after each round of timed calls the judge picks, only then, a call whose output it checks
-  (`timed_output_mismatch`). Timed calls get the memory checks of checked calls too: an output
+  (`timed_output_mismatch`). On the CPU what is checked is what the call returned: the judge
+  pins each timed call's output file as the call answers, before its clock stops (a few hundred
+  pages sampled), and refuses one written again since, so outputs cannot be computed once the
+  check names its calls (`candidates/timed_outputs_filled_when_picked.py`); the call's inputs
+  reach the sandbox only once that clock runs. Timed calls get the memory checks of checked
+  calls too: an output
   that shares memory with its input or with an earlier call's output is rejected there as well.
 - **The whole input range, not only get_inputs()'s.** One more checked call, at a place the judge
   picks, gets the draw scaled by -2 (or 2, or -1: the first on which the reference stays as
@@ -281,8 +290,11 @@ or to outlive its job.
   `input_range`; a fast path guarded by a check of the data is legitimate and passes.
 - **Clocks outside the candidate.** Before the candidate is loaded, the judge times the sandbox's
   own call path on the reference. The verdict's time is never less than what the judge's clock
-  saw on the candidate's quietest timed call, that path's least cost taken off, so a timer that
-  under-reports claims nothing faster. When even the quietest call exceeds the sandbox's timer by
+  saw on the candidate's quietest timed call, that path's least cost taken off, nor less than
+  the median over its calls of what the judge's clock saw on each less the path and its
+  allowance (a timer true on its quickest calls only, on calls of different sizes, or one call
+  that returns at once, sets nothing), so a timer that under-reports claims nothing faster.
+  When even the quietest call exceeds the sandbox's timer by
   more than the path's cost and a stated slack, and still does on two more rounds of fresh calls
   (a patched timer lies on every call; a busy host is not busy on every round), it is
   `patched_timer`; so is device time beyond 1.5x the timed median in the profiler's traces of
@@ -291,15 +303,17 @@ or to outlive its job.
   is the time the device was busy, overlapping kernels counted once: a CUDA graph's parallel
   branches (cuDNN's RNN layers) or joined streams take less wall time than their summed
   kernels. Eager and torch.compile are timed by the same protocol in the judge, whose
-  threads and precision switches no candidate can touch.
+  threads and precision switches no candidate can touch, on the same CPUs: a candidate's
+  process cannot widen its CPU affinity (seccomp refuses `sched_setaffinity`).
 - **Fallback detection from a process-wide trace.** One checked call, chosen at random, runs under
   torch.profiler (aten ops of every thread, kernels of every stream). Replaced compute done by
-  PyTorch or Inductor (`pytorch_fallback`), device-to-host copies in the forward
+  PyTorch or Inductor (`pytorch_fallback`; on the CPU Inductor's C++ shows only by the mark
+  around its compiled graphs), device-to-host copies in the forward
   (`device_to_host`) and a trace without any of the candidate's own launches
   (`untraced_compute`) are rejections. `KEPT_OPS` may name library ops (GEMM, convolution,
   attention) only.
 - **Tolerance per dtype and per scale** (`verifier/compare.py`): fp32 1e-4, fp16/bf16 1e-2,
-  float64 1e-9, integers exact; each output must also be within rtol of the reference in relative
+  float64 1e-9, integers exact (in their own type: float64 holds 53 bits); each output must also be within rtol of the reference in relative
   norm, so a low-precision computation cannot hide under atol. The verdict states the tolerance
   and why; a mismatch says where (first indices, rows affected). Outputs are compared a chunk at
   a time on the device, so an output of billions of elements fits beside the reference.
@@ -311,7 +325,10 @@ or to outlive its job.
   arithmetic as well as it does. When an output misses the reference, the judge computes the
   reference in float64 on the same inputs (once per call, only then), and the output passes if
   it is within the tolerance plus 6x the reference's own error at its 99.9th percentile of
-  that result, and within 3x the reference's error in norm (TF32 truncated instead of rounded
+  that result, and within 3x the reference's error in norm, over the whole output and again
+  with each element's error taken relative to its size (an allowance earned where the outputs
+  are large must not cover the small ones: `candidates/widened_small_outputs_dropped.py`)
+  (TF32 truncated instead of rounded
   measured 2.6x; bf16 is about 8x and stays incorrect: `candidates/cancellation_bf16.py`,
   `cuda/conv_bf16_under_tf32_reference.py`). A reference further than 1e-2 from its float64
   run (random draws), or whose largest error is over 64 times its typical one (a discrete
@@ -363,9 +380,9 @@ TEMPLATE_TAIL = """
   more beside), an honest candidate's path has come out 8-20 ms longer than its calibration
   and been called `patched_timer` (`baseline_burner_grandchild` in some loaded runs); allowing
   the whole path instead let a timer that claimed 2% of its time through. The CPU verdicts
-  are meant for a host that is not oversubscribed. Either way the verdict takes at least the judge's clock on the quietest
-  call less the path, so what a lie within the bound can gain is the spread between its own
-  quietest and median call. On the CPU the L2 flush comes before the inputs are drawn (the
+  are meant for a host that is not oversubscribed. Either way the verdict takes at least the
+  median over calls of the judge's clock less the path and its allowance, so what a lie within
+  the bound can gain is that allowance (2 ms plus half the path on the CPU). On the CPU the L2 flush comes before the inputs are drawn (the
   flush takes tens of milliseconds and varies with load), so inputs are warm there, for every
   contender alike.
 - **Inputs drawn in the candidate's process.** On the CPU the judge draws a timed call's inputs
