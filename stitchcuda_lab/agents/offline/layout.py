@@ -19,6 +19,8 @@ already so).
 
 from __future__ import annotations
 
+import re
+
 from .helpers import contiguous_strides
 from .ir import KernelSpec
 
@@ -46,9 +48,10 @@ def to_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str]) -> bool:
     """Make a lowered spec (before ``passes.finish``) read the full-size operands in ``nhwc``
     and write its full-size outputs channels-last, its dims permuted channel-innermost; True
     when done. Left as it is (False) where no full-size input is in ``nhwc``, where a row kernel
-    does not reduce over the channels, or where the kernel's meaning depends on the order of
-    its dims: a scan, an index result (argmax over several dims), a pool window, a group norm's
-    channel split (lowered elsewhere: not passed here)."""
+    does not reduce over the channels, where an expression indexes an operand with strides of
+    its own (a gather), or where the kernel's meaning depends on the order of its dims: a scan,
+    an index result (argmax over several dims), a pool window, a group norm's channel split
+    (lowered elsewhere: not passed here)."""
     rank = len(spec.dims)
     if rank not in PERMUTATION or spec.kind not in ("pointwise", "rowwise"):
         return False
@@ -58,6 +61,11 @@ def to_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str]) -> bool:
     if spec.kind == "rowwise" and not spec.reduce[1]:
         return False
     if any(s.op == "scan" or "idx" in s.outs for s in spec.stmts):
+        return False
+    # an expression indexing an operand itself (a gather: ``in0[b_in0 + t * 30LL]``) has the
+    # strides it was lowered with written into it: it would read other elements
+    if any(s.op == "expr" and re.search(rf"\b{o.name}\[", s.expr)
+           for s in spec.stmts for o in spec.operands):
         return False
     dense = contiguous_strides(spec.dims)
     full = [o for o in spec.operands if o.shape == spec.dims and all(

@@ -78,6 +78,22 @@ CONV3D_CHAIN = make_problem("""
         return []
 """, name="conv3d_chain")
 
+# the row's target element is read at an index the kernel computes (expand._gather), with the
+# channel stride of the NCHW layout written into the expression
+CONV_GATHER = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        def forward(self, x, t):
+            y = self.conv(x)
+            return torch.logsumexp(y, dim=1, keepdim=True) - torch.gather(y, 1, t)
+    def get_inputs():
+        return [torch.randn(2, 3, 5, 6), torch.randint(0, 8, (2, 1, 5, 6))]
+    def get_init_inputs():
+        return []
+""", name="conv_gather")
+
 
 def test_channels_last_strides_put_the_channel_innermost():
     x = torch.empty(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
@@ -102,6 +118,16 @@ def test_kernels_after_a_channels_last_convolution_read_it_in_place_and_match_ea
     assert ("read and write channels-last" in cand.notes) is laid_out
     want, got, _, _ = run_both(problem, cand)
     assert_close(got, want)
+
+
+def test_a_kernel_that_gathers_along_the_channels_keeps_nchw(settings):
+    """A gather's index math is written with the operand's NCHW stride when it is lowered:
+    read channels-last, it picked other elements (and read past the tensor)."""
+    cand = nhwc_candidate(CONV_GATHER, settings)
+    assert any("gather" in c for c in cand.replaced), cand.replaced
+    want, got, _, _ = run_both(CONV_GATHER, cand)
+    assert_close(got, want)
+    assert "read and write channels-last" not in cand.notes
 
 
 def test_a_laid_out_kernel_writes_its_output_channels_last(settings):
