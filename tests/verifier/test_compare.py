@@ -151,3 +151,24 @@ def test_int64_outputs_are_exact_beyond_what_a_double_holds():
     r = compare(rounded, ref, 0.0, 0.0)
     assert not r["ok"] and r["mismatches"] == int((rounded != ref).sum()) and r["abs"] >= 1
     assert compare(ref.clone(), ref, 0.0, 0.0)["ok"]
+
+
+def test_the_reference_error_sample_keeps_no_chunk_of_the_output(monkeypatch):
+    # the quantile's sample is every step-th error: a strided view of a chunk's float64 errors
+    # keeps the whole chunk, and every chunk of an output of billions of elements together is
+    # a second float64 copy of it beside the float64 reference
+    monkeypatch.setattr(cmp, "CHUNK", 4096)
+    monkeypatch.setattr(cmp, "QUANTILE_SAMPLE", 64)
+    x, w, truth, ref = conv_like(6)
+    other = sum(truncated(x[:, i:i + 64]) @ truncated(w[i:i + 64]) for i in range(0, 576, 64))
+    held = []
+    cat = torch.cat
+
+    def spy(tensors, *a, **k):
+        held.append(sum(t.untyped_storage().nbytes() for t in tensors))
+        return cat(tensors, *a, **k)
+    monkeypatch.setattr(torch, "cat", spy)
+    r = within_reference_error(other, ref, truth, 1e-4, 1e-4)
+    assert "widened" in r
+    sampled = 8 * (truth.numel() // (truth.numel() // 64) + 1)
+    assert held and held[0] <= 2 * sampled, (held[0], sampled)
