@@ -449,12 +449,13 @@ class Job:
             with torch.no_grad():
                 return [r.detach() for r in tensors(ref.model64(*xs))]
         except Exception as e:  # noqa: BLE001  (no float64 answer: the plain comparison stands)
-            if not isinstance(e, torch.OutOfMemoryError):   # this problem has none, ever
+            if not _out_of_memory(e):   # this problem has none, ever
                 ref.model64 = False
             else:
                 # this job's: the device is shared with the candidate's process, which may
                 # hold all of it (and miss on purpose), and a problem remembered without its
-                # float64 form would judge every later candidate without it
+                # float64 form would judge every later candidate without it. In any form: the
+                # CPU allocator's RuntimeError, the inputs drawn again (``draw``'s Failed)
                 self.no_float64 = True
             if self.device.startswith("cuda"):
                 torch.cuda.empty_cache()
@@ -515,14 +516,25 @@ class Job:
         (``self.within_ref``)."""
         atol, rtol = self.tol_for(ref)[:2]
         res = compare(out, ref, atol, rtol)
-        # NaN where the reference has numbers is unwritten memory, whatever the precision
+        # only values can be nearer exact arithmetic than the reference: NaN where the
+        # reference has numbers is unwritten memory, whatever the precision, and a shape or
+        # dtype is wrong in any precision (not worth a float64 forward)
         if res["ok"] or truth is None or not ref.is_floating_point() \
-                or res["reason"] == "uninitialized_output":
+                or res["reason"] != "output_mismatch":
             return res
         exact = truth()
         if not exact or index >= len(exact):
             return res
-        wide = within_reference_error(out, ref, exact[index], atol, rtol)
+        try:
+            wide = within_reference_error(out, ref, exact[index], atol, rtol)
+        except Exception as e:  # noqa: BLE001  (out of memory: the plain comparison stands)
+            if not _out_of_memory(e):
+                raise
+            self.no_float64 = True
+            if self.device.startswith("cuda"):
+                import torch
+                torch.cuda.empty_cache()
+            return res
         if "widened" not in wide:   # the reference is not close enough to float64 to widen
             return res
         if wide["ok"]:
@@ -982,6 +994,15 @@ def run_baseline(job: dict, state: WorkerState) -> dict:
     j = Job(dict(job, candidate_source=""), state, time.monotonic() + 600)
     state.spares()   # the first candidate's process starts while the baselines compile
     return {"timings": j.baselines([]), "healthy": True}
+
+
+def _out_of_memory(e: BaseException) -> bool:
+    """Whether ``e`` is running out of memory, whichever way it is said (torch's
+    OutOfMemoryError, the CPU allocator's RuntimeError, a draw's ``Failed``)."""
+    from .failures import classify_exception
+    if isinstance(e, Failed):
+        return e.name == "out_of_memory"
+    return classify_exception(e)[0] == "out_of_memory"
 
 
 def judged_ms(calls: list[tuple[float, float]], path: float, allowance: float) -> float:

@@ -228,3 +228,81 @@ def test_the_float64_reference_running_out_of_memory_is_remembered_for_that_job_
     assert first.float64_outputs(1, None) is None      # not tried again in that job
     (out,) = job().float64_outputs(1, None)            # the next candidate's job has it
     assert out.dtype == torch.float64
+
+
+def _bare_job(ref, device="cpu"):
+    import types
+
+    from stitchcuda_lab.verifier.verify import Job
+    j = Job.__new__(Job)
+    j.ref, j.device, j.no_float64, j.tol, j.within_ref = ref, device, False, {}, ""
+    j.opts = types.SimpleNamespace(atol=None, rtol=None)
+    return j
+
+
+def _times_three_reference():
+    import types
+
+    from stitchcuda_lab.verifier.verify import Reference
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return x * 3.0
+
+    prob = types.SimpleNamespace(get_inputs=lambda: [torch.randn(4, 4)])
+    return Reference(source="", module=prob, model=Model(), weight_seed=0)
+
+
+@pytest.mark.parametrize("how", ["cpu-allocator", "inputs"])
+def test_the_float64_reference_out_of_memory_in_any_form_is_this_jobs_only(monkeypatch, how):
+    """The CPU allocator says so with a RuntimeError, and drawing the inputs again with a
+    runtime_error verdict's exception: neither is the problem having no float64 form."""
+    import copy
+
+    from stitchcuda_lab.verifier.verify import Failed, Job
+    ref = _times_three_reference()
+    first = _bare_job(ref)
+    if how == "cpu-allocator":
+        def fail(*a, **k):
+            raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. "
+                               "DefaultCPUAllocator: can't allocate memory: you tried to "
+                               "allocate 34359738368 bytes")
+        monkeypatch.setattr(copy, "deepcopy", fail)
+    else:
+        def fail(self, seed):
+            raise Failed("runtime_error", "out_of_memory", "the problem's get_inputs() needs "
+                         "more memory than the cuda Verifier may use: CUDA out of memory")
+        monkeypatch.setattr(Job, "draw", fail)
+    assert first.float64_outputs(1, None) is None
+    assert ref.model64 is not False and first.no_float64
+    monkeypatch.undo()
+    (out,) = _bare_job(ref).float64_outputs(1, None)
+    assert out.dtype == torch.float64
+
+
+def test_an_output_of_the_wrong_shape_is_not_judged_again_in_float64():
+    ref = _times_three_reference()
+    j = _bare_job(ref)
+    asked = []
+
+    def truth():
+        asked.append(1)
+        return [torch.zeros(4, 4, dtype=torch.float64)]
+    r = torch.randn(4, 4)
+    assert j.judge_output(r[:2], r, truth, 0)["reason"] == "shape_mismatch"
+    assert j.judge_output(r.double(), r, truth, 0)["reason"] == "dtype_mismatch"
+    assert not asked
+
+
+def test_running_out_of_memory_while_judging_in_float64_leaves_the_plain_comparison(
+        monkeypatch):
+    from stitchcuda_lab.verifier import verify
+    ref = _times_three_reference()
+    j = _bare_job(ref)
+    r = torch.randn(4, 4)
+
+    def oom(*a, **k):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 GiB")
+    monkeypatch.setattr(verify, "within_reference_error", oom)
+    res = j.judge_output(r + 1.0, r, lambda: [r.double()], 0)
+    assert not res["ok"] and res["reason"] == "output_mismatch"
