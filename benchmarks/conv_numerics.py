@@ -104,10 +104,15 @@ def run(folders: list[str], keep, one, out: str | None) -> list[dict]:
             if not keep(path):
                 continue
             t0 = time.perf_counter()
+            cudnn = torch.backends.cudnn
+            saved = (cudnn.allow_tf32, cudnn.benchmark, torch.are_deterministic_algorithms_enabled())
             try:
                 row = one(path)
             except Exception as e:  # noqa: BLE001  (a report: one problem's failure is a row)
                 row = {"problem": path.name, "error": f"{type(e).__name__}: {e}"[:300]}
+            finally:   # a problem that failed midway leaves the next one the defaults
+                cudnn.allow_tf32, cudnn.benchmark = saved[:2]
+                torch.use_deterministic_algorithms(saved[2])
             row["seconds"] = round(time.perf_counter() - t0, 1)
             rows.append(row)
             torch.cuda.empty_cache()
