@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import aten
+from .quiet import quiet_profiler
 
 if TYPE_CHECKING:
     from .problem import Problem
@@ -407,7 +408,7 @@ def _profile(graph: Graph, model: Any, inputs: list, settings: Settings | None) 
             walls.append((time.perf_counter() - t0) * 1e3)
         graph.eager_ms = statistics.median(walls)
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-        with profile(activities=acts) as prof:
+        with quiet_profiler(), profile(activities=acts) as prof:   # its log lines on fd 2
             for _ in range(iters):
                 with record_function("stitch::forward"):
                     model(*inputs)

@@ -32,7 +32,7 @@ from traitlets import Bool, Float, Int, Unicode
 from ..errors import StitchError
 from ..errors import UsageError as StitchUsageError
 from ..settings import AGENTS, Settings
-from .quiet import quiet_profiler
+from ..quiet import quiet_profiler
 
 DEVICES = ("auto", "cpu", "cuda")
 _TRAITS = {"bool": Bool, "int": Int, "float": Float, "str": Unicode}

@@ -1,10 +1,11 @@
-"""Keep the profiler's own log lines out of the notebook.
+"""Keep the profiler's own log lines out of the notebook and the command line; a leaf.
 
 torch's Kineto profiler writes ``USDT:... profiler_start`` / ``profiler_stop`` (and on older
 builds ``STAGE:...``) straight to file descriptor 2 whenever a trace starts or stops. In a
 notebook that lands as a red stderr box above the panel. ``quiet_profiler()`` sends fd 2 to a
 temporary file for the duration and writes back every line that is not such a log line, so
-real errors still reach the person.
+real errors still reach the person. The graph's eager profile runs inside it (every caller:
+the CLI, the magic, the bench), and so do the magic's panel updates.
 
 >>> is_noise("USDT:2026-12-01 08:20:35 5420:5420 SyncActivityProfilerHandler.cpp:52] profiler_start")
 True
