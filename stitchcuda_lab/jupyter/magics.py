@@ -109,8 +109,7 @@ class StitchMagics(_SettingTraits):
                 raise UsageError(f"%%stitch: {var!r} is not a Python variable name")
         settings = self.settings(device=args.device, agent=args.agent, iters=args.iters)
         source = _cell_source(cell, args.model_class)
-        with quiet_profiler():           # the eager profile of the analysis logs to fd 2
-            session = self._create(source, args.name or "cell", settings)
+        session = self._create(source, args.name or "cell", settings)   # graph.py keeps it quiet
         if self.shell is not None:
             # like %%cython, the cell's names become usable in the notebook too
             self.shell.ex(cell)

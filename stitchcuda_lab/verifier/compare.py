@@ -271,7 +271,8 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
         reason = "output_mismatch"
         msg = (f"{n_bad} of {a.numel()} elements further from the float64 result than the "
                f"tolerance (atol={atol:g}, rtol={rtol:g}) plus {slack:.3g} ({PEAK_FACTOR:g}x "
-               f"the reference's own error at its 99.9th percentile); {note}" + _where(out, ref, atol, rtol, slack, truth))
+               f"the reference's own error at its 99.9th percentile); {note}"
+               + _where(out, ref, atol, rtol, slack, truth))
     elif norm_rel > allowed:
         reason = "output_mismatch"
         msg = (f"relative error {norm_rel:.2e} against the float64 result is above "

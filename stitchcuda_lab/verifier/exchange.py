@@ -107,8 +107,9 @@ HAND_OVER_BYTES = 256 << 20
 def hand_over(xs: list, folder: Path, name: str) -> list[dict] | None:
     """Judge side: a timed call's inputs, drawn here, for the sandbox to take over: tensors as
     files in ``folder`` (the judge's, which the sandbox may not read until ``reveal`` moves
-    them into one it may read and not write), plain values as they are. None when one cannot travel that way, or they are larger than
-    ``HAND_OVER_BYTES`` (the sandbox then draws them itself).
+    them into one it may read and not write), plain values as they are. None when one cannot
+    travel that way, or they are larger than ``HAND_OVER_BYTES`` (the sandbox then draws them
+    itself).
 
     Inputs drawn here leave nothing of the candidate's code between the judge's command and the
     forward but reading them, so work hidden in the draw (a replaced ``torch.randn`` that

@@ -451,15 +451,20 @@ class Job:
         except Exception as e:  # noqa: BLE001  (no float64 answer: the plain comparison stands)
             if not _out_of_memory(e):   # this problem has none, ever
                 ref.model64 = False
-            else:
-                # this job's: the device is shared with the candidate's process, which may
-                # hold all of it (and miss on purpose), and a problem remembered without its
-                # float64 form would judge every later candidate without it. In any form: the
-                # CPU allocator's RuntimeError, the inputs drawn again (``draw``'s Failed)
-                self.no_float64 = True
-            if self.device.startswith("cuda"):
-                torch.cuda.empty_cache()
+            self.float64_ran_out(e)
             return None
+
+    def float64_ran_out(self, e: BaseException) -> None:
+        """After a float64 computation failed: out of memory ends float64 for this job only.
+        The device is shared with the candidate's process, which may hold all of it (and miss
+        on purpose), and a problem remembered without its float64 form would judge every
+        later candidate without it. In any form: torch's OutOfMemoryError, the CPU
+        allocator's RuntimeError, the inputs drawn again (``draw``'s Failed)."""
+        if _out_of_memory(e):
+            self.no_float64 = True
+        if self.device.startswith("cuda"):
+            import torch
+            torch.cuda.empty_cache()
 
     def draw(self, seed: int) -> list:
         """The reference's inputs; running out of memory there is the problem's size."""
@@ -530,10 +535,7 @@ class Job:
         except Exception as e:  # noqa: BLE001  (out of memory: the plain comparison stands)
             if not _out_of_memory(e):
                 raise
-            self.no_float64 = True
-            if self.device.startswith("cuda"):
-                import torch
-                torch.cuda.empty_cache()
+            self.float64_ran_out(e)
             return res
         if "widened" not in wide:   # the reference is not close enough to float64 to widen
             return res
