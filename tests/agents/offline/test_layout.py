@@ -188,3 +188,22 @@ def test_a_laid_out_candidate_passes_the_verifier(settings):
         CONV_SOFTMAX.source, cand.module_source(), replaced=cand.replaced, kept=cand.kept,
         options=VerifyOptions.from_settings(settings), timeout=300)
     assert verdict.status == "pass", verdict.reason
+
+
+def test_a_laid_out_kernel_walks_memory_in_order_channel_innermost(settings):
+    """Channels-last strides alone would be right but gather along C on every step: the dims
+    are permuted so the NHWC tensors are walked contiguously (coalesced, vectorised)."""
+    from stitchcuda_lab.agents.offline.lower import build_spec
+    from stitchcuda_lab.agents.offline.rewrite import rewrite
+    from stitchcuda_lab.graph import analyse
+
+    _, plan, _ = generate(CONV_TANH, settings)
+    graph = rewrite(analyse(CONV_TANH, device="cpu", profile=False, settings=settings))
+    conv = next(n.name for n in graph.calls() if "conv" in n.target)
+    members = next(t.ops for t in plan.tasks if t.kind == "gemm_epilogue")   # conv + epilogue
+    plain = build_spec(graph, members, "k0")
+    laid = build_spec(graph, members, "k0", nhwc={conv})
+    full = [o for o in laid.operands if o.layout]
+    assert full and plain.dims != laid.dims and laid.dims[-1] == 8   # C innermost
+    # each channels-last operand (coalesced over the kernel's dims) is walked with stride 1
+    assert all(o.strides[-1] == 1 for o in full)
