@@ -76,6 +76,9 @@ CLOCK_PATH_SHARE = 0.5
 # is let through claims nothing faster.
 CLOCK_CONFIRM_ROUNDS = 2
 CALIBRATION_WARMUP = 2      # calls of the path not counted in the calibration
+CALIBRATION_SETTLED = 3     # ... measured until this many calls bring no new least
+CALIBRATION_MAX = 16        # ... or this many calls
+CALIBRATION_MAX_S = 3.0     # ... or this long
 DEVICE_SLACK = 1.5          # traced device time may exceed the timed median by this factor
 CHECKED_CALLS = 5           # timed calls whose outputs are checked, picked after each round
 PROFILED_CALLS = 5          # timed calls under the profiler, per side; the tab shows the median
@@ -336,15 +339,35 @@ class Job:
     def calibrate(self) -> Calibration:
         """(The judge's clock - the sandbox's timer) per call, on the reference, in the
         sandbox, while nothing of the candidate is loaded: what the path itself costs."""
-        extra = []
-        # two calls before the measured ones: a process's first large allocations fault
-        # their pages in, which later calls (the candidate's) do not pay
-        for _ in range(CALIBRATION_WARMUP + max(3, self.opts.warmup + 1)):
+        extra: list[float] = []
+        # calls before the measured ones: a process's first large allocations fault their
+        # pages in, which later calls (the candidate's) do not pay. Then calls until the
+        # path has settled (no new least for CALIBRATION_SETTLED calls). In rounds, as the
+        # timed calls go: on the CPU a round's output files are written over by the next
+        # round's calls, and memory a process touches for the first time is slow (on a
+        # 2-core host a path of 50-70 ms per call where the same path over reused files took
+        # 12), so a calibration over fresh files let a timer claiming 2% of its forward
+        # through
+        least, since = math.inf, 0
+        start, per_round = time.monotonic(), self.calls_per_round()
+        while True:
             ms, _, seen = self.remote_call(fresh_seed())
             extra.append(seen - ms)
+            if len(extra) % per_round == 0:
+                self.end_round([])
+            kept = extra[CALIBRATION_WARMUP:]
+            if kept and kept[-1] < 0.95 * least:
+                least, since = kept[-1], 0
+            elif kept:
+                since += 1
+            if len(kept) >= max(3, self.opts.warmup + 1) and (
+                    since >= CALIBRATION_SETTLED or len(kept) >= CALIBRATION_MAX
+                    or time.monotonic() - start > CALIBRATION_MAX_S):
+                break
         self.end_round([])
-        kept = extra[CALIBRATION_WARMUP:]
-        return Calibration(statistics.median(kept), min(kept))
+        # the median of the settled calls only: the path's spread once warm
+        return Calibration(statistics.median(kept[-(since + 1):] if since >= 2 else kept),
+                           min(kept))
 
     def trials(self) -> tuple[list[TrialResult], dict, list, list]:
         import torch

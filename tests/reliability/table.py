@@ -382,7 +382,14 @@ TEMPLATE_TAIL = """
   the whole path instead let a timer that claimed 2% of its time through. The CPU verdicts
   are meant for a host that is not oversubscribed. Either way the verdict takes at least the
   median over calls of the judge's clock less the path and its allowance, so what a lie within
-  the bound can gain is that allowance (2 ms plus half the path on the CPU). On the CPU the L2 flush comes before the inputs are drawn (the
+  the bound can gain is that allowance (2 ms plus half the path on the CPU): on a 2-core host,
+  where moving 16 MB each way makes a path of 12-16 ms, a timer that claims 2% of a 2 ms
+  forward can pass at its claim (`candidates/channel_send_rewrite.py`); the same lie about a
+  forward of tens of milliseconds over small inputs is caught
+  (`candidates/channel_send_rewrite_slow.py`). The path is calibrated in rounds over the same
+  output files the timed calls write, until its least settles: a fresh process's first calls
+  over fresh memory took 50-70 ms of path where the timed calls took 12. On the CPU the L2
+  flush comes before the inputs are drawn (the
   flush takes tens of milliseconds and varies with load), so inputs are warm there, for every
   contender alike.
 - **Inputs drawn in the candidate's process.** On the CPU the judge draws a timed call's inputs
