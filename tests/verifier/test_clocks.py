@@ -7,6 +7,7 @@ way out through channel.send, where no watch list looks) is either rejected as
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 ADV = Path(__file__).parent.parent / "adversarial"
@@ -80,3 +81,53 @@ def test_a_timer_reporting_the_quickest_call_for_every_call_gets_no_faster_time(
         return
     assert liar.status == "pass", liar.reason
     assert liar.timings["ours"] > 0.35 * honest.timings["ours"], (liar.timings, honest.timings)
+
+
+# a kilobyte of outputs from 16 bytes of inputs
+WIDE_OUT = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x.sum() + torch.zeros(256)
+
+
+def get_inputs():
+    return [torch.randn(4)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_path_is_calibrated_in_rounds_no_longer_than_the_timed_calls(tmp_path, monkeypatch):
+    """The calibration's rounds hold as many calls' outputs as the timed rounds do (at most
+    ROUND_BYTES between two checks): sized by the reference's outputs, which no trial of the job
+    has measured yet, and not by its inputs alone (a problem of small inputs and GBs of outputs
+    kept every calibration call's outputs at once)."""
+    from stitchcuda_lab.verifier import verify
+    from stitchcuda_lab.verifier.options import VerifyOptions
+    monkeypatch.setitem(verify.ROUND_BYTES, "cpu", 4096)   # four calls' outputs
+    opts = VerifyOptions(trials=1, timing_trials=20, warmup=1, compile_modes="", profile=False)
+    job = verify.Job({"options": opts.to_dict(), "problem_source": WIDE_OUT},
+                     verify.WorkerState("cpu", tmp_path), time.monotonic() + 60)
+    job.baselines([])   # as run() does before it calibrates
+    calls: list[int] = []
+    rounds: list[int] = []
+
+    def remote_call(seed):
+        calls.append(seed)
+        return 1.0, 1.0, 3.0
+
+    def end_round(picked):
+        rounds.append(len(calls))
+        calls.clear()
+        return {}
+    monkeypatch.setattr(job, "remote_call", remote_call)
+    monkeypatch.setattr(job, "end_round", end_round)
+    calibration = job.calibrate()
+    assert calibration.least == 2.0 and calibration.median == 2.0
+    assert max(rounds) <= 4 and sum(rounds) >= 4, rounds
