@@ -115,7 +115,8 @@ class Session(Shown):
                time_forward: bool = False, planner: Planner | None = None,
                coder: Coder | None = None, worker: WorkerHandle | None = None,
                graph: Graph | None = None,
-               on_progress: ProgressFn | None = None) -> Session:
+               on_progress: ProgressFn | None = None,
+               on_validated: Callable[[ProblemReport], Any] | None = None) -> Session:
         """A new session for ``problem`` (a Problem, or a problem file's path).
 
         In order: the settings are checked, the problem loaded, the device chosen, the agents
@@ -127,6 +128,8 @@ class Session(Shown):
 
         ``planner``, ``coder`` and ``worker`` replace the agents and the Verifier's worker
         (tests, custom agents); by default they come from ``agent`` (``settings.agent``).
+        ``on_validated(report)`` is called once the problem has passed validation, before its
+        graph is analysed (the bench starts the Verifier's baselines then).
         """
         settings = settings or Settings.from_env()
         agent = agent or settings.agent
@@ -147,6 +150,8 @@ class Session(Shown):
             report = validate(problem, device=device, seed=settings.seed,
                               timeout=settings.timeout if isolate else None,
                               time_forward=time_forward)
+            if on_validated is not None:
+                on_validated(report)
             if graph is None:   # before the folder, so a broken problem leaves none behind
                 if on_progress is not None:
                     on_progress("analysing the model's graph", 0.0)

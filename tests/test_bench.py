@@ -499,3 +499,87 @@ def test_runs_over_parts_of_a_suite_merge_into_one_result(tmp_path):
     assert merged["summary"]["correct"] == 2
     assert abs(merged["summary"]["geomean_vs_eager"] - 6 ** 0.5) < 1e-9
     assert "bench A ; bench B" in (tmp_path / "all.md").read_text()
+
+
+class _RecordingWorker:
+    """Stands in for the judge: records what early_baseline asks of it."""
+
+    def __init__(self, fail: bool = False):
+        self.asked: list[tuple[str, object]] = []
+        self.fail = fail
+
+    def baseline(self, source, *, options=None):
+        self.asked.append((source, options))
+        if self.fail:
+            raise RuntimeError("the reference raised")
+        return {"eager": 1.0, "compile:default": 0.9}
+
+
+def _report(rows: int):
+    from stitchcuda_lab.problem import ProblemReport
+    return ProblemReport(name="p", device="cpu", input_shapes=[[rows, 1024], None],
+                         input_dtypes=["float32", None], output_shapes=[[rows, 1024]],
+                         output_dtypes=["float32"], parameters=0, training=False, eager_ms=None)
+
+
+def test_the_judge_times_the_baselines_once_the_problem_is_validated(monkeypatch, tmp_path):
+    """run_one starts the baselines as soon as validation passes, on a thread of its own: the
+    judge's torch.compile runs while this process analyses the graph, and the session's own
+    request later gets the timings the worker kept (the same numbers, not a second run)."""
+    import threading
+    from stitchcuda_lab.verifier import worker as worker_mod
+    monkeypatch.setenv("STITCH_SESSIONS_DIR", str(tmp_path / "s"))
+    monkeypatch.setenv("STITCH_CACHE_DIR", str(tmp_path / "c"))
+    for knob, value in (("TIMING_TRIALS", "3"), ("WARMUP", "1"), ("PROFILE", "0")):
+        monkeypatch.setenv(f"STITCH_{knob}", value)
+    asked: list[tuple[str, dict]] = []
+    real_get = worker_mod.get_worker
+
+    class Recording:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def baseline(self, source, **kw):
+            entry = (threading.current_thread().name, {})   # in the order they asked
+            asked.append(entry)
+            timings = self.inner.baseline(source, **kw)
+            entry[1].update(timings)
+            return timings
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+    monkeypatch.setattr(worker_mod, "get_worker", lambda d, s: Recording(real_get(d, s)))
+    problem = tmp_path / "01_pointwise_tiny.py"
+    problem.write_text(PROBLEM)
+    row = bench.run_one(str(problem), device="cpu", iters=0, agent="offline", modes="default",
+                        shrink=1)
+    assert [who for who, _ in asked] == ["early-baseline", "MainThread"], asked
+    assert asked[0][1] == asked[1][1] and asked[0][1]["compile:default"] > 0
+    assert row["eager_ms"] == asked[0][1]["eager"]
+
+
+def test_no_early_baseline_without_compile_or_with_large_tensors(monkeypatch, tmp_path):
+    from stitchcuda_lab.settings import Settings
+    from stitchcuda_lab.verifier import worker as worker_mod
+    judge = _RecordingWorker()
+    monkeypatch.setattr(worker_mod, "get_worker", lambda device, settings: judge)
+    compiled = Settings(device="cpu", compile_modes="default", cache_dir=str(tmp_path))
+    assert bench.early_baseline(PROBLEM, compiled.replace(compile_modes=""), _report(8)) is None
+    # 2 x 300k x 1024 x 4 bytes: over the 2 GiB this process and the judge may both hold
+    assert bench.early_baseline(PROBLEM, compiled, _report(300_000)) is None
+    assert judge.asked == []
+    bench.early_baseline(PROBLEM, compiled, _report(8)).join(10)
+    assert len(judge.asked) == 1
+
+
+def test_an_early_baseline_that_fails_is_left_to_the_session(monkeypatch, tmp_path):
+    import threading
+    from stitchcuda_lab.settings import Settings
+    from stitchcuda_lab.verifier import worker as worker_mod
+    judge = _RecordingWorker(fail=True)
+    monkeypatch.setattr(worker_mod, "get_worker", lambda device, settings: judge)
+    raised: list = []
+    monkeypatch.setattr(threading, "excepthook", raised.append)
+    settings = Settings(device="cpu", compile_modes="default", cache_dir=str(tmp_path))
+    bench.early_baseline(PROBLEM, settings, _report(8)).join(10)
+    assert len(judge.asked) == 1 and raised == []
