@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 ADV = Path(__file__).parent.parent / "adversarial"
 BIG = (ADV / "problems" / "pointwise_big.py").read_text()
 SMALL = (ADV / "problems" / "pointwise.py").read_text()
@@ -131,3 +133,16 @@ def test_the_path_is_calibrated_in_rounds_no_longer_than_the_timed_calls(tmp_pat
     calibration = job.calibrate()
     assert calibration.least == 2.0 and calibration.median == 2.0
     assert max(rounds) <= 4 and sum(rounds) >= 4, rounds
+
+
+def test_the_quietest_call_outweighs_the_timer_only_past_the_paths_spread():
+    from stitchcuda_lab.verifier.verify import Calibration, quietest_ms
+    steady = Calibration(median=12.2, least=12.0)
+    # an honest 0.3 ms kernel whose quietest call came 0.3 ms over the path: its own time
+    assert quietest_ms(0.3, 12.0 + 0.6, steady, "cpu") == 0.3
+    # a timer that claims 0.04 ms of a 2 ms forward: the judge's clock
+    assert quietest_ms(0.04, 12.0 + 2.0, steady, "cpu") == pytest.approx(2.0)
+    # on a path that spreads 3 ms, 2 ms over it is within the spread (judged_ms bounds it)
+    assert quietest_ms(0.04, 12.0 + 2.0, Calibration(15.0, 12.0), "cpu") == 0.04
+    # CUDA's slack is tens of microseconds: 0.1 ms over a steady path is seen
+    assert quietest_ms(0.5, 0.7 + 0.6, Calibration(0.705, 0.7), "cuda") == pytest.approx(0.6)
