@@ -572,7 +572,10 @@ class SessionPanel:
         self._run("Regenerating", lambda: bridge.regenerate(self.session))
 
     def next_iteration(self) -> None:
-        self._run("Running the next iteration", lambda: bridge.next_iteration(self.session))
+        # a round ends on its last candidate, often not its best: the tabs show the best,
+        # which the header names
+        self._run("Running the next iteration", lambda: bridge.next_iteration(self.session),
+                  select_best=True)
 
     def stop_and_export(self) -> None:
         target = self.export_path.value.strip() or str(Path(self.session.dir) / "export")
@@ -622,10 +625,13 @@ class SessionPanel:
         """Let the Session run until it needs a person (in the background)."""
         self._run("Working", lambda: None)
 
-    def _run(self, label: str, action: Callable[[], Any], *, advance: bool = True) -> None:
+    def _run(self, label: str, action: Callable[[], Any], *, advance: bool = True,
+             select_best: bool = False) -> None:
         """Do ``action`` (post an event), then let the Session advance, in the background
         unless ``threaded`` is off. Errors go to the error box; ``last_exception`` keeps the
-        last one so a caller running inline can re-raise it."""
+        last one so a caller running inline can re-raise it. ``select_best``: once done, the
+        Kernels and Profile tabs show the best candidate, unless the person picked another
+        one meanwhile."""
         if self._detached:
             self._notify(f"This panel is {self._detached}.")
             return
@@ -646,10 +652,15 @@ class SessionPanel:
         def work() -> None:
             ok = False
             try:
+                following = self._follow_latest
                 action()
                 if advance and not bridge.is_done(self.session):
                     self.session.advance()
                 ok = True
+                best = _best(self.session)
+                if select_best and best is not None and following and self._follow_latest:
+                    ids = [c.id for c in bridge.candidates(self.session)]
+                    self._selected, self._follow_latest = best[0].id, best[0].id == ids[-1]
             except StitchError as e:
                 self.last_exception = e
                 self._show_error(e.message, e.hint)

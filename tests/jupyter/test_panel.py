@@ -375,3 +375,29 @@ def test_the_busy_and_detached_lines_use_css_indicators_not_emoji(fake_session):
     assert "@keyframes stitch-spin" in p._css.value and ".stitch-paused" in p._css.value
     p.detach("closed here")
     assert "stitch-paused" in p.next_step.value and _emoji_only(p.next_step.value) == []
+
+
+def test_after_a_round_the_tabs_show_its_best_candidate_not_its_last(panel, monkeypatch):
+    import dataclasses
+    s = panel.session
+    verify = s._verify
+
+    def slower_refine(c):   # the refine round's candidate passes, slower than the first
+        v = verify(c)
+        if c.iteration == 1:
+            v = dataclasses.replace(v, speedup_vs_eager=1.2, timings={"eager": 0.3, "ours": 0.25})
+        return v
+    monkeypatch.setattr(s, "_verify", slower_refine)
+    _approve_plan(panel)
+    panel.next_button.click()
+    first = panel.selected().id
+    panel.next_button.click()
+    last = bridge_candidates(s)[-1].id
+    assert last != first and s.best()[0].id == first
+    assert panel.selected().id == first      # the best, which the header names
+    assert panel.version.value == first
+
+
+def bridge_candidates(session):
+    from stitchcuda_lab.jupyter import bridge
+    return bridge.candidates(session)
