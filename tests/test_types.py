@@ -45,3 +45,15 @@ def test_a_verdicts_reason_name_is_its_named_cause_or_nothing():
     assert Verdict("rejected", "patched_timer").reason_name == "patched_timer"
     assert Verdict("incorrect", "no candidate passed: 3 of 4").reason_name == ""
     assert Verdict("pass").reason_name == ""
+
+
+def test_a_verdict_shows_a_person_its_times_not_the_verifiers_phases():
+    from stitchcuda_lab.verdict import Verdict
+    v = Verdict(status="pass", timings={
+        "ours": 0.2, "eager": 0.3, "compile:default": 0.25, "build": 850.0,
+        "ours_wall": 0.21, "eager_wall": 0.31, "phase:calibrate": 40.0, "phase:judge": 3.0})
+    assert v.shown_timings() == [("eager", 0.3), ("torch.compile (default)", 0.25),
+                                 ("ours (candidate)", 0.2), ("build (kernels)", 850.0)]
+    shown = v._repr_html_()
+    assert "phase:" not in shown and "_wall" not in shown and "torch.compile (default)" in shown
+    assert v.to_dict()["timings"]["phase:calibrate"] == 40.0   # kept for the JSON

@@ -1031,7 +1031,7 @@ def verdict_html(v: Verdict) -> str:
               "<th>max rel</th><th>mismatches</th><th>note</th></tr></thead>"
               f"<tbody>{trials}</tbody></table>") if trials else ""
     timings = "".join(f"<tr><td>{html.escape(k)}</td><td>{val:.4f} ms</td></tr>"
-                      for k, val in sorted(v.timings.items()))
+                      for k, val in v.shown_timings())
     timings = f"<table class='stitch-timings'>{timings}</table>" if timings else ""
     flags = (f"<div style='color:#9a6700'>flags: {html.escape(', '.join(v.flags))}</div>"
              if v.flags else "")
