@@ -80,6 +80,14 @@ def _chunks(n: int):
         yield slice(i, min(n, i + CHUNK))
 
 
+def _atol_text(atol: float, given: float, rms: float) -> str:
+    """``atol=...`` as used, saying where it was scaled down to the reference's own size (the
+    verdict's header states the tolerance as given)."""
+    if atol < given:
+        return f"atol={atol:g}: {given:g} x the reference's root mean square {rms:.3g}"
+    return f"atol={atol:g}"
+
+
 def _rms(b: Any) -> float:
     """Root mean square of the finite elements of ``b`` (1.0 when there are none)."""
     import torch
@@ -106,7 +114,7 @@ def compare(out: Any, ref: Any, atol: float, rtol: float) -> dict:
     if a.numel() == 0:
         return {"ok": True, "reason": "", "abs": 0.0, "rel": 0.0, "norm_rel": 0.0,
                 "mismatches": 0, "msg": ""}
-    rms = _rms(b)
+    rms, given = _rms(b), atol
     atol = atol * min(1.0, rms) if rms > 0 else atol
     n_bad = unwritten = 0
     max_abs = max_rel = 0.0
@@ -132,7 +140,8 @@ def compare(out: Any, ref: Any, atol: float, rtol: float) -> dict:
     reason, msg = "", ""
     if n_bad:
         reason = "uninitialized_output" if unwritten else "output_mismatch"
-        msg = (f"{n_bad} of {a.numel()} elements out of tolerance (atol={atol:g}, rtol={rtol:g})"
+        msg = (f"{n_bad} of {a.numel()} elements out of tolerance "
+               f"({_atol_text(atol, given, rms)}, rtol={rtol:g})"
                + (f", {unwritten} NaN where the reference has numbers" if unwritten else ""))
         msg += _where(out, ref, atol, rtol, 0.0, None)
     elif rtol > 0 and norm_rel > rtol:
@@ -238,7 +247,7 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
     if not (math.isfinite(m) and math.isfinite(ref_rel)) or ref_rel > MAX_REFERENCE_ERROR \
             or m > MAX_TAIL * typical:
         return compare(out, ref, atol, rtol)
-    rms = _rms(b)
+    rms, given = _rms(b), atol
     atol = atol * min(1.0, rms) if rms > 0 else atol
     slack = PEAK_FACTOR * float(torch.quantile(torch.cat(sample)[:QUANTILE_SAMPLE * 2],
                                                PEAK_QUANTILE))
@@ -270,7 +279,8 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
     if n_bad:
         reason = "output_mismatch"
         msg = (f"{n_bad} of {a.numel()} elements further from the float64 result than the "
-               f"tolerance (atol={atol:g}, rtol={rtol:g}) plus {slack:.3g} ({PEAK_FACTOR:g}x "
+               f"tolerance ({_atol_text(atol, given, rms)}, rtol={rtol:g}) plus {slack:.3g} "
+               f"({PEAK_FACTOR:g}x "
                f"the reference's own error at its 99.9th percentile); {note}"
                + _where(out, ref, atol, rtol, slack, truth))
     elif norm_rel > allowed:

@@ -172,3 +172,17 @@ def test_the_reference_error_sample_keeps_no_chunk_of_the_output(monkeypatch):
     assert "widened" in r
     sampled = 8 * (truth.numel() // (truth.numel() // 64) + 1)
     assert held and held[0] <= 2 * sampled, (held[0], sampled)
+
+
+def test_a_scaled_atol_says_what_it_was_scaled_from():
+    """The verdict's header states atol as given (1e-4); a mismatch on outputs of rms 0.5
+    says the atol it used and why it is smaller."""
+    import torch
+    from stitchcuda_lab.verifier.compare import compare
+    ref = torch.full((1000,), 0.5)
+    out = ref.clone()
+    out[:10] += 0.01
+    msg = compare(out, ref, 1e-4, 1e-4)["msg"]
+    assert "atol=5e-05: 0.0001 x the reference's root mean square 0.5" in msg, msg
+    big = compare(out * 4, ref * 4, 1e-4, 1e-4)["msg"]   # rms 2: atol as given
+    assert "atol=0.0001," in big, big
