@@ -607,6 +607,8 @@ def history_figure(points: Sequence[Mapping[str, Any]], *, title: str = "Speedup
             run = max(run, best[it])
             xs.append(it)
             ys.append(run)
+        if len(xs) == 1:   # one iteration: a short level line, not a line of one point
+            xs, ys = [xs[0] - 0.2, xs[0] + 0.2], ys * 2
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"best so far {label}",
                                  legendgroup=label, line={"color": color, "shape": "hv"},
                                  hoverinfo="skip"))
@@ -615,6 +617,7 @@ def history_figure(points: Sequence[Mapping[str, Any]], *, title: str = "Speedup
         fig.add_trace(go.Scatter(
             x=[it for it, _ in failed], y=[0.0] * len(failed), mode="markers", name="failed",
             marker={"color": "#cf222e", "symbol": "x", "size": 9},
+            cliponaxis=False,   # on the axis line (y = 0): drawn whole, not halved
             customdata=[[p.get("candidate_id", ""), p.get("status", "")] for _, p in failed],
             hovertemplate="iteration %{x}: %{customdata[0]} %{customdata[1]}<extra></extra>"))
     fig.add_hline(y=1.0, line_dash="dot", line_color="#9aa0a6")

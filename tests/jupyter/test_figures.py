@@ -177,3 +177,12 @@ def test_verifier_kernel_summaries_per_side():
 def test_ncu_note_uses_the_verifiers_reason():
     note = figures.ncu_note({"available": False, "reason": "disabled (set STITCH_NCU=1)"}, "cuda")
     assert "disabled (set STITCH_NCU=1)" in note
+
+
+def test_history_of_one_iteration_draws_its_best_and_failures_whole():
+    pts = [{"iteration": 0, "speedup_vs_eager": 1.3, "origin": "offline", "status": "pass"},
+           {"iteration": 0, "speedup_vs_eager": None, "origin": "user", "status": "incorrect"}]
+    by = {t.name: t for t in figures.history_figure(pts).data}
+    best = by["best so far vs eager"]
+    assert len(best.x) == 2 and best.x[0] < 0 < best.x[1] and list(best.y) == [1.3, 1.3]
+    assert by["failed"].cliponaxis is False     # the x on the axis line is not cut in half
