@@ -602,7 +602,9 @@ def history_figure(points: Sequence[Mapping[str, Any]], *, title: str = "Speedup
         best: dict[int, float] = {}
         for it, p in ok:
             best[it] = max(best.get(it, 0.0), p[key])
-        xs, ys, run = [], [], 0.0
+        xs: list[float] = []
+        ys: list[float] = []
+        run = 0.0
         for it in sorted(best):
             run = max(run, best[it])
             xs.append(it)
