@@ -237,6 +237,8 @@ class SessionPanel:
         self.next_button.disabled = busy or ph not in ("coded", "verified", "plan_approved",
                                                        "refining", "candidate_approved")
         self.stop_button.disabled = busy
+        # once stopped there is nothing to stop: the button exports again (another path, say)
+        self.stop_button.description = "Export" if done else "Stop and export"
         self.model_button.disabled = busy or _best(s) is None
         self._refresh_draft_note(sel, edits)
 

@@ -216,6 +216,7 @@ def test_run_next_iteration_then_stop_and_export(panel, tmp_path):
     assert panel.session.state.phase == "stopped"
     assert (tmp_path / "out" / "model_new.py").exists()
     assert "Exported to" in panel.export_html.value
+    assert panel.stop_button.description == "Export"     # nothing left to stop
     panel.model_button.click()
     assert panel.model is not None
 
