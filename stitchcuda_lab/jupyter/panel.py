@@ -945,8 +945,8 @@ def next_step_html(panel: SessionPanel) -> str:
         if not _best(s):
             return ("Nothing passed: change the plan or the kernels in a new <code>%%stitch</code> "
                     "session.")
-        again = " (the session is stopped already: it only exports)" if ph == "stopped" else ""
-        return (f"Next: <b>Stop and export</b>{again} writes the best candidate as a KernelBench "
+        button = "Export" if bridge.is_done(s) else "Stop and export"   # as the button says
+        return (f"Next: <b>{button}</b> writes the best candidate as a KernelBench "
                 f"file; {use} gives it as a module.")
     if needs == "approve_plan":
         return ("Next: check the tasks in <b>Plan</b> (untick, reorder, edit technique or "
