@@ -659,8 +659,8 @@ class SessionPanel:
                 if advance and not bridge.is_done(self.session):
                     self.session.advance()
                 ok = True
-                best = _best(self.session)
-                if select_best and best is not None and following and self._follow_latest:
+                best = _best(self.session) if select_best else None
+                if best is not None and following and self._follow_latest:
                     ids = [c.id for c in bridge.candidates(self.session)]
                     self._selected, self._follow_latest = best[0].id, best[0].id == ids[-1]
             except StitchError as e:
