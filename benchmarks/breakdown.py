@@ -8,7 +8,10 @@ For each problem and each contender:
 
 ``ms - kernel_ms`` is launch latency, host work and idle gaps. ``floor`` is the protocol time of
 one tiny torch op, the fixed cost every contender pays. ``--variant NAME:JSON`` adds a
-candidate with those launch parameters on every kernel task (e.g. ``u1:{"unroll": 1}``).
+candidate with those launch parameters on every kernel task (e.g. ``u1:{"unroll": 1}``);
+its ``program`` key sets the whole program's (``cl:{"program": {"channels_last": true}}``).
+``--kernels N`` lists each contender's N longest kernels: where a loss to torch.compile comes
+from (a layout copy, an unfused epilogue, another convolution algorithm).
 
     python benchmarks/breakdown.py benchmarks/problems --filter '^(0[1-9]|1[0-2])_' \\
         --out benchmarks/results/h200-breakdown.json
@@ -29,15 +32,22 @@ sys.path.insert(0, str(ROOT))
 DEV = "cuda"   # --device cpu: a dry run of the script itself (no kernel times there)
 
 
-def _kernel_ms(fn, args, reps: int = 3) -> float:
+def _kernel_ms(fn, args, reps: int = 3) -> tuple[float, list]:
+    """(median summed device ms of one forward, [(kernel name, ms)] of the last one, longest
+    first: where a contender's time goes, kernel by kernel)."""
     from stitchcuda_lab import trace as trace_mod
     from stitchcuda_lab.verifier.profile import profile_forward
-    out = []
+    out, per = [], {}
     for _ in range(reps):
         tr = profile_forward(fn, args, DEV)
-        out.append(sum(float(e.get("dur", 0.0)) for e in trace_mod.load(tr)
-                       if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")) / 1e3)
-    return statistics.median(out)
+        per = {}
+        for e in trace_mod.load(tr):
+            if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy"):
+                name = str(e.get("name", "?"))[:90]
+                per[name] = per.get(name, 0.0) + float(e.get("dur", 0.0)) / 1e3
+        out.append(sum(per.values()))
+    top = sorted(per.items(), key=lambda kv: -kv[1])
+    return statistics.median(out), [(k, round(v, 4)) for k, v in top]
 
 
 def _sync() -> None:
@@ -61,15 +71,19 @@ def _candidate(prob, path: Path, overrides: dict, workdir: Path, tag: str):
     """ModelNew class of the offline agents' first candidate, with ``overrides`` on every kernel
     task (the program loads its kernels at import)."""
     from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
-    from stitchcuda_lab.agents.offline.coder import KERNEL_TASKS
+    from stitchcuda_lab.agents.offline.coder import KERNEL_TASKS, PROGRAM
     from stitchcuda_lab.graph import analyse
     from stitchcuda_lab.settings import Settings
     from stitchcuda_lab.verifier.verify import load_module
     settings = Settings.from_env().replace(device=DEV)
     graph = analyse(prob, device=DEV, profile=True, settings=settings)
     plan = OfflinePlanner().plan(prob, graph, settings)
+    overrides = dict(overrides)
+    program = overrides.pop(PROGRAM, None)
     tasks = {t.id: dict(overrides) for t in plan.tasks if t.kind in KERNEL_TASKS} if overrides \
         else {}
+    if program is not None:
+        tasks[PROGRAM] = dict(program)
     cand = OfflineCoder().candidate(prob, graph, plan, tasks)
     src = workdir / f"cand_{path.stem}_{tag}.py"
     src.write_text(cand.module_source())
@@ -175,10 +189,16 @@ def run(args) -> dict:
                     print(f"{path.name}: {name} failed: {type(e).__name__}: {e}",
                           file=sys.stderr)
                     continue
-                row[name] = {"ms": round(t["ms"], 4), "kernel_ms": round(_kernel_ms(fn, inputs), 4),
+                kms, kernels = _kernel_ms(fn, inputs)
+                row[name] = {"ms": round(t["ms"], 4), "kernel_ms": round(kms, 4),
                              "host_ms": round(_host_ms(fn, inputs), 4)}
+                if args.kernels:
+                    row[name]["kernels"] = kernels[:args.kernels]
         rows.append(row)
         print(_line(row), flush=True)
+        for name, v in row.items():
+            for k, ms in (v.get("kernels", []) if isinstance(v, dict) else []):
+                print(f"    {name:8s} {ms:8.4f} ms  {k}", flush=True)
     return {"environment": environment(), "floor_ms": round(floor, 4), "rows": rows,
             "launch_us": _launch_paths() if DEV == "cuda" else {},
             "command": " ".join(sys.argv)}
@@ -187,7 +207,7 @@ def run(args) -> dict:
 def _line(row: dict) -> str:
     parts = [f"{row['problem'][:28]:28s}"]
     for k, v in row.items():
-        if k != "problem":
+        if isinstance(v, dict):
             parts.append(f"{k} {v['ms']:.3f} (k {v['kernel_ms']:.3f}, h {v['host_ms']:.3f})")
     return " | ".join(parts)
 
@@ -198,6 +218,8 @@ def main(argv=None) -> int:
     ap.add_argument("--filter", default=None, help="regular expression on file names")
     ap.add_argument("--variant", action="append", default=[], help='NAME:{"param": value}')
     ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--kernels", type=int, default=0,
+                    help="list each contender's N longest kernels (name, device ms)")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)

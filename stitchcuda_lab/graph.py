@@ -302,16 +302,38 @@ def _from_export(graph: Graph, ep: Any, model: Any) -> None:
             graph.warnings.append(f"unexpected fx node {fx.op} {fx.name}")
     # Buffers the forward updates in place (batch-norm running stats and counters).
     fqns = {n.name: n.fqn for n in graph.nodes if n.kind == "buffer"}
+    found: dict[str, str] = {}
     for s in sig.output_specs:
         if s.kind.name == "BUFFER_MUTATION":
-            graph.warnings.append(f"forward mutates buffer {s.target} (node {s.arg.name})")
+            found.setdefault(str(s.target), s.arg.name)
     for n in graph.calls():
         refs = [_refs(n.args[i]) for i in n.mutates if i < len(n.args)]
         if n.opname in ("batch_norm", "instance_norm") and len(n.args) > 5 and n.args[5]:
             refs.append(_refs(n.args[3:5]))
         for r in (r for rs in refs for r in rs):
             if r in fqns:
-                graph.warnings.append(f"forward mutates buffer {fqns[r]} (node {n.name})")
+                found.setdefault(fqns[r], n.name)
+    graph.warnings += mutation_warnings(found)
+
+
+def mutation_warnings(found: dict[str, str], most: int = 3) -> list[str]:
+    """One warning per mutated buffer (``fqn -> node``), or one for all of them when there are
+    more than ``most``: a ResNet in training mode updates three buffers in each of its 100
+    batch norms, and 300 lines would bury every other message.
+
+    >>> mutation_warnings({"bn.running_mean": "batch_norm"})
+    ['forward mutates buffer bn.running_mean (node batch_norm)']
+    >>> mutation_warnings({f"b{i}.bn.{k}": "n" for i in range(5)
+    ...                    for k in ("running_mean", "running_var")})[0][:68]
+    'forward mutates 10 buffers in place (running_mean, running_var of 5 '
+    """
+    if len(found) <= most:
+        return [f"forward mutates buffer {f} (node {n})" for f, n in found.items()]
+    leaves = sorted({f.rpartition(".")[2] for f in found})
+    owners = list(dict.fromkeys(f.rpartition(".")[0] or "(model)" for f in found))
+    named = ", ".join(owners[:4]) + (f" and {len(owners) - 4} more" if len(owners) > 4 else "")
+    return [f"forward mutates {len(found)} buffers in place ({', '.join(leaves)} of "
+            f"{len(owners)} modules: {named}); they are updated as PyTorch does"]
 
 
 def _replay(graph: Graph, ep: Any, model: Any, inputs: list) -> None:

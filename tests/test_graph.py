@@ -168,6 +168,27 @@ def test_in_place_ops_on_fresh_intermediates_read_as_functional_ones():
     assert counter.mutates == [0] and g.node(counter.inputs()[0]).kind == "buffer"
 
 
+def test_many_mutated_buffers_make_one_warning_that_counts_them():
+    p = problem("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bns = nn.Sequential(*[nn.BatchNorm2d(4) for _ in range(6)])
+            def forward(self, x):
+                return self.bns(x)
+        def get_inputs():
+            return [torch.randn(2, 4, 6, 6)]
+        def get_init_inputs():
+            return []
+    """)
+    g = analyse(p, profile=False)
+    said = [w for w in g.warnings if "mutates" in w]
+    assert len(said) == 1, said
+    assert said[0].startswith("forward mutates 18 buffers in place (num_batches_tracked, "
+                              "running_mean, running_var of 6 modules: bns.0, bns.1")
+    assert "and 2 more" in said[0]
+
+
 def test_in_place_ops_on_inputs_parameters_and_views_stay_in_place():
     p = problem("""
         class Model(nn.Module):
