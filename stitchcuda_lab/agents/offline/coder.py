@@ -4,8 +4,9 @@ Iteration 0 emits one candidate with the planner's launch parameters. Later iter
 at most four measured variants of the best candidate so far: block size, vector width, items
 per thread, row strategy (block/warp per row), C chunk size, running one fused group in the
 library instead (a fusion boundary that did not pay), the GEMMs of a ``tensor_core_gemm``
-task back in fp32 cuBLAS (does the 3xTF32 split pay here?), or the kept convolutions in
-channels-last (``program.render``), the layout torch.compile gives them. A candidate that failed is
+task back in fp32 cuBLAS (does the 3xTF32 split pay here?), or the kept convolutions in the
+other layout (``program.render``): on the GPU a first candidate runs 2-d convolutions
+channels-last, as torch.compile does (``default_channels_last``). A candidate that failed is
 answered with safer variants (scalar loads, then the failing groups in the library). What
 changed is in ``Candidate.params["variant"]``. A person's edit is refined by merging each
 variant into the edited code (``hand_edit.py``); variants that would change edited lines are
@@ -91,7 +92,9 @@ class OfflineCoder:
         kernels: list[KernelSource] = []
         used: dict[str, dict] = {}
         program = dict(overrides.get(PROGRAM, {}))
-        convs = channels_last_convs(graph) if program.get("channels_last") else {}
+        if "channels_last" not in program:
+            program["channels_last"] = default_channels_last(graph, lang)
+        convs = channels_last_convs(graph) if program["channels_last"] else {}
         # what will be channels-last when the kernels run: the convolutions' outputs, then
         # the full-size outputs of kernels that read them so (``layout.py``)
         nhwc: set[str] = set(convs)
@@ -145,7 +148,7 @@ class OfflineCoder:
             notes.append("the forward is captured in a CUDA graph per input signature and "
                          "replayed; each call returns a fresh clone of the static output")
         channels_last = bool(convs)
-        if channels_last:
+        if channels_last or overrides.get(PROGRAM):
             used[PROGRAM] = program
             laid = sorted(c.spec.name for c in calls if any(o.layout for o in c.spec.operands))
             notes.append("convolutions run channels-last (NHWC input and weights); "
@@ -198,12 +201,16 @@ class OfflineCoder:
                 out.append((f"{t.id} in the library after a failed verdict", with_(t.id, off=True)))
             return out
         pool: list[tuple[str, dict]] = []
-        # torch.compile's layout for convolutions; once the best has it, its NCHW parent was
-        # measured already, and later variants keep it
-        if not base.get(PROGRAM, {}).get("channels_last") and channels_last_convs(rewrite(graph)):
-            pool.append(("convolutions channels-last (the NHWC layout torch.compile picks)",
+        # the other layout for the convolutions, measured once: torch.compile's NHWC where the
+        # best is NCHW, PyTorch's NCHW where the best took NHWC by default; a best that is
+        # that variant carries both_layouts, and its variants keep its layout
+        prog = base.get(PROGRAM, {})
+        if channels_last_convs(rewrite(graph)) and not prog.get("both_layouts"):
+            cl = prog.get("channels_last", default_channels_last(rewrite(graph), lang))
+            pool.append(("convolutions NCHW (PyTorch's layout)" if cl else
+                         "convolutions channels-last (the NHWC layout torch.compile picks)",
                          {**{k: dict(v) for k, v in base.items()},
-                          PROGRAM: {"channels_last": True}}))
+                          PROGRAM: {"channels_last": not cl, "both_layouts": True}}))
         for t in tc:   # does the split pay here? (measured, not assumed)
             off = bool(base.get(t.id, {}).get("off"))
             pool.append((f"{t.id} GEMMs {'on tensor cores again' if off else 'in fp32 cuBLAS'}",
@@ -242,6 +249,20 @@ class OfflineCoder:
             k = k % max(1, len(pool))
         out = pool[k:k + MAX_VARIANTS]
         return out
+
+
+def default_channels_last(graph: Graph, lang: str) -> bool:
+    """Whether a first candidate runs its convolutions channels-last: on the GPU, for 2-d
+    convolutions. On the H200, cuDNN runs an NCHW fp32 convolution on plain fp32 cores (0.67 ms
+    for KernelBench's Conv2d_HardSwish_ReLU) and the same convolution channels-last on TF32
+    tensor cores (0.31 ms, as torch.compile does); a transposed one runs NHWC inside cuDNN
+    either way, and NCHW adds cuDNN's two layout copies (1.9 of 4.6 ms for
+    ConvTranspose2d_Subtract_Tanh). 3-d convolutions keep NCHW first (not measured to gain);
+    the refine round measures the other layout in every case."""
+    if lang != "cuda":
+        return False
+    convs = channels_last_convs(graph)
+    return bool(convs) and all(fmt == "channels_last" for fmt in convs.values())
 
 
 def claims(graph: Graph, groups: list[list[str]]) -> tuple[list[str], list[str]]:

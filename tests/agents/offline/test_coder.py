@@ -459,3 +459,23 @@ def test_a_weight_stored_channels_last_reads_right_elsewhere(settings):
     assert "channels_last" in nhwc.module_source()
     want, got, _, _ = run_both(problem, nhwc)
     assert_close(got, want)
+
+
+@pytest.mark.parametrize("problem,first", [(CONV_NET, True), (CONV3D, False)], ids=["2d", "3d"])
+def test_on_the_gpu_2d_convolutions_start_channels_last_and_refine_measures_nchw(
+        problem, first, settings):
+    """cuDNN runs 2-d fp32 convolutions on TF32 tensor cores only channels-last: the first GPU
+    candidate takes that layout, and the first refine round measures PyTorch's NCHW beside it
+    (3-d convolutions the other way round). The CPU keeps NCHW first."""
+    from stitchcuda_lab.agents.offline.coder import PROGRAM, default_channels_last
+    from stitchcuda_lab.agents.offline.rewrite import rewrite
+    graph, plan, _ = generate(problem, settings)
+    assert default_channels_last(rewrite(graph), "cuda") is first
+    assert default_channels_last(rewrite(graph), "c") is False
+    plan.device = "cuda"
+    coder = OfflineCoder()
+    vs = coder.variants(graph, plan, {PROGRAM: {"channels_last": first}}, 1,
+                        Verdict(status="pass", timings={"ours": 1.0, "eager": 1.2}))
+    label, params = vs[0]
+    assert params[PROGRAM] == {"channels_last": not first, "both_layouts": True}
+    assert label.startswith("convolutions NCHW" if first else "convolutions channels-last")
