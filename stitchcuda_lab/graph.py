@@ -312,7 +312,7 @@ def _from_export(graph: Graph, ep: Any, model: Any) -> None:
             refs.append(_refs(n.args[3:5]))
         for r in (r for rs in refs for r in rs):
             if r in fqns:
-                found.setdefault(fqns[r], n.name)
+                found.setdefault(str(fqns[r]), n.name)
     graph.warnings += mutation_warnings(found)
 
 
