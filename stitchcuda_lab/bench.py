@@ -329,9 +329,13 @@ def _child_main(argv: list[str]) -> int:
 def shared_gpu_ran_out(row: dict, args: argparse.Namespace) -> bool:
     """Whether ``row`` lost its candidates to a GPU that other problems filled: run with
     ``--jobs`` over one, the reference kept (no candidate passed, or none beat eager), and a
-    verdict out of memory (or the problem's process itself, in its error)."""
+    verdict out of memory (or the problem's process itself, in its error), or a candidate's
+    process killed by SIGKILL: the host's out-of-memory killer, when the problems beside it
+    filled the host's memory with their inputs and outputs in shared memory."""
     ran_out = "out_of_memory" in (row.get("failures") or []) \
-        or "out of memory" in str(row.get("error") or "").lower()
+        or "out of memory" in str(row.get("error") or "").lower() \
+        or ("crash" in (row.get("failures") or [])
+            and "SIGKILL" in str(row.get("kept_reason") or ""))
     return bool(row.get("shared_gpu")) and not getattr(args, "ray", False) \
         and not args.device.startswith("cpu") and bool(row.get("kept_reference", True)) \
         and ran_out
@@ -857,18 +861,18 @@ def main_bench(args: argparse.Namespace) -> int:
 
     run = run_ray if args.ray else run_local
     rows = run(problems, out_dir, args, progress=_say, on_row=on_row)
-    # A candidate that ran out of GPU memory beside other problems was not judged on its
+    # A candidate that ran out of memory (GPU or host) beside other problems was not judged on its
     # own: such problems run again, one at a time, while the budget lasts.
     again = [p for p, r in zip(problems, rows) if shared_gpu_ran_out(r, args)]
     if again:
-        _say(f"running {len(again)} problem(s) again alone: their candidates ran out of GPU "
+        _say(f"running {len(again)} problem(s) again alone: their candidates ran out of memory "
              "memory beside other problems")
         alone = argparse.Namespace(**dict(vars(args), jobs=1, footprints=None))
         redo = {r["problem"]: r for r in run_local(again, out_dir, alone, progress=_say)}
         for i, p in enumerate(problems):
             r = redo.get(p.name)
             if r is not None and (r.get("correct") or r.get("eager_ms")):   # it got as far
-                rows[i] = dict(r, rerun_alone="its candidates ran out of GPU memory beside "
+                rows[i] = dict(r, rerun_alone="its candidates ran out of memory beside "
                                               "other problems", first_run=rows[i])
                 on_row(rows[i])
     result.update(complete=True, seconds=round(time.perf_counter() - t0, 1), rows=rows)

@@ -432,6 +432,10 @@ def test_problems_whose_candidates_ran_out_of_a_shared_gpu_run_again_alone(tmp_p
     assert not bench.shared_gpu_ran_out(dict(ran_out, shared_gpu=False), args)   # was alone
     # the verdicts' named causes decide, not words in the reason's text
     assert not bench.shared_gpu_ran_out(dict(ran_out, failures=["output_mismatch"]), args)
+    killed = dict(ran_out, failures=["crash"], kept_reason="no candidate passed (last: "
+                  "runtime_error: crash: the worker process died (killed by SIGKILL))")
+    assert bench.shared_gpu_ran_out(killed, args)      # the host's OOM killer, beside others
+    assert not bench.shared_gpu_ran_out(dict(killed, kept_reason="crash: segfault"), args)
 
 
 def test_a_rerun_that_got_nowhere_keeps_the_first_row(tmp_path, monkeypatch):
