@@ -861,12 +861,12 @@ def main_bench(args: argparse.Namespace) -> int:
 
     run = run_ray if args.ray else run_local
     rows = run(problems, out_dir, args, progress=_say, on_row=on_row)
-    # A candidate that ran out of memory (GPU or host) beside other problems was not judged on its
-    # own: such problems run again, one at a time, while the budget lasts.
+    # A candidate that ran out of memory (GPU or host) beside other problems was not judged
+    # on its own: such problems run again, one at a time, while the budget lasts.
     again = [p for p, r in zip(problems, rows) if shared_gpu_ran_out(r, args)]
     if again:
         _say(f"running {len(again)} problem(s) again alone: their candidates ran out of memory "
-             "memory beside other problems")
+             "beside other problems")
         alone = argparse.Namespace(**dict(vars(args), jobs=1, footprints=None))
         redo = {r["problem"]: r for r in run_local(again, out_dir, alone, progress=_say)}
         for i, p in enumerate(problems):
