@@ -5,8 +5,8 @@ at most four measured variants of the best candidate so far: block size, vector 
 per thread, row strategy (block/warp per row), C chunk size, running one fused group in the
 library instead (a fusion boundary that did not pay), the GEMMs of a ``tensor_core_gemm``
 task back in fp32 cuBLAS (does the 3xTF32 split pay here?), or the kept convolutions in the
-other layout (``program.render``): on the GPU a first candidate runs 2-d convolutions
-channels-last, as torch.compile does (``default_channels_last``). A candidate that failed is
+other layout (``program.render``): on the GPU a first candidate runs 2-d transposed and
+depthwise convolutions channels-last, as torch.compile does (``default_channels_last``). A candidate that failed is
 answered with safer variants (scalar loads, then the failing groups in the library). What
 changed is in ``Candidate.params["variant"]``. A person's edit is refined by merging each
 variant into the edited code (``hand_edit.py``); variants that would change edited lines are
@@ -252,17 +252,30 @@ class OfflineCoder:
 
 
 def default_channels_last(graph: Graph, lang: str) -> bool:
-    """Whether a first candidate runs its convolutions channels-last: on the GPU, for 2-d
-    convolutions. On the H200, cuDNN runs an NCHW fp32 convolution on plain fp32 cores (0.67 ms
-    for KernelBench's Conv2d_HardSwish_ReLU) and the same convolution channels-last on TF32
-    tensor cores (0.31 ms, as torch.compile does); a transposed one runs NHWC inside cuDNN
-    either way, and NCHW adds cuDNN's two layout copies (1.9 of 4.6 ms for
-    ConvTranspose2d_Subtract_Tanh). 3-d convolutions keep NCHW first (not measured to gain);
-    the refine round measures the other layout in every case."""
+    """Whether a first candidate runs its convolutions channels-last: on the GPU, where every
+    one is a 2-d transposed or depthwise convolution. There channels-last gives the reference's
+    own bits faster: cuDNN runs a transposed convolution NHWC on TF32 tensor cores in any case
+    and NCHW only adds its two layout copies (1.9 of 4.6 ms for KernelBench's
+    ConvTranspose2d_Subtract_Tanh on the H200), and a depthwise one is exact and 3.6x faster
+    channels-last. A plain NCHW convolution may run in fp32 arithmetic (few input channels),
+    where channels-last would pick TF32 kernels 5x the fp32 tolerance away: those, and 3-d
+    convolutions, start NCHW; the refine round measures the other layout in every case."""
     if lang != "cuda":
         return False
     convs = channels_last_convs(graph)
-    return bool(convs) and all(fmt == "channels_last" for fmt in convs.values())
+    return bool(convs) and all(fmt == "channels_last" and _same_bits_channels_last(graph, c)
+                               for c, fmt in convs.items())
+
+
+def _same_bits_channels_last(graph: Graph, name: str) -> bool:
+    """A transposed or depthwise convolution (``default_channels_last``)."""
+    n = graph.node(name)
+    if n.opname.startswith("conv_transpose") or (
+            n.opname in ("convolution", "_convolution") and len(n.args) > 6 and n.args[6] is True):
+        return True
+    x, w = graph.node(n.args[0]["node"]).shape, graph.node(n.args[1]["node"]).shape
+    # depthwise: one input channel per group, as many groups as input channels
+    return bool(x and w) and w[1] == 1 and x[1] > 1
 
 
 def claims(graph: Graph, groups: list[list[str]]) -> tuple[list[str], list[str]]:

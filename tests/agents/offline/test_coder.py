@@ -461,21 +461,50 @@ def test_a_weight_stored_channels_last_reads_right_elsewhere(settings):
     assert_close(got, want)
 
 
-@pytest.mark.parametrize("problem,first", [(CONV_NET, True), (CONV3D, False)], ids=["2d", "3d"])
-def test_on_the_gpu_2d_convolutions_start_channels_last_and_refine_measures_nchw(
+CONV_T = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = nn.ConvTranspose2d(4, 6, 3, stride=2)
+        def forward(self, x):
+            return torch.tanh(self.up(x) - 0.5)
+    def get_inputs():
+        return [torch.randn(2, 4, 6, 6)]
+    def get_init_inputs():
+        return []
+""", name="conv_t")
+
+DEPTHWISE = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        def forward(self, x):
+            return torch.relu(self.dw(x))
+    def get_inputs():
+        return [torch.randn(2, 8, 6, 6)]
+    def get_init_inputs():
+        return []
+""", name="depthwise")
+
+
+@pytest.mark.parametrize("problem,first", [(CONV_NET, False), (CONV3D, False), (CONV_T, True),
+                                           (DEPTHWISE, True)],
+                         ids=["2d", "3d", "transposed", "depthwise"])
+def test_on_the_gpu_transposed_and_depthwise_convolutions_start_channels_last(
         problem, first, settings):
-    """cuDNN runs 2-d fp32 convolutions on TF32 tensor cores only channels-last: the first GPU
-    candidate takes that layout, and the first refine round measures PyTorch's NCHW beside it
-    (3-d convolutions the other way round). The CPU keeps NCHW first."""
+    """Channels-last gives the reference's own bits faster only for 2-d transposed (TF32 NHWC in
+    cuDNN either way) and depthwise convolutions: those start channels-last on the GPU, the rest
+    NCHW (a plain fp32 convolution would become TF32, 5x the tolerance away). The first refine
+    round measures the other layout. The CPU keeps NCHW first."""
     from stitchcuda_lab.agents.offline.coder import PROGRAM, default_channels_last
     from stitchcuda_lab.agents.offline.rewrite import rewrite
     graph, plan, _ = generate(problem, settings)
     assert default_channels_last(rewrite(graph), "cuda") is first
     assert default_channels_last(rewrite(graph), "c") is False
     plan.device = "cuda"
-    coder = OfflineCoder()
-    vs = coder.variants(graph, plan, {PROGRAM: {"channels_last": first}}, 1,
-                        Verdict(status="pass", timings={"ours": 1.0, "eager": 1.2}))
+    vs = OfflineCoder().variants(graph, plan, {PROGRAM: {"channels_last": first}}, 1,
+                                 Verdict(status="pass", timings={"ours": 1.0, "eager": 1.2}))
     label, params = vs[0]
     assert params[PROGRAM] == {"channels_last": not first, "both_layouts": True}
     assert label.startswith("convolutions NCHW" if first else "convolutions channels-last")
