@@ -157,6 +157,13 @@ class OfflinePlanner:
         plan = Plan(device=device, agent="offline")
         graph = rewrite(graph)
         calls = graph.calls()
+        for n in calls:
+            if n.name.endswith("_wsum"):
+                gemm = n.name[:-len("_wsum")]
+                plan.notes.append(f"{gemm} is only summed over its output features: its weights "
+                                  f"are summed first ({n.name}) and {gemm} computes one column "
+                                  "(exact algebra: the sum of the products is the product of "
+                                  "the sum)")
         total_t = sum(n.time_us or 0.0 for n in calls)
         total_b = sum(n.bytes for n in calls) or 1
 

@@ -15,6 +15,11 @@
   chain lifted to ``[N, C, OH, kh, OW, kw]`` (a free view of the library output), so one row
   kernel applies bias/batch-norm/activation and pools, writing only the pooled tensor.
 
+- a GEMM whose output is only summed over its output features, through scalar ``mul``/``div``
+  and bias or constant ``add``/``sub``, becomes a GEMM against the summed weights:
+  ``sum_j (x @ W_j + b_j) * c = (x @ sum_j W_j + sum_j b_j) * c`` (``_sum_of_gemm``), one
+  column instead of N, and the sum over a dim of size 1 left in place (it keeps ``keepdim``);
+
 - ``flip(cumsum(flip(x, [d]), d), [d])`` (a reversed scan) becomes one ``cumsum`` of ``x``
   with ``reverse=True`` (the scan kernel walks the row backwards; ``program.py`` writes the
   flips back when the scan stays in PyTorch).
@@ -94,6 +99,7 @@ def rewrite(graph: Graph) -> Graph:
         decompose(g)
         _fold_avgpool_mean(g)
         _adaptive_avg_to_mean(g)
+        _sum_of_gemm(g)
         _split_bias(g)
         _pool_epilogue(g)
         _reverse_scans(g)
@@ -327,3 +333,106 @@ def _reverse_scans(g: Graph) -> None:
             un.kwargs = _replace_refs(un.kwargs, outer.name, c.name)
         g.nodes.remove(inner)
         g.nodes.remove(outer)
+
+
+# -- a GEMM summed over its output features ---------------------------------------------------
+_SCALE_OPS = ("mul", "div")          # by a number: commutes with the sum
+_SHIFT_OPS = ("add", "sub")          # of a number or a vector along the summed dim
+_GEMMS = ("matmul", "mm", "linear")
+
+
+def _reduce_node(g: Graph, name: str, src: str, dims: list[int], shape: list[int],
+                 dtype: str | None) -> Node:
+    return Node(name=_unique(g, name), op="call_function", target="aten.sum.dim_IntList",
+                op_class=aten.category("aten.sum.dim_IntList"), args=[{"node": src}, dims, True],
+                shape=list(shape), dtype=dtype, stride=contiguous_strides(list(shape)),
+                lowers_to=["aten.sum.dim_IntList"])
+
+
+def _sum_of_gemm(g: Graph) -> None:
+    """``sum(chain(gemm(x, W)), dim=-1)`` -> ``sum(chain'(gemm(x, sum_j W_j)), dim=-1)`` (module
+    docstring). Exact in real arithmetic, and no less exact in fp32: the reference rounds each
+    of the N products' sums and then sums N of them; here the weights are summed first. Only
+    where every node from the GEMM to the sum has one user, so nothing else reads the full
+    product."""
+    users = g.users()
+    for s in list(g.calls()):
+        if s.target != "aten.sum.dim_IntList" or s.shape is None or len(s.args) < 2:
+            continue
+        src = g.node(node_ref(s.args[0]) or "")
+        if src.shape is None or len(src.shape) < 2 or src.dtype not in ("float32", "float64"):
+            continue
+        dims = s.args[1] if isinstance(s.args[1], list) else [s.args[1]]
+        if len(dims) != 1 or dims[0] % len(src.shape) != len(src.shape) - 1:
+            continue
+        n_out = src.shape[-1]
+        chain: list[Node] = []
+        cur = src
+        while cur.opname in _SCALE_OPS + _SHIFT_OPS and len(users.get(cur.name, [])) == 1:
+            chain.append(cur)
+            cur = g.node(node_ref(cur.args[0]) or "")
+        if cur.opname not in _GEMMS or not aten.is_library(cur.target) \
+                or len(users.get(cur.name, [])) != 1 or cur.shape is None \
+                or cur.shape[-1] != n_out or cur.kwargs:
+            continue
+        if not all(_sum_commutes(c, g, n_out) for c in chain):
+            continue
+        _rewrite_sum_of_gemm(g, s, cur, list(reversed(chain)))
+        users = g.users()
+
+
+def _sum_commutes(n: Node, g: Graph, n_out: int) -> bool:
+    """A chain node the sum passes through: a number scaling it, or a number or [N] vector
+    added (the first argument is the chain; no ``alpha``)."""
+    if n.kwargs or len(n.args) != 2:
+        return False
+    other = n.args[1]
+    if n.opname in _SCALE_OPS:
+        return isinstance(other, (int, float)) and not isinstance(other, bool)
+    if isinstance(other, (int, float)) and not isinstance(other, bool):
+        return True
+    ref = node_ref(other)
+    return ref is not None and g.node(ref).shape in ([n_out], [1, n_out])
+
+
+def _rewrite_sum_of_gemm(g: Graph, s: Node, gemm: Node, chain: list[Node]) -> None:
+    n_out = gemm.shape[-1]
+    out_shape = list(gemm.shape[:-1]) + [1]
+    if gemm.opname == "linear":      # linear(x, W [N, K], b [N]): sum W's rows, b's elements
+        w = g.node(node_ref(gemm.args[1]) or "")
+        if w.shape is None or len(w.shape) != 2:
+            return
+        ws = _reduce_node(g, f"{gemm.name}_wsum", w.name, [0], [1, w.shape[1]], w.dtype)
+        new_nodes = [ws]
+        gemm.args[1] = {"node": ws.name}
+        b = node_ref(gemm.args[2]) if len(gemm.args) > 2 else None
+        if b is not None:
+            bs = _reduce_node(g, f"{gemm.name}_bsum", b, [0], [1], g.node(b).dtype)
+            new_nodes.append(bs)
+            gemm.args[2] = {"node": bs.name}
+    else:                             # matmul(x, B [K, N]): sum B's columns
+        b = g.node(node_ref(gemm.args[1]) or "")
+        if b.shape is None or len(b.shape) != 2:
+            return
+        ws = _reduce_node(g, f"{gemm.name}_wsum", b.name, [1], [b.shape[0], 1], b.dtype)
+        new_nodes = [ws]
+        gemm.args[1] = {"node": ws.name}
+    gemm.shape, gemm.stride = out_shape, contiguous_strides(out_shape)
+    gemm.flops = gemm.flops // max(1, n_out)
+    for c in chain:
+        other = c.args[1]
+        if c.opname in _SHIFT_OPS:
+            if isinstance(other, (int, float)):
+                c.args[1] = other * n_out      # sum_j (y_j + c) = sum_j y_j + N c
+            else:
+                v = node_ref(other)
+                vs = _reduce_node(g, f"{c.name}_vsum", v, [-1], [1] * len(g.node(v).shape),
+                                  g.node(v).dtype)
+                new_nodes.append(vs)
+                c.args[1] = {"node": vs.name}
+        c.shape, c.stride = list(out_shape), contiguous_strides(out_shape)
+    for nn_ in reversed(new_nodes):
+        i = next(k for k, n in enumerate(g.nodes) if n.name == gemm.name)
+        g.nodes.insert(i, nn_)
+    # the sum stays, over a dim of size 1 now: it keeps its keepdim and its users
+    s.flops = 0
