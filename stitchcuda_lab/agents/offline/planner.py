@@ -160,7 +160,7 @@ class OfflinePlanner:
         for n in calls:
             if n.name.endswith("_wsum"):
                 gemm = n.name[:-len("_wsum")]
-                plan.notes.append(f"{gemm} is only summed over its output features: its weights "
+                plan.notes.append(f"{gemm} is only summed (or averaged) over its output features: its weights "
                                   f"are summed first ({n.name}) and {gemm} computes one column "
                                   "(exact algebra: the sum of the products is the product of "
                                   "the sum)")

@@ -15,10 +15,11 @@
   chain lifted to ``[N, C, OH, kh, OW, kw]`` (a free view of the library output), so one row
   kernel applies bias/batch-norm/activation and pools, writing only the pooled tensor.
 
-- a GEMM whose output is only summed over its output features, through scalar ``mul``/``div``
-  and bias or constant ``add``/``sub``, becomes a GEMM against the summed weights:
-  ``sum_j (x @ W_j + b_j) * c = (x @ sum_j W_j + sum_j b_j) * c`` (``_sum_of_gemm``), one
-  column instead of N, and the sum over a dim of size 1 left in place (it keeps ``keepdim``);
+- a GEMM whose output is only summed (or averaged) over its output features, through scalar
+  ``mul``/``div`` and bias or constant ``add``/``sub``, becomes a GEMM against the summed (or
+  averaged) weights: ``sum_j (x @ W_j + b_j) * c = (x @ sum_j W_j + sum_j b_j) * c``
+  (``_sum_of_gemm``), one column instead of N, and the sum over a dim of size 1 left in place
+  (it keeps ``keepdim``);
 
 - ``flip(cumsum(flip(x, [d]), d), [d])`` (a reversed scan) becomes one ``cumsum`` of ``x``
   with ``reverse=True`` (the scan kernel walks the row backwards; ``program.py`` writes the
@@ -339,14 +340,15 @@ def _reverse_scans(g: Graph) -> None:
 _SCALE_OPS = ("mul", "div")          # by a number: commutes with the sum
 _SHIFT_OPS = ("add", "sub")          # of a number or a vector along the summed dim
 _GEMMS = ("matmul", "mm", "linear")
+_REDUCES = ("aten.sum.dim_IntList", "aten.mean.dim")   # a mean: the weights' mean, likewise
 
 
 def _reduce_node(g: Graph, name: str, src: str, dims: list[int], shape: list[int],
-                 dtype: str | None) -> Node:
-    return Node(name=_unique(g, name), op="call_function", target="aten.sum.dim_IntList",
-                op_class=aten.category("aten.sum.dim_IntList"), args=[{"node": src}, dims, True],
+                 dtype: str | None, target: str = "aten.sum.dim_IntList") -> Node:
+    return Node(name=_unique(g, name), op="call_function", target=target,
+                op_class=aten.category(target), args=[{"node": src}, dims, True],
                 shape=list(shape), dtype=dtype, stride=contiguous_strides(list(shape)),
-                lowers_to=["aten.sum.dim_IntList"])
+                lowers_to=[target])
 
 
 def _sum_of_gemm(g: Graph) -> None:
@@ -357,7 +359,7 @@ def _sum_of_gemm(g: Graph) -> None:
     product."""
     users = g.users()
     for s in list(g.calls()):
-        if s.target != "aten.sum.dim_IntList" or s.shape is None or len(s.args) < 2:
+        if s.target not in _REDUCES or s.shape is None or len(s.args) < 2:
             continue
         src = g.node(node_ref(s.args[0]) or "")
         if src.shape is None or len(src.shape) < 2 or src.dtype not in ("float32", "float64"):
@@ -377,7 +379,7 @@ def _sum_of_gemm(g: Graph) -> None:
             continue
         if not all(_sum_commutes(c, g, n_out) for c in chain):
             continue
-        _rewrite_sum_of_gemm(g, s, cur, list(reversed(chain)))
+        _rewrite_sum_of_gemm(g, s, cur, list(reversed(chain)), s.target)
         users = g.users()
 
 
@@ -395,26 +397,30 @@ def _sum_commutes(n: Node, g: Graph, n_out: int) -> bool:
     return ref is not None and g.node(ref).shape in ([n_out], [1, n_out])
 
 
-def _rewrite_sum_of_gemm(g: Graph, s: Node, gemm: Node, chain: list[Node]) -> None:
+def _rewrite_sum_of_gemm(g: Graph, s: Node, gemm: Node, chain: list[Node],
+                         reduce: str) -> None:
     n_out = gemm.shape[-1]
+    mean = reduce == "aten.mean.dim"
     out_shape = list(gemm.shape[:-1]) + [1]
     if gemm.opname == "linear":      # linear(x, W [N, K], b [N]): sum W's rows, b's elements
         w = g.node(node_ref(gemm.args[1]) or "")
         if w.shape is None or len(w.shape) != 2:
             return
-        ws = _reduce_node(g, f"{gemm.name}_wsum", w.name, [0], [1, w.shape[1]], w.dtype)
+        ws = _reduce_node(g, f"{gemm.name}_wsum", w.name, [0], [1, w.shape[1]], w.dtype,
+                          reduce)
         new_nodes = [ws]
         gemm.args[1] = {"node": ws.name}
         b = node_ref(gemm.args[2]) if len(gemm.args) > 2 else None
         if b is not None:
-            bs = _reduce_node(g, f"{gemm.name}_bsum", b, [0], [1], g.node(b).dtype)
+            bs = _reduce_node(g, f"{gemm.name}_bsum", b, [0], [1], g.node(b).dtype, reduce)
             new_nodes.append(bs)
             gemm.args[2] = {"node": bs.name}
     else:                             # matmul(x, B [K, N]): sum B's columns
         b = g.node(node_ref(gemm.args[1]) or "")
         if b.shape is None or len(b.shape) != 2:
             return
-        ws = _reduce_node(g, f"{gemm.name}_wsum", b.name, [1], [b.shape[0], 1], b.dtype)
+        ws = _reduce_node(g, f"{gemm.name}_wsum", b.name, [1], [b.shape[0], 1], b.dtype,
+                          reduce)
         new_nodes = [ws]
         gemm.args[1] = {"node": ws.name}
     gemm.shape, gemm.stride = out_shape, contiguous_strides(out_shape)
@@ -423,16 +429,17 @@ def _rewrite_sum_of_gemm(g: Graph, s: Node, gemm: Node, chain: list[Node]) -> No
         other = c.args[1]
         if c.opname in _SHIFT_OPS:
             if isinstance(other, (int, float)):
-                c.args[1] = other * n_out      # sum_j (y_j + c) = sum_j y_j + N c
+                # sum_j (y_j + c) = sum_j y_j + N c; the mean of y_j + c is mean(y) + c
+                c.args[1] = other if mean else other * n_out
             else:
                 v = node_ref(other)
                 vs = _reduce_node(g, f"{c.name}_vsum", v, [-1], [1] * len(g.node(v).shape),
-                                  g.node(v).dtype)
+                                  g.node(v).dtype, reduce)
                 new_nodes.append(vs)
                 c.args[1] = {"node": vs.name}
         c.shape, c.stride = list(out_shape), contiguous_strides(out_shape)
     for nn_ in reversed(new_nodes):
         i = next(k for k, n in enumerate(g.nodes) if n.name == gemm.name)
         g.nodes.insert(i, nn_)
-    # the sum stays, over a dim of size 1 now: it keeps its keepdim and its users
+    # the sum (or mean) stays, over a dim of size 1 now: it keeps its keepdim and its users
     s.flops = 0

@@ -40,6 +40,19 @@ LINEAR_SUM = make_problem("""
         return []
 """, name="linear_sum")
 
+GEMM_MEAN = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(64, 40)
+        def forward(self, x):
+            return torch.sigmoid((self.fc(x) + 0.25).mean(dim=1, keepdim=True))
+    def get_inputs():
+        return [torch.randn(8, 64)]
+    def get_init_inputs():
+        return []
+""", name="gemm_mean")
+
 GEMM_USED_TWICE = make_problem("""
     class Model(nn.Module):
         def __init__(self):
@@ -55,7 +68,8 @@ GEMM_USED_TWICE = make_problem("""
 """, name="gemm_used_twice")
 
 
-@pytest.mark.parametrize("problem", [GEMM_SUM, LINEAR_SUM], ids=["matmul", "linear-bias-shift"])
+@pytest.mark.parametrize("problem", [GEMM_SUM, LINEAR_SUM, GEMM_MEAN],
+                         ids=["matmul", "linear-bias-shift", "mean"])
 def test_a_gemm_summed_over_its_features_becomes_a_gemm_against_the_summed_weights(
         problem, settings):
     graph, plan, cand = generate(problem, settings)
@@ -74,6 +88,9 @@ def test_a_gemm_summed_over_its_features_becomes_a_gemm_against_the_summed_weigh
     if problem is GEMM_SUM:
         w = ref.weight
         exact = (x @ w.sum(0, keepdim=True).T) / 2 * 1.5
+    elif problem is GEMM_MEAN:
+        w, b = ref.fc.weight, ref.fc.bias
+        exact = torch.sigmoid(x @ w.mean(0, keepdim=True).T + b.mean() + 0.25)
     else:
         w, b = ref.fc.weight, ref.fc.bias
         exact = (x @ w.sum(0) + b.sum()) * 0.5 - ref.shift.sum() + 3.0 * 40
