@@ -564,11 +564,24 @@ class SessionPanel:
             self._notify(f"This edit of {c.id} was verified before: it is version {new.id}.")
             return
 
+        # the same code as another version (a sibling's kernel pasted in, an edit that undoes
+        # the parent's change): still a version of its own under c, verified on fresh inputs,
+        # but the person is told which version it repeats and how that one fared
+        twin = next((x for x in bridge.candidates(self.session)
+                     if x.id != c.id and x.digest() == new.digest()), None)
+
         def go() -> None:
             bridge.post_edited(self.session, new)
             self._drafts.pop(c.id, None)        # posted: the edit is a version of its own now
             self._selected, self._follow_latest = new.id, True
         self._run(f"Verifying your edit of {c.id}", go)
+        if twin is not None:
+            v = bridge.verdict_for(self.session, twin)
+            fared = (f"{v.status}" + (f", {v.speedup_vs_eager:.2f}x vs eager"
+                                      if getattr(v, "speedup_vs_eager", None) else "")
+                     if v else "not verified yet")
+            self._notify(f"Your edit gives the same code as version {twin.id} ({fared}); it is "
+                         f"verified again as a version of its own under {c.id}.")
 
     def regenerate(self) -> None:
         self._run("Regenerating", lambda: bridge.regenerate(self.session))

@@ -158,6 +158,9 @@ def test_a_fix_that_restores_the_original_code_is_its_own_selected_version(panel
     assert (fixed.parent, broken.parent, first.parent) == (broken.id, first.id, None)
     assert s.verdicts[fixed.id].status == "pass" and s.verdicts[broken.id].status == "incorrect"
     assert fixed.id in panel.verdict_html.value
+    # the person is told the fix repeats the first version's code, and how that one fared
+    assert f"same code as version {first.id} (pass" in panel.note
+    assert f"a version of its own under {broken.id}" in panel.note
     # History draws the tree: each version under its parent, none under its own child
     rows = panel.versions_html.value.split("<tr>")[2:]
     order = [next(i for i in (first.id, broken.id, fixed.id) if i in r.split("</td>")[1])
