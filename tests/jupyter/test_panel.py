@@ -278,6 +278,20 @@ def test_the_panel_says_what_to_do_next_at_every_stop(panel):
     assert "Load finished model" in panel.next_step.value
 
 
+def test_the_next_line_says_when_the_sessions_iterations_are_done(panel):
+    _approve_plan(panel)
+    panel.kernel_approve.click()
+    panel.session.settings = panel.session.settings.replace(iters=3)
+    panel.refresh()
+    assert "lets the Coder refine" in panel.next_step.value
+    assert "this session was started with" not in panel.next_step.value
+    panel.session.settings = panel.session.settings.replace(iters=0)
+    panel.refresh()
+    nxt = panel.next_step.value
+    assert "The 0 refine iterations this session was started with are done" in nxt
+    assert "Stop and export</b> keeps the best" in nxt and "Run next iteration" in nxt
+
+
 def test_after_stop_and_export_the_next_line_says_where_not_the_same_action(panel, tmp_path):
     _approve_plan(panel)
     panel.kernel_approve.click()
