@@ -150,6 +150,7 @@ class OfflineCoder:
         channels_last = bool(convs)
         if channels_last or overrides.get(PROGRAM):
             used[PROGRAM] = program
+        if channels_last:
             laid = sorted(c.spec.name for c in calls if any(o.layout for o in c.spec.operands))
             notes.append("convolutions run channels-last (NHWC input and weights); "
                          + (f"{', '.join(laid)} read and write channels-last where they lie; "
@@ -192,7 +193,15 @@ class OfflineCoder:
             d.setdefault(tid, {}).update(kv)
             return d
 
+        prog = base.get(PROGRAM, {})
         if failed:
+            # a failed channels-last program (first by default for transposed and depthwise
+            # convolutions) gets PyTorch's layout first: the safe one
+            if channels_last_convs(rewrite(graph)) and not prog.get("both_layouts") and \
+                    prog.get("channels_last", default_channels_last(rewrite(graph), lang)):
+                out.append(("convolutions NCHW (PyTorch's layout) after a failed verdict",
+                            {**{k: dict(v) for k, v in base.items()},
+                             PROGRAM: {"channels_last": False, "both_layouts": True}}))
             scalar = {k: dict(v) for k, v in base.items()}
             for t in ktasks:
                 scalar.setdefault(t.id, {}).update(vec=1)
@@ -204,7 +213,6 @@ class OfflineCoder:
         # the other layout for the convolutions, measured once: torch.compile's NHWC where the
         # best is NCHW, PyTorch's NCHW where the best took NHWC by default; a best that is
         # that variant carries both_layouts, and its variants keep its layout
-        prog = base.get(PROGRAM, {})
         if channels_last_convs(rewrite(graph)) and not prog.get("both_layouts"):
             cl = prog.get("channels_last", default_channels_last(rewrite(graph), lang))
             pool.append(("convolutions NCHW (PyTorch's layout)" if cl else

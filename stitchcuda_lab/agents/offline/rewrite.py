@@ -365,7 +365,8 @@ def _sum_of_gemm(g: Graph) -> None:
         if src.shape is None or len(src.shape) < 2 or src.dtype not in ("float32", "float64"):
             continue
         dims = s.args[1] if isinstance(s.args[1], list) else [s.args[1]]
-        if len(dims) != 1 or dims[0] % len(src.shape) != len(src.shape) - 1:
+        if len(dims) != 1 or not isinstance(dims[0], int) \
+                or dims[0] % len(src.shape) != len(src.shape) - 1:
             continue
         n_out = src.shape[-1]
         chain: list[Node] = []
@@ -377,15 +378,16 @@ def _sum_of_gemm(g: Graph) -> None:
                 or len(users.get(cur.name, [])) != 1 or cur.shape is None \
                 or cur.shape[-1] != n_out or cur.kwargs:
             continue
-        if not all(_sum_commutes(c, g, n_out) for c in chain):
+        if not all(_sum_commutes(c, g, n_out, src.dtype) for c in chain):
             continue
         _rewrite_sum_of_gemm(g, s, cur, list(reversed(chain)), s.target)
         users = g.users()
 
 
-def _sum_commutes(n: Node, g: Graph, n_out: int) -> bool:
+def _sum_commutes(n: Node, g: Graph, n_out: int, dtype: str | None) -> bool:
     """A chain node the sum passes through: a number scaling it, or a number or [N] vector
-    added (the first argument is the chain; no ``alpha``)."""
+    of the chain's dtype added (the first argument is the chain; no ``alpha``): a vector of
+    another dtype would be summed in its own (fp16 overflowing, an int mean truncated)."""
     if n.kwargs or len(n.args) != 2:
         return False
     other = n.args[1]
@@ -394,7 +396,8 @@ def _sum_commutes(n: Node, g: Graph, n_out: int) -> bool:
     if isinstance(other, (int, float)) and not isinstance(other, bool):
         return True
     ref = node_ref(other)
-    return ref is not None and g.node(ref).shape in ([n_out], [1, n_out])
+    return ref is not None and g.node(ref).shape in ([n_out], [1, n_out]) \
+        and g.node(ref).dtype == dtype
 
 
 def _rewrite_sum_of_gemm(g: Graph, s: Node, gemm: Node, chain: list[Node],
@@ -435,7 +438,8 @@ def _rewrite_sum_of_gemm(g: Graph, s: Node, gemm: Node, chain: list[Node],
                 v = node_ref(other)
                 vs = _reduce_node(g, f"{c.name}_vsum", v, [-1], [1] * len(g.node(v).shape),
                                   g.node(v).dtype, reduce)
-                new_nodes.append(vs)
+                # before the node that reads it: the vector may be computed after the GEMM
+                g.nodes.insert(next(k for k, n in enumerate(g.nodes) if n.name == c.name), vs)
                 c.args[1] = {"node": vs.name}
         c.shape, c.stride = list(out_shape), contiguous_strides(out_shape)
     for nn_ in reversed(new_nodes):

@@ -508,3 +508,17 @@ def test_on_the_gpu_transposed_and_depthwise_convolutions_start_channels_last(
     label, params = vs[0]
     assert params[PROGRAM] == {"channels_last": not first, "both_layouts": True}
     assert label.startswith("convolutions NCHW" if first else "convolutions channels-last")
+
+
+def test_a_failed_channels_last_program_is_answered_with_nchw_first(settings):
+    from stitchcuda_lab.agents.offline.coder import PROGRAM
+    graph, plan, _ = generate(CONV_T, settings)
+    plan.device = "cuda"
+    failed = Verdict(status="incorrect", reason="output_mismatch")
+    vs = OfflineCoder().variants(graph, plan, {PROGRAM: {"channels_last": True}}, 1, failed)
+    label, params = vs[0]
+    assert label.startswith("convolutions NCHW") and params[PROGRAM]["channels_last"] is False
+    # and the NCHW program does not say it runs channels-last
+    nchw = OfflineCoder().candidate(CONV_T, graph, plan, params, iteration=1)
+    assert "convolutions run channels-last" not in nchw.notes
+    assert nchw.params["tasks"][PROGRAM]["channels_last"] is False

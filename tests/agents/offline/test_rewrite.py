@@ -103,3 +103,46 @@ def test_a_gemm_whose_output_is_read_elsewhere_keeps_its_n_columns(settings):
     gemm = next(n for n in g.calls() if n.opname == "linear")
     assert gemm.shape == [8, 16]
     assert not any(n.name.endswith("_wsum") for n in g.calls())
+
+
+def test_a_sum_over_all_dims_leaves_the_other_rewrites_in_place(settings):
+    # sum(dim=None) is exported with dims None: it must not stop the bias split and the rest
+    p = make_problem("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(16, 8)
+            def forward(self, x):
+                y = torch.relu(self.fc(x))
+                return y + y.sum(dim=None, keepdim=True)
+        def get_inputs():
+            return [torch.randn(4, 16)]
+        def get_init_inputs():
+            return []
+    """, name="sum_all")
+    graph, _, cand = generate(p, settings)
+    g = rewrite(graph)
+    assert g is not graph and any(n.name.endswith("_bias") for n in g.calls())
+    want, got, _, _ = run_both(p, cand)
+    assert_close(got, want)
+
+
+def test_a_shift_of_another_dtype_keeps_the_n_columns(settings):
+    # an int64 vector's mean would truncate (and an fp16 one's sum overflow) in its own dtype
+    p = make_problem("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.randn(16, 12))
+                self.register_buffer("v", torch.arange(12))
+            def forward(self, x):
+                return (x @ self.w + self.v).mean(dim=-1)
+        def get_inputs():
+            return [torch.randn(4, 16)]
+        def get_init_inputs():
+            return []
+    """, name="int_shift")
+    graph, _, cand = generate(p, settings)
+    assert not any(n.name.endswith("_wsum") for n in rewrite(graph).calls())
+    want, got, _, _ = run_both(p, cand)
+    assert_close(got, want)
