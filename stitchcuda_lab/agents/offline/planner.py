@@ -139,6 +139,17 @@ def _unsupported(n: Node, e: Exception) -> str:
     return f"{n.opname}: {why}"
 
 
+def _note_rewrites(plan: Plan, graph: Graph) -> None:
+    """Say what the rewrite changed that a person would not recognise in the plan's ops."""
+    for n in graph.calls():
+        if n.name.endswith("_wsum"):
+            gemm = n.name[:-len("_wsum")]
+            plan.notes.append(f"{gemm} is only summed (or averaged) over its output features: "
+                              f"its weights are summed first ({n.name}) and {gemm} computes "
+                              "one column (exact algebra: the sum of the products is the "
+                              "product of the sum)")
+
+
 def _note_mode(plan: Plan, graph: Graph) -> None:
     """Say which modules follow the capture's training/eval mode; nothing when none does."""
     moded = mode_dependent(graph)
@@ -157,13 +168,7 @@ class OfflinePlanner:
         plan = Plan(device=device, agent="offline")
         graph = rewrite(graph)
         calls = graph.calls()
-        for n in calls:
-            if n.name.endswith("_wsum"):
-                gemm = n.name[:-len("_wsum")]
-                plan.notes.append(f"{gemm} is only summed (or averaged) over its output features: its weights "
-                                  f"are summed first ({n.name}) and {gemm} computes one column "
-                                  "(exact algebra: the sum of the products is the product of "
-                                  "the sum)")
+        _note_rewrites(plan, graph)
         total_t = sum(n.time_us or 0.0 for n in calls)
         total_b = sum(n.bytes for n in calls) or 1
 

@@ -402,6 +402,8 @@ def _sum_commutes(n: Node, g: Graph, n_out: int, dtype: str | None) -> bool:
 
 def _rewrite_sum_of_gemm(g: Graph, s: Node, gemm: Node, chain: list[Node],
                          reduce: str) -> None:
+    if gemm.shape is None:
+        return
     n_out = gemm.shape[-1]
     mean = reduce == "aten.mean.dim"
     out_shape = list(gemm.shape[:-1]) + [1]
@@ -413,16 +415,17 @@ def _rewrite_sum_of_gemm(g: Graph, s: Node, gemm: Node, chain: list[Node],
                           reduce)
         new_nodes = [ws]
         gemm.args[1] = {"node": ws.name}
-        b = node_ref(gemm.args[2]) if len(gemm.args) > 2 else None
-        if b is not None:
-            bs = _reduce_node(g, f"{gemm.name}_bsum", b, [0], [1], g.node(b).dtype, reduce)
+        bias = node_ref(gemm.args[2]) if len(gemm.args) > 2 else None
+        if bias is not None:
+            bs = _reduce_node(g, f"{gemm.name}_bsum", bias, [0], [1], g.node(bias).dtype,
+                              reduce)
             new_nodes.append(bs)
             gemm.args[2] = {"node": bs.name}
     else:                             # matmul(x, B [K, N]): sum B's columns
-        b = g.node(node_ref(gemm.args[1]) or "")
-        if b.shape is None or len(b.shape) != 2:
+        rhs = g.node(node_ref(gemm.args[1]) or "")
+        if rhs.shape is None or len(rhs.shape) != 2:
             return
-        ws = _reduce_node(g, f"{gemm.name}_wsum", b.name, [1], [b.shape[0], 1], b.dtype,
+        ws = _reduce_node(g, f"{gemm.name}_wsum", rhs.name, [1], [rhs.shape[0], 1], rhs.dtype,
                           reduce)
         new_nodes = [ws]
         gemm.args[1] = {"node": ws.name}

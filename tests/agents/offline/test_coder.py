@@ -522,3 +522,29 @@ def test_a_failed_channels_last_program_is_answered_with_nchw_first(settings):
     nchw = OfflineCoder().candidate(CONV_T, graph, plan, params, iteration=1)
     assert "convolutions run channels-last" not in nchw.notes
     assert nchw.params["tasks"][PROGRAM]["channels_last"] is False
+
+
+def test_ops_a_kept_op_runs_inside_itself_are_not_claimed_replaced(settings):
+    """PyTorch's CPU logsumexp calls add inside its own kernel: the eager profile records that
+    (the replay sees only logsumexp), so a fused bias add is not claimed as replaced, and the
+    Verifier's trace of the kept logsumexp's add is no fallback."""
+    from stitchcuda_lab.agents.offline.coder import claims
+    p = make_problem("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(32, 16)
+            def forward(self, x):
+                return torch.logsumexp(torch.relu(self.fc(x)), dim=1, keepdim=True)
+        def get_inputs():
+            return [torch.randn(8, 32)]
+        def get_init_inputs():
+            return []
+    """, name="lse_kept")
+    graph = analyse(p, device="cpu", profile=True, settings=settings)
+    lse = next(n for n in graph.calls() if n.opname == "logsumexp")
+    assert "add" in {aten.norm(o) for o in lse.lowers_to}
+    g = rewrite(graph)
+    fused = [n.name for n in g.calls() if n.opname in ("add", "relu")]
+    replaced, kept = claims(g, [fused])
+    assert "aten.relu.default" in replaced and not any("add" in r for r in replaced)
