@@ -16,10 +16,10 @@ if [ -d .whl ]; then
     >"$out/pip.log" 2>&1; echo "notebook wheels rc=$?"
 fi
 jupyter=$(python3 -c "import plotly, ipywidgets" 2>/dev/null || echo --ignore=tests/jupyter)
-timeout "${GPU_TEST_TIMEOUT:-300}" python3 -m pytest -q -m gpu -p no:cacheprovider \
+timeout "${GPU_TEST_TIMEOUT:-300}" python3 -m pytest -v -m gpu -p no:cacheprovider \
   $jupyter ${GPU_TESTS:-tests} >"$out/gpu_tests.log" 2>&1
 echo "gpu tests rc=$?"; grep -E "passed|failed|error" "$out/gpu_tests.log" | tail -3
-grep -E "^(FAILED|ERROR)" "$out/gpu_tests.log" | head -30
+grep -E "(FAILED|ERROR)( |$)" "$out/gpu_tests.log" | head -30   # -v: names even when the time limit cuts the run
 for p in $([ -z "${SKIP_EXAMPLES:-}" ] && echo ${EXAMPLES:-examples/*.py}); do
   n=$(basename "$p" .py)
   timeout 240 python3 -m stitchcuda_lab optimize "$p" --device cuda --iters "${ITERS:-1}" --json \
