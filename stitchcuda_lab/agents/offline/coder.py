@@ -93,7 +93,9 @@ class OfflineCoder:
         used: dict[str, dict] = {}
         program = dict(overrides.get(PROGRAM, {}))
         if "channels_last" not in program:
-            program["channels_last"] = default_channels_last(graph, lang)
+            # the default is the first candidate's; parameters without the key (a variant of
+            # an NCHW parent, a session saved before the default) keep NCHW, as they were built
+            program["channels_last"] = default_channels_last(graph, lang) and not overrides
         convs = channels_last_convs(graph) if program["channels_last"] else {}
         # what will be channels-last when the kernels run: the convolutions' outputs, then
         # the full-size outputs of kernels that read them so (``layout.py``)
@@ -198,7 +200,8 @@ class OfflineCoder:
             # a failed channels-last program (first by default for transposed and depthwise
             # convolutions) gets PyTorch's layout first: the safe one
             if channels_last_convs(rewrite(graph)) and not prog.get("both_layouts") and \
-                    prog.get("channels_last", default_channels_last(rewrite(graph), lang)):
+                    prog.get("channels_last", default_channels_last(rewrite(graph), lang)
+                             and not base):
                 out.append(("convolutions NCHW (PyTorch's layout) after a failed verdict",
                             {**{k: dict(v) for k, v in base.items()},
                              PROGRAM: {"channels_last": False, "both_layouts": True}}))
@@ -214,7 +217,9 @@ class OfflineCoder:
         # best is NCHW, PyTorch's NCHW where the best took NHWC by default; a best that is
         # that variant carries both_layouts, and its variants keep its layout
         if channels_last_convs(rewrite(graph)) and not prog.get("both_layouts"):
-            cl = prog.get("channels_last", default_channels_last(rewrite(graph), lang))
+            # as ``candidate`` builds it: without the key, the default only for no parameters
+            cl = prog.get("channels_last", default_channels_last(rewrite(graph), lang)
+                          and not base)
             pool.append(("convolutions NCHW (PyTorch's layout)" if cl else
                          "convolutions channels-last (the NHWC layout torch.compile picks)",
                          {**{k: dict(v) for k, v in base.items()},

@@ -548,3 +548,16 @@ def test_ops_a_kept_op_runs_inside_itself_are_not_claimed_replaced(settings):
     fused = [n.name for n in g.calls() if n.opname in ("add", "relu")]
     replaced, kept = claims(g, [fused])
     assert "aten.relu.default" in replaced and not any("add" in r for r in replaced)
+
+
+def test_saved_parameters_without_a_layout_rebuild_nchw(settings):
+    """The channels-last default is the first candidate's; task parameters saved without a
+    layout (a session from before the default, a variant of an NCHW parent) rebuild NCHW."""
+    graph, plan, _ = generate(CONV_T, settings)
+    plan.device = "cuda"
+    coder = OfflineCoder()
+    first = coder.candidate(CONV_T, graph, plan, {})
+    assert "memory_format=torch.channels_last" in first.module_source()
+    tid = next(t.id for t in plan.tasks if t.kind in ("pointwise_fusion", "gemm_epilogue"))
+    old = coder.candidate(CONV_T, graph, plan, {tid: {"block": 256}}, iteration=1)
+    assert "memory_format=torch.channels_last" not in old.module_source()
