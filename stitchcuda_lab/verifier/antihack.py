@@ -126,6 +126,47 @@ def overlaps(a: Any, b: Any) -> bool:
     return sa[0] < sb[1] and sb[0] < sa[1]
 
 
+class Held:
+    """Every output a candidate returned so far, for the check that a new output does not
+    reuse an earlier one's memory. The newest are kept alive up to ``budget`` bytes, so the
+    allocator cannot hand their memory out again and an overlap is the candidate's doing;
+    older ones are held by a weak reference to their storage only, and count while that
+    storage lives (the candidate kept it, or a view of it). Holding all of them would hold a
+    job's every output: twelve 6 GB outputs of a softmax over 1.6 billion elements ran the
+    candidate's GPU out of memory. What the weak hold misses: memory the candidate owns outside
+    torch (a raw allocation wrapped afresh on every call) once its first wrapper is demoted."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.strong: list[tuple[Any, int]] = []      # (tensor, bytes), oldest first
+        self.weak: list[tuple[Any, tuple[int, int, str]]] = []
+        self.bytes = 0
+
+    def add(self, ts: Iterable[Any]) -> None:
+        import weakref
+        for t in ts:
+            span = storage_span(t)
+            if span is None:
+                continue
+            self.strong.append((t, span[1] - span[0]))
+            self.bytes += span[1] - span[0]
+        while self.strong and self.bytes > self.budget:
+            t, n = self.strong.pop(0)
+            self.bytes -= n
+            span = storage_span(t)
+            if span is not None:
+                self.weak.append((weakref.ref(t.untyped_storage()), span))
+
+    def overlaps(self, t: Any) -> bool:
+        """Whether ``t`` shares memory with an output still held."""
+        if any(overlaps(t, h) for h, _ in self.strong):
+            return True
+        self.weak = [(r, sp) for r, sp in self.weak if r() is not None]
+        st = storage_span(t)
+        return st is not None and any(sp[2] == st[2] and sp[0] < st[1] and st[0] < sp[1]
+                                      for _, sp in self.weak)
+
+
 # --- threads ---------------------------------------------------------------------------------
 
 def live_threads() -> set[int]:

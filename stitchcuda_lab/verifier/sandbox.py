@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from . import channel
-from .antihack import live_threads, new_threads, overlaps
+from .antihack import Held, live_threads, new_threads, overlaps
 from .compare import same
 from .exchange import draw, take_over, tensors, widen, write_outputs
 from .profile import trace_to_file
@@ -50,6 +50,11 @@ class Refused(Exception):
         self.name, self.detail = name, detail
 
 
+# Outputs of earlier calls kept alive for the aliasing check (``antihack.Held``): a few calls'
+# outputs on a 140 GB GPU beside the inputs, the copies and the judge's share; less on a host
+HELD_BYTES = {"cuda": 8 << 30, "cpu": 2 << 30}
+
+
 class Harness:
     def __init__(self, device: str, rfd: int, wfd: int):
         self.device, self.rfd, self.wfd = device, rfd, wfd
@@ -59,7 +64,8 @@ class Harness:
         self.init: list = []
         self.prob: Any = None
         self.model: Any = None
-        self.held: list = []          # every output returned so far (aliasing across calls)
+        # every output returned so far (aliasing across calls), the newest kept alive
+        self.held = Held(HELD_BYTES["cuda" if str(device).startswith("cuda") else "cpu"])
         self.kept_outputs: list = []  # the last round's outputs, until the judge picks some
         self.last_call: list = []     # the last timed call's outputs themselves
         self.slot = 0                 # CPU: the timed call's place in its round (its files)
@@ -189,7 +195,7 @@ class Harness:
             raise Refused("output_aliasing", "an output shares memory with an input")
         if any(isinstance(a, torch.Tensor) and not same(a, b) for a, b in zip(inputs, saved)):
             raise Refused("input_mutation", "the forward changed its inputs")
-        if any(overlaps(o, h) for o in out for h in self.held):
+        if any(self.held.overlaps(o) for o in out):
             raise Refused("cached_output", "an output reuses the memory of an earlier call's "
                           "output")
         # determinism: a second call on the same inputs
@@ -200,7 +206,7 @@ class Harness:
         self.sync()
         if any(overlaps(a, b) for a in out2 for b in out):
             raise Refused("cached_output", "a second call returned the first call's memory")
-        self.held.extend(out + out2)
+        self.held.add(out + out2)
         entries = write_outputs(snap, self.out_dir, f"t{cmd['tag']}")
         second = (write_outputs([o.detach() for o in out2], self.out_dir, f"t{cmd['tag']}b")
                   if cmd.get("second", True) else None)
@@ -237,7 +243,8 @@ class Harness:
         if any(overlaps(o, x) for o in out for x in xs if isinstance(x, torch.Tensor)):
             raise Refused("output_aliasing", "a timed call's output shares memory with its "
                           "input")
-        if any(overlaps(o, h) for o in out for h in self.last_call + self.held):
+        if any(overlaps(o, h) for o in out for h in self.last_call) \
+                or any(self.held.overlaps(o) for o in out):
             raise Refused("cached_output", "a timed call's output reuses the memory of an "
                           "earlier call's output")
         # the copy first, then the previous call's outputs go: the next call's outputs get

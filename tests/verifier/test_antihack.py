@@ -99,3 +99,35 @@ def test_own_kernels_are_named_wherever_launch_bounds_stand():
            'template <int B> __global__ void tmpl (float* y) {}\n'
            '@triton.jit\ndef tri(x):\n    pass\n')
     assert own_kernels(src) == {"row", "pre", "tmpl", "tri"}
+
+
+def test_held_outputs_stay_alive_up_to_the_budget_then_count_while_their_storage_lives():
+    import gc
+
+    from stitchcuda_lab.verifier.antihack import Held
+    held = Held(budget=3 * 4096)
+    outs = [torch.empty(1024) for _ in range(5)]           # 4 KiB each
+    ids = [o.untyped_storage().data_ptr() for o in outs]
+    held.add(outs)
+    assert len(held.strong) == 3 and len(held.weak) == 2 and held.bytes <= held.budget
+    kept = outs[0]                                          # the candidate keeps the oldest
+    del outs
+    gc.collect()
+    assert held.overlaps(kept[10:20])                       # demoted, but its storage lives
+    del kept
+    gc.collect()
+    fresh = torch.empty(1024)
+    # a freed, demoted output's memory handed out again by the allocator is no reuse
+    if fresh.untyped_storage().data_ptr() == ids[0]:
+        assert not held.overlaps(fresh)
+    assert len(held.weak) <= 1                              # dead references pruned
+    newest = held.strong[-1][0]
+    assert held.overlaps(newest[:5])                        # the newest are held strongly
+
+
+def test_one_output_larger_than_the_budget_is_held_weakly():
+    from stitchcuda_lab.verifier.antihack import Held
+    held = Held(budget=1024)
+    big = torch.empty(4096)
+    held.add([big])
+    assert not held.strong and held.overlaps(big)
