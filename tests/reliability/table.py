@@ -349,7 +349,7 @@ or to outlive its job.
 
 That run: {passed} passed, {failed} failed, {skipped} skipped (GPU tests skip on a machine
 without CUDA; the CUDA rows run on a GPU with `pytest -m gpu --ignore=tests/jupyter tests`).
-The CUDA rows' last run: one H200, 2026-12-02 (the Verifier of this table),
+The CUDA rows' last run: one H200, 2026-12-02 (this Verifier less the held-outputs budget),
 `pytest -v -m gpu tests/adversarial`: every CUDA candidate got its expected verdict (28 of 28,
 and the worker recovered after the illegal memory access).
 {hacks} hacking patterns ({cpu} on CPU, {gpu} on CUDA) and {legit} legitimate candidates.
