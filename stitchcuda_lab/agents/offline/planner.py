@@ -139,6 +139,15 @@ def _unsupported(n: Node, e: Exception) -> str:
     return f"{n.opname}: {why}"
 
 
+REWRITTEN = ("_wsum", "_bsum", "_vsum")   # nodes rewrite._sum_of_gemm adds
+
+
+def _rewritten(ops: list[str], graph: Graph) -> bool:
+    """Whether a task computes or reads what the summed-weights rewrite made."""
+    return any(o.endswith(REWRITTEN) or any(i.endswith(REWRITTEN)
+                                            for i in graph.node(o).inputs()) for o in ops)
+
+
 def _note_rewrites(plan: Plan, graph: Graph) -> None:
     """Say what the rewrite changed that a person would not recognise in the plan's ops."""
     for n in graph.calls():
@@ -240,6 +249,7 @@ class OfflinePlanner:
                                     f"{_mb(sum(graph.node(m).bytes for m in members))} MB, one "
                                     f"fused pass moves ~{_mb(_spec_bytes(spec))} MB"),
                             refs=["fusion-rules", "vectorized-access"] + cpu_ref)
+            task.refs += ["algebraic-rewrites"] if _rewritten(task.ops, graph) else []
             task.params = default_params(spec, "cuda" if device == "cuda" else "c")
             plan.tasks.append(task)
             claimed.update(members)

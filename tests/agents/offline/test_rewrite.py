@@ -75,6 +75,7 @@ def test_a_gemm_summed_over_its_features_becomes_a_gemm_against_the_summed_weigh
     graph, plan, cand = generate(problem, settings)
     g = rewrite(graph)
     assert any("its weights are summed first" in note for note in plan.notes)
+    assert any("algebraic-rewrites" in t.refs for t in plan.tasks)
     gemm = next(n for n in g.calls() if n.opname in ("matmul", "linear"))
     assert gemm.shape[-1] == 1                          # one column, not N
     assert any(n.name.endswith("_wsum") for n in g.calls())
