@@ -975,11 +975,12 @@ def next_step_html(panel: SessionPanel) -> str:
         iters = getattr(getattr(s, "settings", None), "iters", None)
         if isinstance(it, int) and isinstance(iters, int) and it >= iters:
             # the person may go on; the line says the session's own count is reached
-            return (f"The {iters} refine iteration{'s' if iters != 1 else ''} this session "
-                    "was started with {} done. Next: <b>Stop and export</b> keeps the best; "
-                    "<b>Run next iteration</b> refines once more; or edit a kernel in "
-                    "<b>Kernels</b> and <b>Approve edit</b>.").format(
-                        "are" if iters != 1 else "is")
+            runs = f"{iters} refine iteration" + ("s this session was started with are"
+                                                  if iters != 1 else
+                                                  " this session was started with is")
+            return (f"The {runs} done. Next: <b>Stop and export</b> keeps the best; <b>Run "
+                    "next iteration</b> refines once more; or edit a kernel in <b>Kernels</b> "
+                    "and <b>Approve edit</b>.")
         return ("Next: <b>Run next iteration</b> lets the Coder refine from the verdicts; or "
                 "edit a kernel in <b>Kernels</b> and <b>Approve edit</b>; or <b>Stop and "
                 "export</b>.")

@@ -120,7 +120,11 @@ def storage_span(t: Any) -> tuple[int, int, str] | None:
 
 
 def overlaps(a: Any, b: Any) -> bool:
-    sa, sb = storage_span(a), storage_span(b)
+    return spans_overlap(storage_span(a), storage_span(b))
+
+
+def spans_overlap(sa: tuple[int, int, str] | None, sb: tuple[int, int, str] | None) -> bool:
+    """Whether two ``storage_span``s share a byte on one device."""
     if sa is None or sb is None or sa[2] != sb[2]:
         return False
     return sa[0] < sb[1] and sb[0] < sa[1]
@@ -163,8 +167,7 @@ class Held:
             return True
         self.weak = [(r, sp) for r, sp in self.weak if r() is not None]
         st = storage_span(t)
-        return st is not None and any(sp[2] == st[2] and sp[0] < st[1] and st[0] < sp[1]
-                                      for _, sp in self.weak)
+        return any(spans_overlap(st, sp) for _, sp in self.weak)
 
 
 # --- threads ---------------------------------------------------------------------------------

@@ -91,11 +91,8 @@ class OfflineCoder:
         calls: list[KernelCall] = []
         kernels: list[KernelSource] = []
         used: dict[str, dict] = {}
-        program = dict(overrides.get(PROGRAM, {}))
-        if "channels_last" not in program:
-            # the default is the first candidate's; parameters without the key (a variant of
-            # an NCHW parent, a session saved before the default) keep NCHW, as they were built
-            program["channels_last"] = default_channels_last(graph, lang) and not overrides
+        program = {**overrides.get(PROGRAM, {}),
+                   "channels_last": built_channels_last(overrides, graph, lang)}
         convs = channels_last_convs(graph) if program["channels_last"] else {}
         # what will be channels-last when the kernels run: the convolutions' outputs, then
         # the full-size outputs of kernels that read them so (``layout.py``)
@@ -195,16 +192,17 @@ class OfflineCoder:
             d.setdefault(tid, {}).update(kv)
             return d
 
-        prog = base.get(PROGRAM, {})
+        # the other layout for the convolutions is measured once: a best that is that variant
+        # carries both_layouts, and its variants keep its layout
+        g = rewrite(graph)
+        flip = bool(channels_last_convs(g)) and not base.get(PROGRAM, {}).get("both_layouts")
+        cl = built_channels_last(base, g, lang)
         if failed:
             # a failed channels-last program (first by default for transposed and depthwise
             # convolutions) gets PyTorch's layout first: the safe one
-            if channels_last_convs(rewrite(graph)) and not prog.get("both_layouts") and \
-                    prog.get("channels_last", default_channels_last(rewrite(graph), lang)
-                             and not base):
+            if flip and cl:
                 out.append(("convolutions NCHW (PyTorch's layout) after a failed verdict",
-                            {**{k: dict(v) for k, v in base.items()},
-                             PROGRAM: {"channels_last": False, "both_layouts": True}}))
+                            with_(PROGRAM, channels_last=False, both_layouts=True)))
             scalar = {k: dict(v) for k, v in base.items()}
             for t in ktasks:
                 scalar.setdefault(t.id, {}).update(vec=1)
@@ -213,17 +211,11 @@ class OfflineCoder:
                 out.append((f"{t.id} in the library after a failed verdict", with_(t.id, off=True)))
             return out
         pool: list[tuple[str, dict]] = []
-        # the other layout for the convolutions, measured once: torch.compile's NHWC where the
-        # best is NCHW, PyTorch's NCHW where the best took NHWC by default; a best that is
-        # that variant carries both_layouts, and its variants keep its layout
-        if channels_last_convs(rewrite(graph)) and not prog.get("both_layouts"):
-            # as ``candidate`` builds it: without the key, the default only for no parameters
-            cl = prog.get("channels_last", default_channels_last(rewrite(graph), lang)
-                          and not base)
+        # torch.compile's NHWC where the best is NCHW, PyTorch's NCHW where the best took NHWC
+        if flip:
             pool.append(("convolutions NCHW (PyTorch's layout)" if cl else
                          "convolutions channels-last (the NHWC layout torch.compile picks)",
-                         {**{k: dict(v) for k, v in base.items()},
-                          PROGRAM: {"channels_last": not cl, "both_layouts": True}}))
+                         with_(PROGRAM, channels_last=not cl, both_layouts=True)))
         for t in tc:   # does the split pay here? (measured, not assumed)
             off = bool(base.get(t.id, {}).get("off"))
             pool.append((f"{t.id} GEMMs {'on tensor cores again' if off else 'in fp32 cuBLAS'}",
@@ -262,6 +254,15 @@ class OfflineCoder:
             k = k % max(1, len(pool))
         out = pool[k:k + MAX_VARIANTS]
         return out
+
+
+def built_channels_last(params: dict, graph: Graph, lang: str) -> bool:
+    """Whether ``params`` (a candidate's per-task parameters) build a channels-last program:
+    as their ``program`` entry says, else the default, which is a first candidate's only
+    (parameters without the entry, an NCHW parent's variants or a session saved before the
+    default, were built NCHW)."""
+    return bool(params.get(PROGRAM, {}).get("channels_last",
+                                             default_channels_last(graph, lang) and not params))
 
 
 def default_channels_last(graph: Graph, lang: str) -> bool:

@@ -26,7 +26,7 @@ from .ir import Unsupported
 from .launch import default_params
 from .lower import build_spec
 from .helpers import contiguous_strides, node_ref
-from .rewrite import rewrite
+from .rewrite import SUM_OF_GEMM_NODES, rewrite
 
 if TYPE_CHECKING:
     from ...graph import Graph, Node
@@ -139,13 +139,11 @@ def _unsupported(n: Node, e: Exception) -> str:
     return f"{n.opname}: {why}"
 
 
-REWRITTEN = ("_wsum", "_bsum", "_vsum")   # nodes rewrite._sum_of_gemm adds
-
-
 def _rewritten(ops: list[str], graph: Graph) -> bool:
     """Whether a task computes or reads what the summed-weights rewrite made."""
-    return any(o.endswith(REWRITTEN) or any(i.endswith(REWRITTEN)
-                                            for i in graph.node(o).inputs()) for o in ops)
+    return any(o.endswith(SUM_OF_GEMM_NODES) or any(i.endswith(SUM_OF_GEMM_NODES)
+                                                    for i in graph.node(o).inputs())
+               for o in ops)
 
 
 def _note_rewrites(plan: Plan, graph: Graph) -> None:

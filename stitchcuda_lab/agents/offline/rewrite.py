@@ -341,6 +341,8 @@ _SCALE_OPS = ("mul", "div")          # by a number: commutes with the sum
 _SHIFT_OPS = ("add", "sub")          # of a number or a vector along the summed dim
 _GEMMS = ("matmul", "mm", "linear")
 _REDUCES = ("aten.sum.dim_IntList", "aten.mean.dim")   # a mean: the weights' mean, likewise
+# suffixes of the nodes it adds (summed weights, bias, shift), which the plan names
+SUM_OF_GEMM_NODES = ("_wsum", "_bsum", "_vsum")
 
 
 def _reduce_node(g: Graph, name: str, src: str, dims: list[int], shape: list[int],
