@@ -102,6 +102,7 @@ APPLIES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "tf32x3-split": lambda f: f["cuda"] and "gemm" in f["classes"],
     "tensor-cores-precision": lambda f: f["cuda"] and "gemm" in f["classes"],
     "conv-epilogue-fusion": _has("convolution"),
+    "depthwise-convolution": _has("convolution"),
     "rnn-cell-fusion": _has("rnn"),
     "pooling-kernels": _op(*_POOLS),
     "batchnorm-train-eval": _op("batch_norm", "_native_batch_norm"),

@@ -6,7 +6,8 @@ per thread, row strategy (block/warp per row), C chunk size, running one fused g
 library instead (a fusion boundary that did not pay), the GEMMs of a ``tensor_core_gemm``
 task back in fp32 cuBLAS (does the 3xTF32 split pay here?), or the kept convolutions in the
 other layout (``program.render``): on the GPU a first candidate runs 2-d transposed and
-depthwise convolutions channels-last, as torch.compile does (``default_channels_last``). A candidate that failed is
+depthwise convolutions that stay in the library channels-last, as torch.compile does
+(``default_channels_last``). A candidate that failed is
 answered with safer variants (scalar loads, then the failing groups in the library). What
 changed is in ``Candidate.params["variant"]``. A person's edit is refined by merging each
 variant into the edited code (``hand_edit.py``); variants that would change edited lines are
@@ -21,6 +22,7 @@ from ... import aten
 from ...candidate import Candidate, KernelSource
 from .backend_c import emit_c
 from .backend_cuda import emit_cuda
+from .expand import kept_in_library
 from .hand_edit import hand_edited, refine_hand_edit
 from .helpers import contiguous_strides
 from .ir import Unsupported
@@ -105,7 +107,7 @@ class OfflineCoder:
                 notes.append(f"{t.id}: run in the library in this variant (fusion boundary test)")
                 used[t.id] = p
                 continue
-            members = [o for o in t.ops if not aten.is_library(graph.node(o).target)]
+            members = [o for o in t.ops if not kept_in_library(graph.node(o))]
             kname = f"k{len(calls)}_{t.id}"
             try:
                 spec = build_spec(graph, members, kname, nhwc=nhwc)
@@ -270,8 +272,9 @@ def default_channels_last(graph: Graph, lang: str) -> bool:
     one is a 2-d transposed or depthwise convolution. There channels-last gives the reference's
     own bits faster: cuDNN runs a transposed convolution NHWC on TF32 tensor cores in any case
     and NCHW only adds its two layout copies (1.9 of 4.6 ms for KernelBench's
-    ConvTranspose2d_Subtract_Tanh on the H200), and a depthwise one is exact and 3.6x faster
-    channels-last. A plain NCHW convolution may run in fp32 arithmetic (few input channels),
+    ConvTranspose2d_Subtract_Tanh on the H200), and a depthwise one with a channel multiplier
+    is exact and 3.6x faster channels-last (one with one output channel per group is computed
+    by a kernel of ours, ``pool.py``). A plain NCHW convolution may run in fp32 arithmetic (few input channels),
     where channels-last would pick TF32 kernels 5x the fp32 tolerance away: those, and 3-d
     convolutions, start NCHW; the refine round measures the other layout in every case."""
     if lang != "cuda":

@@ -21,7 +21,7 @@ from ...aten import FLOAT_DTYPES
 from .helpers import node_ref
 from .ir import Stmt, Unsupported
 from .pointwise import is_pointwise_supported, pointwise_expr
-from .pool import POOLS, pool_window
+from .pool import CONVS, POOLS, conv_window, depthwise_form, pool_window
 
 if TYPE_CHECKING:
     from ...graph import Graph, Node
@@ -72,6 +72,8 @@ def node_role(n: Node) -> str | None:
         return "scan"
     if name in POOLS and n.op_class == "reduction" and n.dtype in FLOAT_DTYPES:
         return "pool"
+    if name in CONVS and n.dtype in FLOAT_DTYPES and depthwise_form(n):
+        return "pool"     # a depthwise convolution: a weighted window (pool.py)
     if n.op_class == "pointwise":
         if not is_pointwise_supported(name, aten.overload(n.target), n.args, n.kwargs):
             return None
@@ -79,6 +81,12 @@ def node_role(n: Node) -> str | None:
             return None
         return "pointwise"
     return None
+
+
+def kept_in_library(n: Node) -> bool:
+    """A library op (GEMM, convolution, attention) that stays a library call even inside a
+    kernel's group: every one but a depthwise convolution, which a kernel computes."""
+    return aten.is_library(n.target) and node_role(n) != "pool"
 
 
 def row_geometry(n: Node, graph: Graph) -> tuple[list[int], list[int], tuple | None]:
@@ -157,7 +165,10 @@ def expand(lw: Lowering, n: Node, role: str) -> None:
         lw.window(False)
         if x is None:
             raise Unsupported(f"{n.name}: input is not a tensor")
-        lw.env[n.name] = lw.pool(x, pool_window(n, lw.graph))
+        if name in CONVS:
+            _depthwise(lw, n, x)
+        else:
+            lw.env[n.name] = lw.pool(x, pool_window(n, lw.graph))
     elif role == "scan":
         lw.env[n.name] = lw.scan(SCANS[name], lw.full_input(n), bool(n.kwargs.get("reverse")))
     else:
@@ -168,6 +179,21 @@ def expand(lw: Lowering, n: Node, role: str) -> None:
             _rms_norm(lw, n, x)
         else:
             _mean_var_norm(lw, n, x)
+
+
+def _depthwise(lw: Lowering, n: Node, x: str) -> None:
+    """A depthwise convolution: its window weighs ``x`` by the weights of the output's
+    channel (read by the kernel itself, ``pool.py``); the bias is added per output element."""
+    window, wref, bref = conv_window(n, lw.graph)
+    window["weight"] = lw.raw_operand(wref)
+    v = lw.pool(x, window)
+    if bref is not None:
+        rank = len(lw.S)
+        cdim = rank - window["nd"] - 1
+        view = [window["channels"] if d == cdim else 1 for d in range(rank)]
+        b = lw.load(bref, view, [1 if d == cdim else 0 for d in range(rank)])
+        v = lw.emit(f"({v} + {b})", [v, b])
+    lw.env[n.name] = v
 
 
 def _scale_shift(e: str, w: str | None, b: str | None) -> str:

@@ -23,9 +23,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ... import aten
 from ...aten import FLOAT_DTYPES
-from .expand import expand, node_role, row_geometry
+from .expand import expand, kept_in_library, node_role, row_geometry
 from .helpers import contiguous_strides, node_ref
 from .ir import KernelSpec, Operand, Stmt, Unsupported
 from .layout import to_channels_last
@@ -46,7 +45,7 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0",
     written) in that layout where the kernel allows it (``layout.to_channels_last``)."""
     order = {n.name: i for i, n in enumerate(graph.nodes)}
     nodes = sorted((graph.node(o) for o in ops), key=lambda n: order[n.name])
-    nodes = [n for n in nodes if not aten.is_library(n.target)]
+    nodes = [n for n in nodes if not kept_in_library(n)]
     if not nodes:
         raise Unsupported("nothing to generate")
     roles = {}
@@ -214,6 +213,15 @@ class Lowering:
         self.stmts.append(Stmt(op="load", var=v, operand=idx, level=lvl))
         self.level[v] = lvl
         return v
+
+    def raw_operand(self, ref: str) -> int:
+        """An input the kernel indexes itself (a depthwise convolution's weights), contiguous."""
+        src = self.graph.node(ref)
+        if src.dtype not in LOAD_DTYPES or src.shape is None:
+            raise Unsupported(f"{ref}: cannot be read by a generated kernel")
+        self.operands.append(Operand(name=f"in{len(self.operands)}", node=ref, dtype=src.dtype,
+                                     shape=list(src.shape), strides=[0] * self.rank, role="in"))
+        return len(self.operands) - 1
 
     def tensor_arg(self, ref: str, out_shape: list[int]) -> str:
         """Variable for tensor ``ref`` broadcast to ``out_shape`` (a value of this node)."""

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from ... import aten
 from ...graph import mode_dependent
 from ...plan import Plan, Task
-from .expand import node_role
+from .expand import kept_in_library, node_role
 from .ir import Unsupported
 from .launch import default_params
 from .lower import build_spec
@@ -206,7 +206,7 @@ class OfflinePlanner:
                     while pn.target == "aten.view.default" and pn.inputs():  # lifted by rewrite()
                         p = pn.inputs()[0]
                         pn = graph.node(p)
-                    if pn.op == "call_function" and aten.is_library(pn.target) \
+                    if pn.op == "call_function" and kept_in_library(pn) \
                             and p not in claimed and p not in libs:
                         libs.append(p)
             tid += 1
@@ -227,10 +227,9 @@ class OfflinePlanner:
             elif spec.kind == "pool":
                 task = Task(id=f"t{tid}", kind="reduction_fusion", ops=members,
                             targets=spec.targets, share=share(members), technique=what,
-                            reason=f"{len(members)} ops around a pooling window: one kernel "
-                                   "computes each window's inputs as it reads them and writes "
-                                   "only the pooled tensor",
-                            refs=["pooling-kernels", "fusion-rules"] + cpu_ref)
+                            reason=_pool_reason(kinds, len(members)),
+                            refs=(["depthwise-convolution"] if "pool_conv" in kinds else [])
+                            + ["pooling-kernels", "fusion-rules"] + cpu_ref)
             elif kinds:
                 task = Task(id=f"t{tid}", kind="reduction_fusion", ops=members,
                             targets=spec.targets, share=share(members),
@@ -332,12 +331,25 @@ def tensor_core_gemms(graph: Graph) -> list[str]:
     return out
 
 
+def _pool_reason(kinds: list[str], members: int) -> str:
+    if "pool_conv" in kinds:
+        more = members - 1
+        return ("a depthwise convolution does a few multiply-adds per element and is "
+                "memory-bound, where the library runs it far below the bandwidth: one kernel "
+                "reads the input once and writes the output once"
+                + (f", the {more} op{'s' * (more > 1)} around it fused" if more else ""))
+    return (f"{members} ops around a pooling window: one kernel computes each window's inputs "
+            "as it reads them and writes only the pooled tensor")
+
+
 def _describe(spec, graph, kinds: list[str]) -> str:
     names = {"welford": "one-pass Welford mean/var", "softmax": "online softmax (max+sum in one "
              "pass)", "sum": "sum", "max": "max", "min": "min", "argmax": "argmax",
              "argmin": "argmin", "prod": "product", "scan_sum": "running sum (scan)",
              "scan_prod": "running product (scan)", "pool_max": "max pooling",
-             "pool_avg": "average pooling"}
+             "pool_avg": "average pooling",
+             "pool_conv": "depthwise convolution (each output weighs its window by its "
+                          "channel's taps)"}
     pw = [graph.node(m).opname for m in spec.ops
           if node_role(graph.node(m)) == "pointwise"]
     if spec.kind == "pointwise":

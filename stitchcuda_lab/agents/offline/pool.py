@@ -1,5 +1,5 @@
 """Pooling kernels (max, average and adaptive average pooling over 1-d, 2-d and 3-d windows)
-for both backends.
+and depthwise convolutions (a weighted sum over the same kind of window) for both backends.
 
 A pooling group iterates the pooled output: one ``pool`` statement reads a window of its input
 (kernel, stride, padding; dilation for max; ``count_include_pad`` and ``divisor_override`` for
@@ -9,9 +9,15 @@ window of output ``o`` along a dim of ``I`` inputs and ``O`` outputs is
 pool (its prologue: ``relu(x * s)``) are ``win`` values, computed inside the window loop for
 each input element it reads; their operands' strides run over the input's dims (the output's
 leading dims, then the input's spatial dims). The values after it (its epilogue) are per output
-element. The body is the same on both backends: C walks the outputs in parallel, CUDA gives
-each thread one output (grid-stride), with 32-bit index math while every operand has fewer
-than 2^31 elements and 64-bit past that.
+element. A depthwise convolution (one input and one output channel per group: MobileNet's and
+EfficientNet's, KernelBench's ``conv_depthwise``) is a ``conv`` window: the taps of its output's
+channel weigh the window's values (zero padding, stride, dilation), its bias is an epilogue
+value. cuDNN and Inductor run it at a fraction of the memory bandwidth (a quarter to a third on
+the H200), while it only needs to read its input and write its output once.
+The body is the same on both backends: C walks the outputs in parallel, CUDA gives each thread
+one output (grid-stride), with 32-bit index math while every operand has fewer than 2^31
+elements, and past that 64-bit math only for the flat index and the planes' offsets (one
+division per output: the coordinates inside a plane stay 32-bit while a plane is below 2^31).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from .codegen import Load, Store, elem_lines, offset, update
 from .helpers import contiguous_strides, node_ref
 from .ir import KernelSpec, Stmt, Unsupported
+from .passes import coalesce
 
 if TYPE_CHECKING:
     from ...graph import Graph, Node
@@ -31,6 +38,11 @@ POOLS = {"max_pool1d": ("max", 1), "max_pool2d": ("max", 2), "max_pool3d": ("max
          "avg_pool1d": ("avg", 1), "avg_pool2d": ("avg", 2), "avg_pool3d": ("avg", 3),
          "adaptive_avg_pool1d": ("adaptive", 1), "adaptive_avg_pool2d": ("adaptive", 2),
          "adaptive_avg_pool3d": ("adaptive", 3)}
+# convolution ops that can be a depthwise window (``depthwise_form``): their argument names
+CONVS = {"conv1d": 1, "conv2d": 2, "conv3d": 3, "convolution": 0, "_convolution": 0}
+_CONV_ARGS = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
+_CONVOLUTION_ARGS = ("input", "weight", "bias", "stride", "padding", "dilation", "transposed",
+                     "output_padding", "groups")
 _ARGS = {"max": ("kernel_size", "stride", "padding", "dilation", "ceil_mode"),
          "avg": ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
                  "divisor_override")}
@@ -76,6 +88,71 @@ def pool_window(n: Node, graph: Graph) -> dict:
             "include_pad": a.get("count_include_pad", True) is not False, "divisor": div or 0}
 
 
+def conv_args(n: Node) -> dict:
+    """A convolution node's arguments by name (the ``conv2d`` and ``convolution`` forms)."""
+    names = _CONVOLUTION_ARGS if CONVS[n.opname] == 0 else _CONV_ARGS
+    a = dict(zip(names, n.args))
+    a.update(n.kwargs)
+    return a
+
+
+def _conv_nd(n: Node, a: dict) -> int:
+    nd = CONVS[n.opname]
+    if nd == 0:
+        st = a.get("stride")
+        nd = len(st) if isinstance(st, (list, tuple)) else 0
+    return nd
+
+
+def depthwise_form(n: Node) -> bool:
+    """A convolution with as many groups as output channels (more than one), not transposed:
+    a window op whether or not each group reads one input channel (``conv_window`` checks)."""
+    if n.opname not in CONVS or n.shape is None:
+        return False
+    a = conv_args(n)
+    nd, g = _conv_nd(n, a), a.get("groups", 1)
+    return 1 <= nd <= 3 and len(n.shape) in (nd + 1, nd + 2) and isinstance(g, int) and g > 1 \
+        and not a.get("transposed", False) and n.shape[-nd - 1] == g
+
+
+def conv_window(n: Node, graph: Graph) -> tuple[dict, str, str | None]:
+    """(window, weight node, bias node or None) of a depthwise convolution: the window as
+    ``pool_window`` gives it, kind ``conv``, with the number of ``channels``."""
+    a = conv_args(n)
+    nd = _conv_nd(n, a)
+    xr, wr, br = node_ref(a.get("input")), node_ref(a.get("weight")), node_ref(a.get("bias"))
+    x = graph.node(xr) if xr else None
+    w = graph.node(wr) if wr else None
+    if x is None or w is None or x.shape is None or w.shape is None or n.shape is None \
+            or len(x.shape) != len(n.shape):
+        raise Unsupported(f"{n.name}: input or weights of unknown shape")
+    C = x.shape[-nd - 1]
+    if C != a["groups"] or list(w.shape[:2]) != [C, 1] or len(w.shape) != nd + 2:
+        raise Unsupported(f"{n.name}: a grouped convolution with more than one input channel per "
+                          f"group (weights {w.shape}) stays in the library")
+    if w.stride is not None and list(w.stride) != contiguous_strides(list(w.shape)):
+        raise Unsupported(f"{n.name}: weights not contiguous")
+    k = [int(v) for v in w.shape[2:]]
+    s = _ints(n, a.get("stride"), nd, [1] * nd)
+    d = _ints(n, a.get("dilation"), nd, [1] * nd)
+    pad = a.get("padding", 0)
+    if pad == "valid":
+        p = [0] * nd
+    elif pad == "same":   # torch pads the odd element after: the bounds check covers it
+        p = [d[q] * (k[q] - 1) // 2 for q in range(nd)]
+    else:
+        p = _ints(n, pad, nd, [0] * nd)
+    ins = list(x.shape[-nd:])
+    want = [(ins[q] + 2 * p[q] - d[q] * (k[q] - 1) - 1) // s[q] + 1 for q in range(nd)]
+    if pad != "same" and want != list(n.shape[-nd:]):
+        raise Unsupported(f"{n.name}: output {n.shape} is not the window's {want}")
+    if min(s + d) < 1 or min(p) < 0:
+        raise Unsupported(f"{n.name}: stride {s}, padding {p}, dilation {d}")
+    window = {"kind": "conv", "nd": nd, "in": ins, "k": k, "s": s, "p": p, "d": d,
+              "include_pad": False, "divisor": 0, "channels": C}
+    return window, wr, br
+
+
 def pool_stmt(spec: KernelSpec) -> Stmt | None:
     """The group's pool statement (lowering allows one per group), or None."""
     return next((s for s in spec.stmts if s.op == "pool"), None)
@@ -115,6 +192,11 @@ class _Pool:
         self.stores = [t for t in spec.stmts if t.op == "store"]
         self.post = _closure(spec, [t.var for t in self.stores], win | {s.var})
         self.win_ops = sorted({t.operand for t in spec.stmts if t.op == "load" and t.level == "win"})
+        # the type of coordinates inside a plane (the spatial dims): 32-bit while the planes
+        # of the output and of the pooled input are below 2^31 elements
+        nd = self.w["nd"]
+        small = max(math.prod(spec.dims[len(spec.dims) - nd:]), math.prod(self.w["in"])) < 2 ** 31
+        self.sp, self.ss = ("int", "") if small else (it, self.sf)
 
     def _at_out(self, o) -> str:
         dims = self.spec.dims
@@ -131,41 +213,62 @@ class _Pool:
 
     def lines(self, ind: str) -> list[str]:
         spec, w, it, sf, acc = self.spec, self.w, self.it, self.sf, self.spec.acc
-        dims, nd = spec.dims, w["nd"]
+        dims, nd, kind = spec.dims, w["nd"], w["kind"]
         r = len(dims)
-        L = [f"{ind}const {it} p_i = ({it})i;", f"{ind}{it} p_t = p_i;"]
+        sp, ss = self.sp, self.ss
+        L = [f"{ind}const {it} p_i = ({it})i;"]
+        if sp == it:
+            L.append(f"{ind}{it} p_t = p_i;")
+            rem = "p_t"
+        else:   # one 64-bit division to the plane, 32-bit math inside it
+            plane = math.prod(dims[r - nd:])
+            L.append(f"{ind}const {it} p_t = p_i / {plane}{sf};")
+            L.append(f"{ind}{sp} p_r = ({sp})(p_i - p_t * {plane}{sf});")
+            rem = "p_r"
         for q in reversed(range(nd)):
             D = dims[r - nd + q]
-            L.append(f"{ind}const {it} p_o{q} = p_t % {D}{sf}; p_t /= {D}{sf};")
-        for i in self.win_ops:
+            L.append(f"{ind}const {sp} p_o{q} = {rem} % {D}{ss}; {rem} /= {D}{ss};")
+        for i in self.win_ops:   # the plane's offset (leading dims walked contiguously merged)
             o = spec.operands[i]
+            ld, _, (lst,) = coalesce(dims[:r - nd], [False] * (r - nd), [o.strides[:r - nd]])
             L.append(f"{ind}const {it} w_{o.name} = "
-                     f"{offset(o.strides, dims, 'p_t', list(range(r - nd)), sf)};")
+                     f"{offset(lst, ld, 'p_t', list(range(len(ld))), sf)};")
         for q in range(nd if not w.get("adaptive") else 0):
-            L.append(f"{ind}const {it} p_s{q} = p_o{q} * {w['s'][q]}{sf} - {w['p'][q]}{sf};")
-        L.append(f"{ind}{acc} p_a = {'-(' + acc + ')SC_INF' if w['kind'] == 'max' else '0'};")
+            L.append(f"{ind}const {sp} p_s{q} = p_o{q} * {w['s'][q]}{ss} - {w['p'][q]}{ss};")
+        if kind == "conv":   # the taps of this output's channel
+            K = math.prod(w["k"])
+            L.append(f"{ind}const {it} p_wb = (p_t % {w['channels']}{sf}) * {K}{sf};")
+        L.append(f"{ind}{acc} p_a = {'-(' + acc + ')SC_INF' if kind == 'max' else '0'};")
         deep = ind
-        if w["kind"] == "avg":
+        if kind == "avg":
             L += self._avg_bounds(ind)
         for q in range(nd):
-            if w["kind"] == "avg":
-                L.append(f"{deep}for ({it} p_x{q} = p_lo{q}; p_x{q} < p_hi{q}; ++p_x{q}) {{")
+            if kind == "avg":
+                L.append(f"{deep}for ({sp} p_x{q} = p_lo{q}; p_x{q} < p_hi{q}; ++p_x{q}) {{")
             else:
                 L.append(f"{deep}for (int p_k{q} = 0; p_k{q} < {w['k'][q]}; ++p_k{q}) {{")
-                L.append(f"{deep}    const {it} p_x{q} = p_s{q} + p_k{q} * {w['d'][q]}{sf};")
-                L.append(f"{deep}    if (p_x{q} < 0 || p_x{q} >= {w['in'][q]}{sf}) continue;")
+                L.append(f"{deep}    const {sp} p_x{q} = p_s{q} + p_k{q} * {w['d'][q]}{ss};")
+                L.append(f"{deep}    if (p_x{q} < 0 || p_x{q} >= {w['in'][q]}{ss}) continue;")
             deep += "    "
         L += elem_lines(spec, self.pre, self.load, self._at_win, ind=deep)
         x = self.s.deps[0]
-        L.append(deep + (update("max", "p_a", x, "", acc) if w["kind"] == "max"
-                         else f"p_a += {x};"))
+        if kind == "max":
+            L.append(deep + update("max", "p_a", x, "", acc))
+        elif kind == "conv":
+            tap = "p_k0"
+            for q in range(1, nd):
+                tap = f"({tap}) * {w['k'][q]} + p_k{q}"
+            wt = self.load(spec.operands[w["weight"]], f"p_wb + {tap}", acc)
+            L.append(f"{deep}p_a += {x} * {wt};")
+        else:
+            L.append(f"{deep}p_a += {x};")
         for q in reversed(range(nd)):
             L.append(ind + "    " * q + "}")
         v = self.s.var
-        if w["kind"] == "max":
-            L.append(f"{ind}const {acc} {v} = p_a;")
-        else:
+        if kind == "avg":
             L.append(f"{ind}const {acc} {v} = p_n > 0 ? p_a / ({acc})p_n : ({acc})0;")
+        else:
+            L.append(f"{ind}const {acc} {v} = p_a;")
         L += elem_lines(spec, self.post, self.load, self._at_out, ind=ind)
         ops = spec.operands
         L += [ind + self.store(ops[t.operand], self._at_out(ops[t.operand]), t.var)

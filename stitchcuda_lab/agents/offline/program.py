@@ -15,6 +15,7 @@ from typing import Any
 
 from ... import aten
 from ...graph import Graph
+from .expand import kept_in_library
 from .ir import KernelSpec
 from .helpers import contiguous_strides
 
@@ -105,10 +106,12 @@ CHANNELS_LAST = {4: "channels_last", 5: "channels_last_3d"}
 
 
 def channels_last_convs(graph: Graph) -> dict[str, str]:
-    """Kept convolutions that can run channels-last: node name -> memory format."""
+    """Kept convolutions that can run channels-last: node name -> memory format (a depthwise
+    one is a kernel's: ``expand.kept_in_library``)."""
     out: dict[str, str] = {}
     for n in graph.calls():
-        if aten.library_family(n.target) != "convolution" or len(n.args) < 2:
+        if aten.library_family(n.target) != "convolution" or len(n.args) < 2 \
+                or not kept_in_library(n):
             continue
         x, w = n.args[0], n.args[1]
         if not (isinstance(x, dict) and isinstance(w, dict) and "node" in x and "node" in w):

@@ -478,7 +478,7 @@ DEPTHWISE = make_problem("""
     class Model(nn.Module):
         def __init__(self):
             super().__init__()
-            self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+            self.dw = nn.Conv2d(8, 16, 3, padding=1, groups=8)   # two outputs per channel
         def forward(self, x):
             return torch.relu(self.dw(x))
     def get_inputs():
@@ -494,7 +494,8 @@ DEPTHWISE = make_problem("""
 def test_on_the_gpu_transposed_and_depthwise_convolutions_start_channels_last(
         problem, first, settings):
     """Channels-last gives the reference's own bits faster only for 2-d transposed (TF32 NHWC in
-    cuDNN either way) and depthwise convolutions: those start channels-last on the GPU, the rest
+    cuDNN either way) and depthwise convolutions with a channel multiplier (one output channel
+    per group is a kernel's): those start channels-last on the GPU, the rest
     NCHW (a plain fp32 convolution would become TF32, 5x the tolerance away). The first refine
     round measures the other layout. The CPU keeps NCHW first."""
     from stitchcuda_lab.agents.offline.coder import PROGRAM, default_channels_last

@@ -143,3 +143,45 @@ def test_each_family_matches_eager_on_cuda(name, settings):
     for seed in (0, 1):
         want, got, _, _ = run_both(problem, cand, device="cuda", seed=seed)
         assert_close(got, want)
+
+
+def test_a_depthwise_convolution_past_two_to_the_31_divides_once_in_64_bits():
+    """At four times KernelBench's conv_depthwise batch the input has 2^32 elements: the flat
+    index and the planes' offsets are 64-bit, the coordinates inside a 256 x 512 plane 32-bit
+    (one 64-bit division per output instead of one per coordinate)."""
+    from stitchcuda_lab.agents.offline.backend_cuda import emit_cuda
+    from stitchcuda_lab.agents.offline.lower import build_spec
+
+    xs, ws, os_ = [256, 128, 256, 512], [128, 1, 3, 3], [256, 128, 254, 510]
+    g = _graph([("c", "aten.conv2d.default", [{"node": "x"}, {"node": "w"}, None, [1, 1],
+                                              [0, 0], [1, 1], 128], os_, "float32")],
+               {"x": (xs, "float32"), "w": (ws, "float32")})
+    spec = build_spec(g, ["c"], "k0")
+    assert spec.kind == "pool" and [o.node for o in spec.operands] == ["x", "w", "c"]
+    src = emit_cuda(spec)
+    assert "const long long p_t = p_i / 129540LL;" in src          # 254 * 510
+    assert "int p_r = (int)(p_i - p_t * 129540LL);" in src
+    assert "const int p_o1 = p_r % 510;" in src and "const int p_x0 = p_s0 + p_k0 * 1;" in src
+    assert "const long long w_in0 = p_t * 131072LL;" in src         # the plane's offset
+    assert "in1 + p_wb + (p_k0) * 3 + p_k1" in src                  # the channel's taps
+
+
+def test_a_grouped_convolution_with_several_channels_per_group_stays_in_the_library(settings):
+    from .conftest import make_problem
+    problem = make_problem("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.g = nn.Conv2d(8, 4, 3, groups=4)    # two input channels per group
+            def forward(self, x):
+                return torch.relu(self.g(x))
+        def get_inputs():
+            return [torch.randn(2, 8, 9, 9)]
+        def get_init_inputs():
+            return []
+    """)
+    _graph_, plan, cand = generate(problem, settings)
+    assert "aten.conv2d.default" in cand.kept and "aten.conv2d.default" not in cand.replaced
+    assert "aten.relu.default" in cand.replaced
+    want, got, _, _ = run_both(problem, cand)
+    assert_close(got, want)
