@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .helpers import ceildiv, contiguous_strides, round_up
 from .ir import KernelSpec, deps_closure
+from .pool import conv_tile
 from .scan import scan_stmt, scan_strategy
 
 WAVES = 512   # grid cap in blocks per SM: in practice one block per chunk or row
@@ -49,7 +50,9 @@ def launch_config(spec: KernelSpec, params: dict | None = None) -> dict:
     p = {**default_params(spec), **(params or {})}
     b = int(p["block"])
     if spec.kind == "pool":
-        return {"blocks": max(1, ceildiv(spec.numel, b)), "block": b, "waves": int(p["waves"])}
+        tile = conv_tile(spec)   # a depthwise convolution's tiles, else a thread per output
+        blocks = tile["planes"] * tile["per_plane"] if tile else ceildiv(spec.numel, b)
+        return {"blocks": max(1, blocks), "block": b, "waves": int(p["waves"])}
     if spec.kind == "pointwise":
         per = b * int(p["vec"]) * int(p["ipt"])
         return {"blocks": max(1, ceildiv(spec.numel, per)), "block": b, "waves": int(p["waves"])}

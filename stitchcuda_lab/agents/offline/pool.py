@@ -275,6 +275,59 @@ class _Pool:
               for t in self.stores]
         return L
 
+    def tiled_lines(self, t: dict) -> list[str]:
+        """A 2-d depthwise convolution, a tile of output rows per block (``conv_tile``)."""
+        spec, w, it, sf, acc = self.spec, self.w, self.it, self.sf, self.spec.acc
+        dims, r = spec.dims, len(spec.dims)
+        (OH, OW), (H, W) = dims[-2:], w["in"]
+        k, st, p, d = w["k"], w["s"], w["p"], w["d"]
+        K, SW, TH = k[0] * k[1], t["width"], t["rows"]
+        n_in, ntiles = t["in_rows"] * SW, t["planes"] * t["per_plane"]
+        i1, i2, i3 = " " * 8, " " * 12, " " * 16
+        L = [f"    __shared__ {acc} p_tile[{n_in}];",
+             f"    for (long long p_b = blockIdx.x; p_b < {ntiles}LL; p_b += gridDim.x) {{",
+             f"{i1}const {it} p_t = ({it})(p_b / {t['per_plane']}LL);",
+             f"{i1}const int p_oh0 = (int)(p_b % {t['per_plane']}LL) * {TH};"]
+        for i in self.win_ops:
+            o = spec.operands[i]
+            ld, _, (lst,) = coalesce(dims[:r - 2], [False] * (r - 2), [o.strides[:r - 2]])
+            L.append(f"{i1}const {it} w_{o.name} = "
+                     f"{offset(lst, ld, 'p_t', list(range(len(ld))), sf)};")
+        L += [f"{i1}const {it} p_wb = (p_t % {w['channels']}{sf}) * {K}{sf};",
+              f"{i1}{acc} p_w[{K}];",
+              f"{i1}#pragma unroll",
+              f"{i1}for (int p_q = 0; p_q < {K}; ++p_q) p_w[p_q] = "
+              f"{self.load(spec.operands[w['weight']], 'p_wb + p_q', acc)};",
+              f"{i1}__syncthreads();   // the previous tile is consumed",
+              f"{i1}for (int p_e = threadIdx.x; p_e < {n_in}; p_e += blockDim.x) {{",
+              f"{i2}const int p_x0 = p_oh0 * {st[0]} - {p[0]} + p_e / {SW};",
+              f"{i2}const int p_x1 = p_e % {SW} - {p[1]};",
+              f"{i2}{acc} p_v = 0;   // zero padding",
+              f"{i2}if (p_x0 >= 0 && p_x0 < {H} && p_x1 >= 0 && p_x1 < {W}) {{"]
+        L += elem_lines(spec, self.pre, self.load, self._at_win, ind=i3)
+        L += [f"{i3}p_v = {self.s.deps[0]};", f"{i2}}}", f"{i2}p_tile[p_e] = p_v;", f"{i1}}}",
+              f"{i1}__syncthreads();",
+              f"{i1}for (int p_o = threadIdx.x; p_o < {TH * OW}; p_o += blockDim.x) {{",
+              f"{i2}const int p_r = p_o / {OW};",
+              f"{i2}const int p_o1 = p_o - p_r * {OW};",
+              f"{i2}if (p_oh0 + p_r >= {OH}) break;   // the last tile of a plane",
+              f"{i2}const {it} p_i = p_t * {OH * OW}{sf} + (p_oh0 + p_r) * {OW} + p_o1;",
+              f"{i2}const {acc}* p_row = p_tile + p_r * {st[0] * SW} + p_o1 * {st[1]};",
+              f"{i2}{acc} p_a = 0;",
+              f"{i2}#pragma unroll",
+              f"{i2}for (int p_k0 = 0; p_k0 < {k[0]}; ++p_k0) {{",
+              f"{i3}#pragma unroll",
+              f"{i3}for (int p_k1 = 0; p_k1 < {k[1]}; ++p_k1)",
+              f"{i3}    p_a += p_row[p_k0 * {d[0] * SW} + p_k1 * {d[1]}] * "
+              f"p_w[p_k0 * {k[1]} + p_k1];",
+              f"{i2}}}",
+              f"{i2}const {acc} {self.s.var} = p_a;"]
+        L += elem_lines(spec, self.post, self.load, self._at_out, ind=i2)
+        ops = spec.operands
+        L += [i2 + self.store(ops[x.operand], self._at_out(ops[x.operand]), x.var)
+              for x in self.stores]
+        return L + [f"{i1}}}", "    }"]
+
     def _avg_bounds(self, ind: str) -> list[str]:
         """Torch's average window: its size counted to the padded edge, then clamped."""
         w, it, sf = self.w, self.it, self.sf
@@ -314,9 +367,42 @@ def pool_body_c(spec: KernelSpec, load: Load, store: Store) -> str:
 
 
 def pool_body_cuda(spec: KernelSpec, load: Load, store: Store) -> str:
-    """CUDA: a thread per output element (grid-stride loop)."""
+    """CUDA: a thread per output element (grid-stride loop); a 2-d depthwise convolution
+    stages its input in shared memory a tile of rows at a time (``conv_tile``)."""
     pl = _Pool(spec, load, store, index_type(spec))
+    tile = conv_tile(spec)
+    if tile is not None:
+        return "\n".join(pl.tiled_lines(tile)) + "\n"
     L = ["    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
          f"i < {spec.numel}LL; i += (long long)gridDim.x * blockDim.x) {{"]
     L += pl.lines(" " * 8) + ["    }"]
     return "\n".join(L) + "\n"
+
+
+TILE_SMEM = 48 * 1024    # static shared memory a depthwise tile may take
+TILE_OUTPUTS = 16 * 256  # outputs a tile aims for: 16 per thread of a 256-thread block
+
+
+def conv_tile(spec: KernelSpec) -> dict | None:
+    """The tile of a 2-d depthwise convolution on CUDA: a block computes ``rows`` output rows
+    of one plane from the ``in_rows`` x ``width`` input values they need, staged (prologue
+    applied, zero padding written out) in shared memory, so every input value is read from
+    memory about once and the taps read shared memory with no bounds checks. None where the
+    generic window loop runs instead (other windows, a row too wide for the tile, planes past
+    2^31 elements)."""
+    s = pool_stmt(spec)
+    if s is None or s.window.get("kind") != "conv" or s.window["nd"] != 2:
+        return None
+    w = s.window
+    (OH, OW), (H, W) = spec.dims[-2:], w["in"]
+    k, st, d = w["k"], w["s"], w["d"]
+    if max(OH * OW, H * W) >= 2 ** 31 or k[0] * k[1] > 64:   # taps held in registers
+        return None
+    width = (OW - 1) * st[1] + (k[1] - 1) * d[1] + 1
+    span = (k[0] - 1) * d[0] + 1
+    fit = TILE_SMEM // ((8 if spec.acc == "double" else 4) * width)
+    if fit < span:
+        return None
+    rows = max(1, min(OH, (fit - span) // st[0] + 1, -(-TILE_OUTPUTS // OW)))
+    return {"rows": rows, "in_rows": (rows - 1) * st[0] + span, "width": width,
+            "per_plane": -(-OH // rows), "planes": math.prod(spec.dims[:-2])}

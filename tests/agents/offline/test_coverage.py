@@ -145,11 +145,12 @@ def test_each_family_matches_eager_on_cuda(name, settings):
         assert_close(got, want)
 
 
-def test_a_depthwise_convolution_past_two_to_the_31_divides_once_in_64_bits():
-    """At four times KernelBench's conv_depthwise batch the input has 2^32 elements: the flat
-    index and the planes' offsets are 64-bit, the coordinates inside a 256 x 512 plane 32-bit
-    (one 64-bit division per output instead of one per coordinate)."""
+def test_a_depthwise_convolution_past_two_to_the_31_is_tiled_with_64_bit_planes():
+    """At four times KernelBench's conv_depthwise batch the input has 2^32 elements: a block
+    stages 9 output rows' worth of one 256 x 512 plane in shared memory (11 input rows), the
+    plane's offsets are 64-bit and the coordinates inside it 32-bit."""
     from stitchcuda_lab.agents.offline.backend_cuda import emit_cuda
+    from stitchcuda_lab.agents.offline.launch import launch_config
     from stitchcuda_lab.agents.offline.lower import build_spec
 
     xs, ws, os_ = [256, 128, 256, 512], [128, 1, 3, 3], [256, 128, 254, 510]
@@ -159,11 +160,28 @@ def test_a_depthwise_convolution_past_two_to_the_31_divides_once_in_64_bits():
     spec = build_spec(g, ["c"], "k0")
     assert spec.kind == "pool" and [o.node for o in spec.operands] == ["x", "w", "c"]
     src = emit_cuda(spec)
-    assert "const long long p_t = p_i / 129540LL;" in src          # 254 * 510
-    assert "int p_r = (int)(p_i - p_t * 129540LL);" in src
-    assert "const int p_o1 = p_r % 510;" in src and "const int p_x0 = p_s0 + p_k0 * 1;" in src
-    assert "const long long w_in0 = p_t * 131072LL;" in src         # the plane's offset
-    assert "in1 + p_wb + (p_k0) * 3 + p_k1" in src                  # the channel's taps
+    assert "__shared__ float p_tile[5632];" in src                   # 11 rows x 512
+    assert "const long long p_t = (long long)(p_b / 29LL);" in src    # 29 tiles per plane
+    assert "const long long w_in0 = p_t * 131072LL;" in src
+    assert "const long long p_i = p_t * 129540LL + (p_oh0 + p_r) * 510 + p_o1;" in src
+    assert "p_row[p_k0 * 512 + p_k1 * 1] * p_w[p_k0 * 3 + p_k1]" in src
+    assert launch_config(spec)["blocks"] == 256 * 128 * 29
+
+
+def test_pool_windows_past_two_to_the_31_divide_once_in_64_bits():
+    """A max pool over many small planes (2^32 inputs): one 64-bit division per output to
+    its plane, 32-bit coordinates inside it."""
+    from stitchcuda_lab.agents.offline.backend_cuda import emit_cuda
+    from stitchcuda_lab.agents.offline.lower import build_spec
+
+    xs, os_ = [1 << 16, 256, 256], [1 << 16, 128, 128]
+    g = _graph([("p", "aten.max_pool2d.default", [{"node": "x"}, [2, 2], [2, 2]], os_,
+                 "float32")], {"x": (xs, "float32")})
+    src = emit_cuda(build_spec(g, ["p"], "k0"))
+    assert "const long long p_t = p_i / 16384LL;" in src
+    assert "int p_r = (int)(p_i - p_t * 16384LL);" in src
+    assert "const int p_o1 = p_r % 128;" in src and "const int p_x0 = p_s0 + p_k0 * 1;" in src
+    assert "const long long w_in0 = p_t * 65536LL;" in src
 
 
 def test_a_grouped_convolution_with_several_channels_per_group_stays_in_the_library(settings):
