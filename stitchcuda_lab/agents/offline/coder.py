@@ -107,7 +107,7 @@ class OfflineCoder:
                 notes.append(f"{t.id}: run in the library in this variant (fusion boundary test)")
                 used[t.id] = p
                 continue
-            members = [o for o in t.ops if not kept_in_library(graph.node(o))]
+            members = [o for o in t.ops if not kept_in_library(graph.node(o), graph)]
             kname = f"k{len(calls)}_{t.id}"
             try:
                 spec = build_spec(graph, members, kname, nhwc=nhwc)
@@ -274,9 +274,10 @@ def default_channels_last(graph: Graph, lang: str) -> bool:
     and NCHW only adds its two layout copies (1.9 of 4.6 ms for KernelBench's
     ConvTranspose2d_Subtract_Tanh on the H200), and a depthwise one with a channel multiplier
     is exact and 3.6x faster channels-last (one with one output channel per group is computed
-    by a kernel of ours, ``pool.py``). A plain NCHW convolution may run in fp32 arithmetic (few input channels),
-    where channels-last would pick TF32 kernels 5x the fp32 tolerance away: those, and 3-d
-    convolutions, start NCHW; the refine round measures the other layout in every case."""
+    by a kernel of ours, ``pool.py``). A plain NCHW convolution may run in fp32 arithmetic
+    (few input channels), where channels-last would pick TF32 kernels 5x the fp32 tolerance
+    away: those, and 3-d convolutions, start NCHW; the refine round measures the other layout
+    in every case."""
     if lang != "cuda":
         return False
     convs = channels_last_convs(graph)

@@ -50,9 +50,11 @@ _EPS = {"float32": 1.1920928955078125e-07, "float64": 2.220446049250313e-16,
         "float16": 0.0009765625, "bfloat16": 0.0078125}
 
 
-def node_role(n: Node) -> str | None:
+def node_role(n: Node, graph: Graph | None = None) -> str | None:
     """How a node can take part in a generated kernel: pointwise | reduction | norm | scan |
-    pool | view | None (library only)."""
+    pool | view | None (library only). A depthwise convolution is a ``pool`` (a weighted
+    window) where ``graph`` shows its input and weights fit one (``pool.conv_window``);
+    without the graph it is a library op."""
     name = n.opname
     if n.op != "call_function" or n.mutates or (
             name.endswith("_") and name != "_softmax" and not name.startswith("_")):
@@ -72,7 +74,11 @@ def node_role(n: Node) -> str | None:
         return "scan"
     if name in POOLS and n.op_class == "reduction" and n.dtype in FLOAT_DTYPES:
         return "pool"
-    if name in CONVS and n.dtype in FLOAT_DTYPES and depthwise_form(n):
+    if name in CONVS and graph is not None and n.dtype in FLOAT_DTYPES and depthwise_form(n):
+        try:
+            conv_window(n, graph)
+        except Unsupported:
+            return None   # grouped with several channels per group, ...: the library's
         return "pool"     # a depthwise convolution: a weighted window (pool.py)
     if n.op_class == "pointwise":
         if not is_pointwise_supported(name, aten.overload(n.target), n.args, n.kwargs):
@@ -83,10 +89,10 @@ def node_role(n: Node) -> str | None:
     return None
 
 
-def kept_in_library(n: Node) -> bool:
+def kept_in_library(n: Node, graph: Graph) -> bool:
     """A library op (GEMM, convolution, attention) that stays a library call even inside a
     kernel's group: every one but a depthwise convolution, which a kernel computes."""
-    return aten.is_library(n.target) and node_role(n) != "pool"
+    return aten.is_library(n.target) and node_role(n, graph) != "pool"
 
 
 def row_geometry(n: Node, graph: Graph) -> tuple[list[int], list[int], tuple | None]:

@@ -45,12 +45,12 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0",
     written) in that layout where the kernel allows it (``layout.to_channels_last``)."""
     order = {n.name: i for i, n in enumerate(graph.nodes)}
     nodes = sorted((graph.node(o) for o in ops), key=lambda n: order[n.name])
-    nodes = [n for n in nodes if not kept_in_library(n)]
+    nodes = [n for n in nodes if not kept_in_library(n, graph)]
     if not nodes:
         raise Unsupported("nothing to generate")
     roles = {}
     for n in nodes:
-        r = node_role(n)
+        r = node_role(n, graph)
         if r is None:
             raise Unsupported(f"{n.name}: {n.target} has no kernel template")
         roles[n.name] = r

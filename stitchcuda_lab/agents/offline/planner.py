@@ -55,7 +55,7 @@ def fusion_groups(graph: Graph) -> tuple[list[list[str]], dict[str, str]]:
     for n in calls:
         if n.name in group_of:     # an item taken with its tuple
             continue
-        if node_role(n) is None:
+        if node_role(n, graph) is None:
             why[n.name] = _why_not(n)
             continue
         gid = next_id
@@ -206,7 +206,7 @@ class OfflinePlanner:
                     while pn.target == "aten.view.default" and pn.inputs():  # lifted by rewrite()
                         p = pn.inputs()[0]
                         pn = graph.node(p)
-                    if pn.op == "call_function" and kept_in_library(pn) \
+                    if pn.op == "call_function" and kept_in_library(pn, graph) \
                             and p not in claimed and p not in libs:
                         libs.append(p)
             tid += 1
@@ -223,11 +223,12 @@ class OfflinePlanner:
                             technique=f"library {lib_t} + one fused epilogue kernel ({what})",
                             reason="the GEMM/conv stays near peak in the library; fusing what "
                                    "follows reads its output once instead of once per op",
-                            refs=["gemm-epilogues", "fusion-rules"] + cpu_ref)
+                            refs=["gemm-epilogues", "fusion-rules"] + cpu_ref
+                            + (["depthwise-convolution"] if "pool_conv" in kinds else []))
             elif spec.kind == "pool":
                 task = Task(id=f"t{tid}", kind="reduction_fusion", ops=members,
                             targets=spec.targets, share=share(members), technique=what,
-                            reason=_pool_reason(kinds, len(members)),
+                            reason=_pool_reason(kinds, members, graph),
                             refs=(["depthwise-convolution"] if "pool_conv" in kinds else [])
                             + ["pooling-kernels", "fusion-rules"] + cpu_ref)
             elif kinds:
@@ -331,14 +332,14 @@ def tensor_core_gemms(graph: Graph) -> list[str]:
     return out
 
 
-def _pool_reason(kinds: list[str], members: int) -> str:
+def _pool_reason(kinds: list[str], members: list[str], graph: Graph) -> str:
     if "pool_conv" in kinds:
-        more = members - 1
+        more = sum(node_role(graph.node(m), graph) != "view" for m in members) - 1
         return ("a depthwise convolution does a few multiply-adds per element and is "
                 "memory-bound, where the library runs it far below the bandwidth: one kernel "
                 "reads the input once and writes the output once"
                 + (f", the {more} op{'s' * (more > 1)} around it fused" if more else ""))
-    return (f"{members} ops around a pooling window: one kernel computes each window's inputs "
+    return (f"{len(members)} ops around a pooling window: one kernel computes each window's inputs "
             "as it reads them and writes only the pooled tensor")
 
 

@@ -123,8 +123,8 @@ def conv_window(n: Node, graph: Graph) -> tuple[dict, str, str | None]:
     xr, wr, br = node_ref(a.get("input")), node_ref(a.get("weight")), node_ref(a.get("bias"))
     x = graph.node(xr) if xr else None
     w = graph.node(wr) if wr else None
-    if x is None or w is None or x.shape is None or w.shape is None or n.shape is None \
-            or len(x.shape) != len(n.shape):
+    if x is None or w is None or wr is None or x.shape is None or w.shape is None \
+            or n.shape is None or len(x.shape) != len(n.shape):
         raise Unsupported(f"{n.name}: input or weights of unknown shape")
     C = x.shape[-nd - 1]
     if C != a["groups"] or list(w.shape[:2]) != [C, 1] or len(w.shape) != nd + 2:
@@ -142,12 +142,12 @@ def conv_window(n: Node, graph: Graph) -> tuple[dict, str, str | None]:
         p = [d[q] * (k[q] - 1) // 2 for q in range(nd)]
     else:
         p = _ints(n, pad, nd, [0] * nd)
+    if min(s + d) < 1 or min(p) < 0:
+        raise Unsupported(f"{n.name}: stride {s}, padding {p}, dilation {d}")
     ins = list(x.shape[-nd:])
     want = [(ins[q] + 2 * p[q] - d[q] * (k[q] - 1) - 1) // s[q] + 1 for q in range(nd)]
     if pad != "same" and want != list(n.shape[-nd:]):
         raise Unsupported(f"{n.name}: output {n.shape} is not the window's {want}")
-    if min(s + d) < 1 or min(p) < 0:
-        raise Unsupported(f"{n.name}: stride {s}, padding {p}, dilation {d}")
     window = {"kind": "conv", "nd": nd, "in": ins, "k": k, "s": s, "p": p, "d": d,
               "include_pad": False, "divisor": 0, "channels": C}
     return window, wr, br
@@ -191,7 +191,8 @@ class _Pool:
         self.pre = _closure(spec, [s.deps[0]], set())
         self.stores = [t for t in spec.stmts if t.op == "store"]
         self.post = _closure(spec, [t.var for t in self.stores], win | {s.var})
-        self.win_ops = sorted({t.operand for t in spec.stmts if t.op == "load" and t.level == "win"})
+        self.win_ops = sorted({t.operand for t in spec.stmts
+                               if t.op == "load" and t.level == "win"})
         # the type of coordinates inside a plane (the spatial dims): 32-bit while the planes
         # of the output and of the pooled input are below 2^31 elements
         nd = self.w["nd"]
@@ -336,9 +337,10 @@ class _Pool:
             dims = self.spec.dims
             for q in range(w["nd"]):
                 n, o = w["in"][q], dims[len(dims) - w["nd"] + q]
-                L.append(f"{ind}const {it} p_lo{q} = p_o{q} * {n}{sf} / {o}{sf};")
-                L.append(f"{ind}const {it} p_hi{q} = ((p_o{q} + 1) * {n}{sf} + {o - 1}{sf}) / "
-                         f"{o}{sf};")
+                # in 64 bits whatever the index type: o * n passes 2^31 before o or n does
+                L.append(f"{ind}const {it} p_lo{q} = ({it})((long long)p_o{q} * {n}LL / {o}LL);")
+                L.append(f"{ind}const {it} p_hi{q} = ({it})((((long long)p_o{q} + 1) * {n}LL + "
+                         f"{o - 1}LL) / {o}LL);")
             prod = " * ".join(f"(p_hi{q} - p_lo{q})" for q in range(w["nd"]))
             return L + [f"{ind}const {it} p_n = {prod};"]
         for q in range(w["nd"]):

@@ -111,7 +111,7 @@ def channels_last_convs(graph: Graph) -> dict[str, str]:
     out: dict[str, str] = {}
     for n in graph.calls():
         if aten.library_family(n.target) != "convolution" or len(n.args) < 2 \
-                or not kept_in_library(n):
+                or not kept_in_library(n, graph):
             continue
         x, w = n.args[0], n.args[1]
         if not (isinstance(x, dict) and isinstance(w, dict) and "node" in x and "node" in w):

@@ -113,6 +113,19 @@ def test_cuda_index_math_is_64_bit_past_two_to_the_31(family):
         assert f"{BIG[0]}LL" in src
 
 
+def test_an_adaptive_window_is_bounded_in_64_bits_where_the_index_math_is_32():
+    """70000 inputs pooled to 40000 outputs: the window's start o * 70000 / 40000 passes 2^31
+    in its product, though every tensor is small."""
+    from stitchcuda_lab.agents.offline.backend_cuda import emit_cuda
+    from stitchcuda_lab.agents.offline.lower import build_spec
+
+    g = _graph([("p", "aten.adaptive_avg_pool1d.default", [{"node": "x"}, [40000]],
+                 [1, 2, 40000], "float32")], {"x": ([1, 2, 70000], "float32")})
+    src = emit_cuda(build_spec(g, ["p"], "k0"))
+    assert "const int p_i = (int)i;" in src
+    assert "p_lo0 = (int)((long long)p_o0 * 70000LL / 40000LL);" in src
+
+
 def test_cuda_index_math_stays_32_bit_when_small():
     from stitchcuda_lab.agents.offline.backend_cuda import emit_cuda
     from stitchcuda_lab.agents.offline.lower import build_spec
@@ -198,8 +211,14 @@ def test_a_grouped_convolution_with_several_channels_per_group_stays_in_the_libr
         def get_init_inputs():
             return []
     """)
-    _graph_, plan, cand = generate(problem, settings)
+    graph, plan, cand = generate(problem, settings)
     assert "aten.conv2d.default" in cand.kept and "aten.conv2d.default" not in cand.replaced
     assert "aten.relu.default" in cand.replaced
+    # still the library convolution at the head of its epilogue, and one that can run
+    # channels-last
+    from stitchcuda_lab.agents.offline.program import channels_last_convs
+    from stitchcuda_lab.agents.offline.rewrite import rewrite
+    assert [t.kind for t in plan.tasks if "conv2d" in t.ops] == ["gemm_epilogue"]
+    assert list(channels_last_convs(rewrite(graph))) == ["conv2d"]
     want, got, _, _ = run_both(problem, cand)
     assert_close(got, want)
