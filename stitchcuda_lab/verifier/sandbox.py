@@ -8,7 +8,8 @@ builds the reference ``Model`` (the judge times this process's call path on it b
 candidate code is here: ``call`` below), then on ``candidate`` the candidate's ``ModelNew``, and
 serves the judge's commands:
 
-- ``trial``: draw inputs from the seed that comes with the command (scaled as it says, for the
+- ``trial``: take the inputs the judge drew and handed over (``exchange.take_over``; where
+  they cannot travel that way, draw them from the command's seed, scaled as it says for the
   trial outside get_inputs()'s range: ``exchange.widen``), call the model once (under
   the op tracer, and the profiler when asked), run the checks only this process can make
   (aliasing, mutated inputs, tensor subclasses, threads and streams left running, precision
@@ -157,9 +158,15 @@ class Harness:
             raise Refused("patched_timer", "replaced " + ", ".join(bad[:6]))
 
     def trial(self, cmd: dict) -> dict:
-        """One checked call on inputs drawn from the command's seed."""
+        """One checked call on the inputs the judge handed over, or drawn here from the
+        command's seed (scaled as it says) where they could not travel that way."""
         import torch
-        inputs = widen(self.draw(self.device, int(cmd["seed"])), cmd.get("widen"))
+        handed = cmd.get("inputs")
+        if handed is not None:
+            inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x
+                      for x in take_over(handed)]
+        else:
+            inputs = widen(self.draw(self.device, int(cmd["seed"])), cmd.get("widen"))
         saved = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         poison(self.device, cmd.get("sizes", []))
         trace_path = None

@@ -46,7 +46,8 @@ from ..verdict import TrialResult, Verdict
 from .. import gpulock
 from . import antihack, profile, timing
 from .compare import Print, compare, same, stale_outputs, tolerance, within_reference_error
-from .exchange import WIDEN, draw, hand_over, read_output, reveal, tensors, widen
+from .exchange import (HAND_OVER_BYTES, WIDEN, draw, hand_over, read_output, reveal, tensors,
+                       widen)
 from .options import VerifyOptions
 from .pool import Pool, Sandbox
 
@@ -385,15 +386,19 @@ class Job:
         traced: dict[str, Any] = {}
         for t in range(n + 1):
             seed = fresh_seed()
+            xs = self.draw(seed)
+            in_bytes = sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
             with torch.no_grad():
-                ref_out = [r.detach() for r in tensors(self.ref.model(*self.draw(seed)))]
+                ref_out = [r.detach() for r in tensors(self.ref.model(*xs))]
+            del xs
             how = None
             if t == wide_trial:
                 how, ref_out = self.widened(seed, ref_out)
             sizes = [r.numel() * r.element_size() for r in ref_out]
             self.out_bytes = max(self.out_bytes, sum(sizes))
-            reply = self.ask({"op": "trial", "seed": seed, "sizes": sizes, "first": t == 0,
-                              "trace": t == traced_trial, "second": t < 2, "widen": how})
+            reply = self.ask_trial(seed, how, in_bytes,
+                                   {"op": "trial", "sizes": sizes, "first": t == 0,
+                                    "trace": t == traced_trial, "second": t < 2})
             got, res = self.read(reply.get("outputs"), ref_out, self.truth(seed, how))
             second = None
             if got is not None:
@@ -423,6 +428,29 @@ class Job:
             if t == traced_trial:   # a profiled trial without its trace is switched-off evidence
                 traced["trace"] = self.read_trace(reply.get("trace"))
         return trials, traced, outs, refs
+
+    def ask_trial(self, seed: int, how: str | None, in_bytes: int, cmd: dict) -> dict:
+        """A trial's command with its inputs (``in_bytes`` in all) drawn here and handed over
+        where they can travel that way (``exchange.hand_over``: contiguous, up to 256 MB), so
+        no command says which trial is the one outside get_inputs()'s range; else the seed and
+        the widening, for the sandbox to draw."""
+        import torch
+        handed = None
+        if in_bytes <= HAND_OVER_BYTES:
+            xs = widen(self.draw(seed), how)
+            if all(x.is_contiguous() for x in xs if isinstance(x, torch.Tensor)):
+                handed = hand_over([x.cpu() if isinstance(x, torch.Tensor) else x for x in xs],
+                                   self.sandbox.staging, secrets.token_hex(8))
+            del xs
+        if handed is None:
+            return self.ask(dict(cmd, seed=seed, widen=how))
+        handed = reveal(handed, self.sandbox.inputs)
+        try:
+            return self.ask(dict(cmd, inputs=handed))
+        finally:
+            for e in handed:
+                if "path" in e:
+                    os.unlink(e["path"])
 
     def widened(self, seed: int, plain: list) -> tuple[str | None, list]:
         """(how, the reference's outputs) for the first of ``exchange.WIDEN`` on which the

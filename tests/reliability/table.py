@@ -381,9 +381,13 @@ TEMPLATE_TAIL = """
   mutated input, outputs changed after the call) are off when it rewrites the harness it runs in
   (the names the sandbox looks up in its own module): a candidate that computes in place over its
   input and returns it then passes, its outputs right. The judge sees bytes, not memory.
-- **The range call is announced.** The command of the widened call says so (the sandbox must
-  scale the draw), so a candidate that reads its commands can compute properly in that call
-  alone; a kernel that merely checks its data pays for the check in every timed call.
+- **The range call is announced where the inputs are large.** The judge draws every trial's
+  inputs and hands them over (files the sandbox may read), so no command says which trial is
+  the one outside get_inputs()'s range (`candidates/range_reads_its_command.py`, which reads
+  its command, is caught). Inputs over 256 MB, or not contiguous (handed over, their strides
+  would be lost), are still drawn in the sandbox from the seed and a widening the command
+  names: there a candidate that reads its commands can compute properly in that call alone.
+  A kernel that checks its data instead pays for the check in every timed call.
 - **The CPU clock bound is coarse.** Waking a process on a busy 2-core machine takes
   milliseconds, so on the CPU the judge's clock may exceed the candidate's timer by 2 ms plus
   half the calibrated path, or 200% of the reported time, before it is `patched_timer` (on
