@@ -444,11 +444,11 @@ class Job:
             del xs
         if handed is None:
             return self.ask(dict(cmd, seed=seed, widen=how))
-        handed = reveal(handed, self.sandbox.inputs)
+        moved = reveal(handed, self.sandbox.inputs) or []
         try:
-            return self.ask(dict(cmd, inputs=handed))
+            return self.ask(dict(cmd, inputs=moved))
         finally:
-            for e in handed:
+            for e in moved:
                 if "path" in e:
                     os.unlink(e["path"])
 
