@@ -26,7 +26,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from .codegen import Load, Store, elem_lines, offset, update
-from .helpers import contiguous_strides, node_ref
+from .helpers import ceildiv, contiguous_strides, node_ref
 from .ir import KernelSpec, Stmt, Unsupported
 from .passes import coalesce
 
@@ -229,16 +229,9 @@ class _Pool:
         for q in reversed(range(nd)):
             D = dims[r - nd + q]
             L.append(f"{ind}const {sp} p_o{q} = {rem} % {D}{ss}; {rem} /= {D}{ss};")
-        for i in self.win_ops:   # the plane's offset (leading dims walked contiguously merged)
-            o = spec.operands[i]
-            ld, _, (lst,) = coalesce(dims[:r - nd], [False] * (r - nd), [o.strides[:r - nd]])
-            L.append(f"{ind}const {it} w_{o.name} = "
-                     f"{offset(lst, ld, 'p_t', list(range(len(ld))), sf)};")
+        L += self._plane_lines(ind)
         for q in range(nd if not w.get("adaptive") else 0):
             L.append(f"{ind}const {sp} p_s{q} = p_o{q} * {w['s'][q]}{ss} - {w['p'][q]}{ss};")
-        if kind == "conv":   # the taps of this output's channel
-            K = math.prod(w["k"])
-            L.append(f"{ind}const {it} p_wb = (p_t % {w['channels']}{sf}) * {K}{sf};")
         L.append(f"{ind}{acc} p_a = {'-(' + acc + ')SC_INF' if kind == 'max' else '0'};")
         deep = ind
         if kind == "avg":
@@ -270,16 +263,36 @@ class _Pool:
             L.append(f"{ind}const {acc} {v} = p_n > 0 ? p_a / ({acc})p_n : ({acc})0;")
         else:
             L.append(f"{ind}const {acc} {v} = p_a;")
-        L += elem_lines(spec, self.post, self.load, self._at_out, ind=ind)
-        ops = spec.operands
-        L += [ind + self.store(ops[t.operand], self._at_out(ops[t.operand]), t.var)
-              for t in self.stores]
+        return L + self._out_lines(ind)
+
+    def _plane_lines(self, ind: str) -> list[str]:
+        """Given ``p_t``, the plane (the leading dims' flat index): each window operand's
+        offset of it (leading dims walked contiguously merged) and, for a depthwise
+        convolution, ``p_wb``, where its channel's taps start."""
+        spec, w, it, sf = self.spec, self.w, self.it, self.sf
+        lead = len(spec.dims) - w["nd"]
+        L = []
+        for i in self.win_ops:
+            o = spec.operands[i]
+            ld, _, (lst,) = coalesce(spec.dims[:lead], [False] * lead, [o.strides[:lead]])
+            L.append(f"{ind}const {it} w_{o.name} = "
+                     f"{offset(lst, ld, 'p_t', list(range(len(ld))), sf)};")
+        if w["kind"] == "conv":
+            L.append(f"{ind}const {it} p_wb = (p_t % {w['channels']}{sf}) * "
+                     f"{math.prod(w['k'])}{sf};")
         return L
+
+    def _out_lines(self, ind: str) -> list[str]:
+        """Given ``p_i`` and the window's value: the epilogue and the stores of one output."""
+        spec, ops = self.spec, self.spec.operands
+        return elem_lines(spec, self.post, self.load, self._at_out, ind=ind) + [
+            ind + self.store(ops[t.operand], self._at_out(ops[t.operand]), t.var)
+            for t in self.stores]
 
     def tiled_lines(self, t: dict) -> list[str]:
         """A 2-d depthwise convolution, a tile of output rows per block (``conv_tile``)."""
         spec, w, it, sf, acc = self.spec, self.w, self.it, self.sf, self.spec.acc
-        dims, r = spec.dims, len(spec.dims)
+        dims = spec.dims
         (OH, OW), (H, W) = dims[-2:], w["in"]
         k, st, p, d = w["k"], w["s"], w["p"], w["d"]
         K, SW, TH = k[0] * k[1], t["width"], t["rows"]
@@ -289,13 +302,8 @@ class _Pool:
              f"    for (long long p_b = blockIdx.x; p_b < {ntiles}LL; p_b += gridDim.x) {{",
              f"{i1}const {it} p_t = ({it})(p_b / {t['per_plane']}LL);",
              f"{i1}const int p_oh0 = (int)(p_b % {t['per_plane']}LL) * {TH};"]
-        for i in self.win_ops:
-            o = spec.operands[i]
-            ld, _, (lst,) = coalesce(dims[:r - 2], [False] * (r - 2), [o.strides[:r - 2]])
-            L.append(f"{i1}const {it} w_{o.name} = "
-                     f"{offset(lst, ld, 'p_t', list(range(len(ld))), sf)};")
-        L += [f"{i1}const {it} p_wb = (p_t % {w['channels']}{sf}) * {K}{sf};",
-              f"{i1}{acc} p_w[{K}];",
+        L += self._plane_lines(i1)
+        L += [f"{i1}{acc} p_w[{K}];",
               f"{i1}#pragma unroll",
               f"{i1}for (int p_q = 0; p_q < {K}; ++p_q) p_w[p_q] = "
               f"{self.load(spec.operands[w['weight']], 'p_wb + p_q', acc)};",
@@ -323,11 +331,7 @@ class _Pool:
               f"p_w[p_k0 * {k[1]} + p_k1];",
               f"{i2}}}",
               f"{i2}const {acc} {self.s.var} = p_a;"]
-        L += elem_lines(spec, self.post, self.load, self._at_out, ind=i2)
-        ops = spec.operands
-        L += [i2 + self.store(ops[x.operand], self._at_out(ops[x.operand]), x.var)
-              for x in self.stores]
-        return L + [f"{i1}}}", "    }"]
+        return L + self._out_lines(i2) + [f"{i1}}}", "    }"]
 
     def _avg_bounds(self, ind: str) -> list[str]:
         """Torch's average window: its size counted to the padded edge, then clamped."""
@@ -405,6 +409,6 @@ def conv_tile(spec: KernelSpec) -> dict | None:
     fit = TILE_SMEM // ((8 if spec.acc == "double" else 4) * width)
     if fit < span:
         return None
-    rows = max(1, min(OH, (fit - span) // st[0] + 1, -(-TILE_OUTPUTS // OW)))
+    rows = max(1, min(OH, (fit - span) // st[0] + 1, ceildiv(TILE_OUTPUTS, OW)))
     return {"rows": rows, "in_rows": (rows - 1) * st[0] + span, "width": width,
-            "per_plane": -(-OH // rows), "planes": math.prod(spec.dims[:-2])}
+            "per_plane": ceildiv(OH, rows), "planes": math.prod(spec.dims[:-2])}
