@@ -222,3 +222,17 @@ def test_a_grouped_convolution_with_several_channels_per_group_stays_in_the_libr
     assert list(channels_last_convs(rewrite(graph))) == ["conv2d"]
     want, got, _, _ = run_both(problem, cand)
     assert_close(got, want)
+
+
+@pytest.mark.parametrize("name,convs", [("conv_depthwise2d", ["aten.conv2d.default"]),
+                                        ("conv_depthwise_1d_3d", ["aten.conv1d.padding",
+                                                                  "aten.conv3d.default"])])
+def test_depthwise_convolutions_are_computed_by_our_kernels(name, convs, settings):
+    """Not left to cuDNN or oneDNN: the program calls no convolution, and the candidate
+    claims each one as replaced (the Verifier then rejects a library convolution in its
+    trace)."""
+    _graph_, plan, cand = generate(fixture(name), settings)
+    assert set(convs) <= set(cand.replaced), cand.replaced
+    assert not [k for k in cand.kept if "conv" in k], cand.kept
+    assert all(t.kind == "reduction_fusion" for t in plan.tasks if set(t.ops) & {
+        "conv1d", "conv2d", "conv3d"})
