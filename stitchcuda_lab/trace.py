@@ -52,13 +52,36 @@ def timeline(trace: Any, *, cats: Iterable[str] = DEVICE_CATS + HOST_CATS,
     if not events:
         return []
     t0 = min(float(e["ts"]) for e in events)
-    if len(events) > max_rows:
-        events = sorted(events, key=lambda e: -float(e.get("dur", 0)))[:max_rows]
+    if len(events) > max_rows:   # the longest, and the timer's marks (see timed_window)
+        marks = [e for e in events if is_timer_mark(e)]
+        rest = [e for e in events if not is_timer_mark(e)]
+        events = marks[:4] + sorted(rest, key=lambda e: -float(e.get("dur", 0)))[
+            :max(0, max_rows - len(marks[:4]))]
     rows = [{"lane": lane(e), "name": str(e.get("name", "")),
              "start_us": round(float(e["ts"]) - t0, 3), "dur_us": round(float(e.get("dur", 0)), 3),
              "cat": e.get("cat", "")} for e in events]
     rows.sort(key=lambda r: (r["start_us"], r["lane"]))
     return rows
+
+
+def is_timer_mark(row: dict) -> bool:
+    """A CUDA event recorded from the host: a timed call's start and end marks."""
+    return row.get("cat") == "cuda_runtime" and str(row.get("name", "")).startswith(
+        "cudaEventRecord")
+
+
+def timed_window_us(rows: list[dict]) -> float | None:
+    """What CUDA events around a call measure, read from its trace: from the host's record
+    of the first event to the later of the last one and the last device work, in µs. The
+    host's time before the first kernel (launch overhead, Python) is inside it, as it is in
+    the verdict's times; None when the rows hold no device work or fewer than two marks."""
+    marks = [r for r in rows if is_timer_mark(r)]
+    device = [r for r in rows if r.get("cat") in DEVICE_CATS]
+    if len(marks) < 2 or not device:
+        return None
+    start = min(r["start_us"] for r in marks)
+    end = max(r["start_us"] + r["dur_us"] for r in marks + device)
+    return end - start
 
 
 def span_us(rows: list[dict]) -> float:

@@ -28,7 +28,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from .. import aten
-from ..trace import span_us
+from ..trace import span_us, timed_window_us
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
@@ -213,17 +213,18 @@ def agreement(profile: Mapping[str, Any] | None, timings: Mapping[str, float] | 
               ) -> dict[str, dict[str, float]]:
     """Per side: the traced span (µs), the verdict's timed median (µs) and their ratio.
 
-    Where the trace has device work (kernels, copies, memsets), the span is the device's: a
-    GPU verdict times the device with events, and the host's side of a profiled forward carries
-    the profiler's own cost (2.5 ms of host span around 0.14 ms of kernels, seen on the H200).
-    On the CPU the span is the whole traced forward."""
+    On a GPU the span is what the verdict's CUDA events measure (``trace.timed_window_us``):
+    from the timer's start mark to the last device work, host gaps included; where the marks
+    are missing, the device's span. The host's side of a profiled forward is not used there:
+    it carries the profiler's own cost (2.5 ms of host span around 0.14 ms of kernels, seen
+    on the H200). On the CPU the span is the whole traced forward."""
     sides = timeline_rows(profile)
     timed = _timed_us(timings)
     out = {}
     for side in SIDES:
         if side in timed and sides[side]:
             device = [r for r in sides[side] if r["cat"] in DEVICE_CATS]
-            span = span_us(device or sides[side])
+            span = timed_window_us(sides[side]) or span_us(device or sides[side])
             out[side] = {"traced_us": span, "timed_us": timed[side],
                          "ratio": span / timed[side]}
     return out

@@ -82,6 +82,46 @@ def test_with_device_work_in_the_trace_agreement_compares_the_devices_span():
     assert all(abs(a["ratio"] - 1) < 0.1 for a in agree.values())
 
 
+def _timed_gpu_call(host_us, kernel_us, *, profiler_us=0.0):
+    """Rows of a timed call as kineto writes them: the start event's record, the forward's
+    host ops (launch overhead, and the profiler's own cost), its kernel, the end record."""
+    k0 = 1 + host_us + profiler_us
+    return [{"lane": "CPU 0", "name": "cudaEventRecord", "start_us": 0.0, "dur_us": 1.0,
+             "cat": "cuda_runtime"},
+            {"lane": "CPU 0", "name": "aten::empty", "start_us": 1.0, "dur_us": host_us,
+             "cat": "cpu_op"},
+            {"lane": "stream 7", "name": "k0_t1", "start_us": k0, "dur_us": kernel_us,
+             "cat": "kernel"},
+            {"lane": "CPU 0", "name": "cudaDeviceSynchronize", "start_us": k0 - 1,
+             "dur_us": kernel_us + 1, "cat": "cuda_runtime"},
+            {"lane": "CPU 0", "name": "cudaEventRecord", "start_us": k0 + kernel_us,
+             "dur_us": 1.0, "cat": "cuda_runtime"}]
+
+
+def test_on_a_gpu_agreement_measures_what_the_events_measure_host_gaps_included():
+    # a launch-bound forward: 30 µs of host time before a 20 µs kernel; CUDA events around it
+    # say 52 µs, and so does the trace from its start mark, where the kernel alone says 20
+    prof = {"reference": _timed_gpu_call(10, 100), "candidate": _timed_gpu_call(30, 20)}
+    agree = figures.agreement(prof, {"eager": 0.112, "ours": 0.052})
+    assert agree["candidate"]["traced_us"] == 52.0 and agree["reference"]["traced_us"] == 112.0
+    assert all(abs(a["ratio"] - 1) < 0.01 for a in agree.values())
+
+
+def test_a_long_trace_keeps_the_timers_marks_when_it_is_cut_to_its_longest_rows():
+    from stitchcuda_lab import trace
+    events = [{"ph": "X", "cat": "cuda_runtime", "name": "cudaEventRecord", "ts": 0, "dur": 1,
+               "tid": 1}]
+    events += [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{i}", "ts": 2 + i, "dur": 5,
+                "tid": 1} for i in range(50)]
+    events += [{"ph": "X", "cat": "kernel", "name": "k", "ts": 60, "dur": 30, "tid": 7,
+                "args": {"stream": 7}},
+               {"ph": "X", "cat": "cuda_runtime", "name": "cudaEventRecord", "ts": 95,
+                "dur": 1, "tid": 1}]
+    rows = trace.timeline({"traceEvents": events}, max_rows=10)
+    assert len(rows) == 10
+    assert trace.timed_window_us(rows) == 96.0
+
+
 def test_empty_profile_gives_a_timeline_with_a_note():
     fig = figures.timeline_figure({})
     assert not fig.data

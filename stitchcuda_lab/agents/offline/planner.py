@@ -34,6 +34,11 @@ if TYPE_CHECKING:
     from ...settings import Settings
 
 LAUNCH_BOUND_US = 20.0   # eager time per kernel launch below which a CUDA graph pays
+# What a graph replay saves and costs (H200, docs/PERFORMANCE.md): a launch from Python costs
+# 7-9 us of host time (an eager op 7.2, one of ours 8.7); the replay copies every input into
+# its static buffer and clones every output: a launch each, moving its bytes twice at ~4 TB/s.
+HOST_LAUNCH_US = 7.0
+COPY_BYTES_PER_US = 4.0e6
 # fp32 GEMMs worth the 3xTF32 split (gemm.py): long enough K and enough work that the split's
 # extra memory passes and launches are small next to the GEMM (measured on the H200:
 # 1.5-2.3x at K >= 1024 and >= 17 GFLOP, slower at K = 128 or one 512-row step).
@@ -303,6 +308,21 @@ class OfflinePlanner:
             plan.notes.append(f"no CUDA graph: {per:.1f} us of eager time per launch "
                               f"(>= {LAUNCH_BOUND_US:.0f} us) is not launch-bound")
             return
+        ours = launches_left(plan, graph)
+        saved = (ours - 1) * HOST_LAUNCH_US
+        moved = sum(aten.nbytes(n.shape, n.dtype) for n in graph.placeholders()
+                    if n.kind == "input" and n.shape is not None)
+        moved += sum(aten.nbytes(graph.node(r).shape, graph.node(r).dtype)
+                     for r in graph.output_names() if graph.node(r).shape is not None)
+        copies = sum(1 for n in graph.placeholders() if n.kind == "input") \
+            + len(graph.output_names())
+        cost = 2 * moved / COPY_BYTES_PER_US + copies * HOST_LAUNCH_US
+        if saved <= cost:
+            plan.notes.append(
+                f"no CUDA graph: the plan leaves about {ours} launch{'es' if ours != 1 else ''}"
+                f" (~{saved:.0f} us a replay would save) and the replay's copies of "
+                f"{moved / 1e6:.1f} MB of inputs and outputs cost ~{cost:.0f} us")
+            return
         plan.tasks.append(Task(
             id=f"t{len(plan.tasks) + 1}", kind="cuda_graph", ops=[], share=1.0,
             technique="capture the whole forward in a torch.cuda.CUDAGraph per input shape; "
@@ -310,6 +330,22 @@ class OfflinePlanner:
             reason=f"launch-bound: {launches} launches in {graph.eager_ms:.3f} ms "
                    f"({per:.1f} us each); a replay costs one launch",
             refs=["cuda-graphs"]))
+
+
+def launches_left(plan: Plan, graph: Graph) -> int:
+    """About how many launches a forward of ``plan`` makes: eager's, less one per op a
+    fusion task takes over, plus one kernel per such task and one per library call it keeps
+    (a GEMM or convolution at the head of its epilogue)."""
+    eager = graph.eager_launches or max(1, sum(
+        1 for n in graph.calls() if n.op_class != "data_movement"))
+    fused = [t for t in plan.tasks if t.kind not in ("keep", "cuda_graph")]
+    known = {n.name: n for n in graph.nodes}
+    ours = eager
+    for t in fused:
+        nodes = [known[o] for o in t.ops if o in known]
+        ours -= sum(1 for n in nodes if n.op_class != "data_movement")
+        ours += 1 + sum(1 for n in nodes if kept_in_library(n, graph))
+    return max(1, ours)
 
 
 def tensor_core_gemms(graph: Graph) -> list[str]:

@@ -132,12 +132,28 @@ def test_skipped_task_is_left_to_the_library(settings):
     assert_close(got, want)
 
 
+DEEP = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(32, 32),
+                                                                     nn.LayerNorm(32))])
+        def forward(self, x):
+            return torch.tanh(self.net(x))
+    def get_inputs():
+        return [torch.randn(8, 32)]
+    def get_init_inputs():
+        return []
+""", name="deep")
+
+
 def test_cuda_plan_emits_cuda_kernels_and_a_graphed_forward(settings):
-    graph = dataclasses.replace(analyse(GEMM, profile=False), device="cuda", eager_ms=0.02,
-                                eager_launches=5)
-    plan = OfflinePlanner().plan(GEMM, graph, settings)
-    assert plan.tasks[-1].kind == "cuda_graph"
-    cand = OfflineCoder().code(GEMM, graph, plan, settings, iteration=0)[0]
+    # four GEMMs, each with its normalisation: launches a replay saves, on tiny inputs
+    graph = dataclasses.replace(analyse(DEEP, profile=False), device="cuda", eager_ms=0.05,
+                                eager_launches=12)
+    plan = OfflinePlanner().plan(DEEP, graph, settings)
+    assert plan.tasks[-1].kind == "cuda_graph", plan.notes
+    cand = OfflineCoder().code(DEEP, graph, plan, settings, iteration=0)[0]
     assert {k.lang for k in cand.kernels} == {"cuda"}
     assert all('extern "C" __global__' in k.code for k in cand.kernels)
     src = cand.module_source()

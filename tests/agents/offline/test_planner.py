@@ -155,15 +155,25 @@ def test_noncontiguous_input_is_noted(settings):
 
 
 def test_cuda_graph_only_when_launch_bound_on_cuda(settings):
-    graph = analyse(CHAIN, device="cpu", profile=False)
+    graph = analyse(MLP, device="cpu", profile=False)
     fast = dataclasses.replace(graph, device="cuda", eager_ms=0.03, eager_launches=6)
     slow = dataclasses.replace(graph, device="cuda", eager_ms=5.0, eager_launches=6)
-    _, plan = plan_of(CHAIN, settings, device="cuda", graph=fast)
+    _, plan = plan_of(MLP, settings, device="cuda", graph=fast)
     assert kinds(plan)[-1] == "cuda_graph" and "cuda-graphs" in plan.tasks[-1].refs
-    _, plan = plan_of(CHAIN, settings, device="cuda", graph=slow)
+    _, plan = plan_of(MLP, settings, device="cuda", graph=slow)
     assert "cuda_graph" not in kinds(plan)
-    _, plan = plan_of(CHAIN, settings, device="cpu", graph=dataclasses.replace(fast, device="cpu"))
+    _, plan = plan_of(MLP, settings, device="cpu", graph=dataclasses.replace(fast, device="cpu"))
     assert "cuda_graph" not in kinds(plan)
+
+
+def test_no_cuda_graph_where_its_copies_cost_more_than_the_launches_it_saves(settings):
+    # launch-bound in eager (6 launches in 30 us), but the plan fuses the chain into one
+    # kernel: a replay would save no launch and add a copy of every input and output
+    graph = dataclasses.replace(analyse(CHAIN, device="cpu", profile=False), device="cuda",
+                                eager_ms=0.03, eager_launches=6)
+    _, plan = plan_of(CHAIN, settings, device="cuda", graph=graph)
+    assert kinds(plan) == ["pointwise_fusion"]
+    assert any(n.startswith("no CUDA graph: the plan leaves about 1 launch ") for n in plan.notes)
 
 
 def test_cuda_plans_carry_launch_parameters(settings):
