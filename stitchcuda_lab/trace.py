@@ -52,11 +52,12 @@ def timeline(trace: Any, *, cats: Iterable[str] = DEVICE_CATS + HOST_CATS,
     if not events:
         return []
     t0 = min(float(e["ts"]) for e in events)
-    if len(events) > max_rows:   # the longest, and the timer's marks (see timed_window)
-        marks = [e for e in events if is_timer_mark(e)]
-        rest = [e for e in events if not is_timer_mark(e)]
-        events = marks[:4] + sorted(rest, key=lambda e: -float(e.get("dur", 0)))[
-            :max(0, max_rows - len(marks[:4]))]
+    if len(events) > max_rows:   # the longest, and the timer's first and last marks
+        marks = sorted((e for e in events if is_timer_mark(e)), key=lambda e: float(e["ts"]))
+        ends = marks[:1] + marks[-1:] if len(marks) > 1 else marks
+        rest = [e for e in events if not any(e is m for m in ends)]
+        events = ends + sorted(rest, key=lambda e: -float(e.get("dur", 0)))[
+            :max(0, max_rows - len(ends))]
     rows = [{"lane": lane(e), "name": str(e.get("name", "")),
              "start_us": round(float(e["ts"]) - t0, 3), "dur_us": round(float(e.get("dur", 0)), 3),
              "cat": e.get("cat", "")} for e in events]
@@ -82,6 +83,17 @@ def timed_window_us(rows: list[dict]) -> float | None:
     start = min(r["start_us"] for r in marks)
     end = max(r["start_us"] + r["dur_us"] for r in marks + device)
     return end - start
+
+
+def from_first_mark(rows: list[dict]) -> list[dict]:
+    """Rows of a timed call from its timer's start mark on, shifted to start at 0 (what came
+    before, the profiler's own warm-up, is not the call); unchanged without two marks."""
+    marks = [r for r in rows if is_timer_mark(r)]
+    if len(marks) < 2:
+        return rows
+    t0 = min(r["start_us"] for r in marks)
+    return [{**r, "start_us": round(r["start_us"] - t0, 3)} for r in rows
+            if r["start_us"] + r["dur_us"] > t0]
 
 
 def span_us(rows: list[dict]) -> float:

@@ -237,7 +237,8 @@ class Harness:
                 if self.timer.cuda:
                     self.timer.flush()
                 ms, wall, out = trace_to_file(lambda: self.timer.call(
-                    lambda: tensors(self.model(*xs)), flush=False), self.device, trace_path)
+                    lambda: tensors(self.model(*xs)), flush=False), self.device, trace_path,
+                    warm=True)
             else:
                 ms, wall, out = self.timer.call(lambda: tensors(self.model(*xs)))
         _plain(out)

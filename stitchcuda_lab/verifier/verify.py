@@ -758,7 +758,7 @@ class Job:
                     path = str(self.state.workdir / f"reference_timed_trace_{i}.json")
                     with torch.no_grad():
                         profile.trace_to_file(_timed(timer, self.ref.model, xs), self.device,
-                                              path)
+                                              path, warm=True)
                     out.append(profile.read_trace(path))
             self.ref.timed_traces = out
         return self.ref.timed_traces
@@ -1119,9 +1119,14 @@ def _timed(timer: Any, fn: Any, xs: list) -> Any:
 
 
 def _median_span(traces: list[dict]) -> dict:
-    """The trace whose forward's length is the median of ``traces`` (the middle one)."""
-    from ..trace import span_us, timeline
-    return sorted(traces, key=lambda t: span_us(timeline(t)))[len(traces) // 2]
+    """The trace whose forward's length (as the Profile tab measures it, ``figures.agreement``)
+    is the median of ``traces`` (the middle one)."""
+    from ..trace import span_us, timed_window_us
+
+    def length(t: dict) -> float:
+        rows = profile.rows(t)
+        return timed_window_us(rows) or span_us(rows)
+    return sorted(traces, key=length)[len(traces) // 2]
 
 
 def _by_name(ops: dict) -> dict:

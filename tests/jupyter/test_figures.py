@@ -239,3 +239,19 @@ def test_history_of_one_iteration_draws_its_best_and_failures_whole():
     best = by["best so far vs eager"]
     assert len(best.x) == 2 and best.x[0] < 0 < best.x[1] and list(best.y) == [1.3, 1.3]
     assert by["failed"].cliponaxis is False     # the x on the axis line is not cut in half
+
+
+def test_a_timed_calls_rows_begin_at_its_start_mark_without_the_profilers_warm_up():
+    from stitchcuda_lab.verifier import profile
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::fill_", "ts": 0, "dur": 300, "tid": 1},
+              {"ph": "X", "cat": "kernel", "name": "fill", "ts": 310, "dur": 2, "tid": 7},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaEventRecord", "ts": 1000,
+               "dur": 1, "tid": 1},
+              {"ph": "X", "cat": "kernel", "name": "k", "ts": 1010, "dur": 30, "tid": 7},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaEventRecord", "ts": 1045,
+               "dur": 1, "tid": 1}]
+    rows = profile.rows({"traceEvents": events})
+    assert [(r["name"], r["start_us"]) for r in rows] == [
+        ("cudaEventRecord", 0.0), ("k", 10.0), ("cudaEventRecord", 45.0)]
+    # a checked call's trace has no timer: every row stays
+    assert len(profile.rows({"traceEvents": events[:2] + events[3:4]})) == 3
