@@ -45,7 +45,7 @@ def trace_to_file(fn: Callable[[], Any], device: str, path: str, *, warm: bool =
     """``fn()`` under torch.profiler (CPU ops of every thread, CUDA kernels of every stream),
     its chrome trace written to ``path``; returns what ``fn`` returned.
 
-    ``warm``: first an op and a fill kernel under the same profiler, so that a timed call's
+    ``warm`` (CUDA): first an op and a fill kernel under the same profiler, so that a timed call's
     trace does not carry the profiler's start-up. On the H200 a session's first aten op came
     70 µs after the timer's start mark and its first launch took 200-300 µs, against 5-10
     µs for the next ones. What ``warm`` runs lies before the timer's marks, which is where
@@ -56,10 +56,9 @@ def trace_to_file(fn: Callable[[], Any], device: str, path: str, *, warm: bool =
     if device.startswith("cuda"):
         acts.append(ProfilerActivity.CUDA)
     with profile(activities=acts) as prof:
-        if warm:
+        if warm and device.startswith("cuda"):   # a CPU trace has no marks to start from
             torch.empty(256, device=device).fill_(1.0)
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
+            torch.cuda.synchronize()
         out = fn()
         if device.startswith("cuda"):
             torch.cuda.synchronize()
