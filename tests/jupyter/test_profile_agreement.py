@@ -37,9 +37,13 @@ def get_init_inputs():
 '''
 
 
-# on a GPU a larger draw (128 MB): a kernel of about 80 µs, beside which the profiler's own
-# cost on the host before it (10-20 µs for the forward's three ops) stays inside the 20%
-ROWS = {"cpu": 512, "cuda": 32768}
+# On a GPU a forward the device bounds (2 GiB: a kernel of about 1.2 ms). Under the profiler
+# the host's work before a kernel takes longer: on the H200 the candidate's one launch came
+# 190 µs after the timer's start mark in the trace against about 50 µs unprofiled, and at
+# 128 MB (a 72 µs kernel, 161 µs timed) that put the trace 1.9x the verdict's time. The
+# panel says so where a forward is bound by its host (agreement_html); here the claim
+# checked is that a device-bound forward's timeline is its verdict's time.
+ROWS = {"cpu": 512, "cuda": 524288}
 
 
 @pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
