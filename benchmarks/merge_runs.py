@@ -29,6 +29,8 @@ def merge(results: list[dict]) -> dict:
     first = results[0]
     merged = dict(first, rows=sorted((rows[k] for k in order), key=lambda r: (
         r.get("suite", ""), bench.discover_key(r["problem"]))),
+        # every mode any run timed gets its column; a row a run timed without it shows "-"
+        modes=",".join(dict.fromkeys(m for r in results for m in r["modes"].split(",") if m)),
         command=" ; ".join(r["command"] for r in results),
         complete=all(r.get("complete") for r in results),
         seconds=sum(r.get("seconds") or 0 for r in results), runs=len(results))
