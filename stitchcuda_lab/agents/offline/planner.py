@@ -310,13 +310,10 @@ class OfflinePlanner:
             return
         ours = launches_left(plan, graph)
         saved = (ours - 1) * HOST_LAUNCH_US
-        moved = sum(aten.nbytes(n.shape, n.dtype) for n in graph.placeholders()
-                    if n.kind == "input" and n.shape is not None)
-        moved += sum(aten.nbytes(graph.node(r).shape, graph.node(r).dtype)
-                     for r in graph.output_names() if graph.node(r).shape is not None)
-        copies = sum(1 for n in graph.placeholders() if n.kind == "input") \
-            + len(graph.output_names())
-        cost = 2 * moved / COPY_BYTES_PER_US + copies * HOST_LAUNCH_US
+        copied = [n for n in graph.placeholders() if n.kind == "input"] + [
+            graph.node(r) for r in graph.output_names()]
+        moved = sum(aten.nbytes(n.shape, n.dtype) for n in copied if n.shape is not None)
+        cost = 2 * moved / COPY_BYTES_PER_US + len(copied) * HOST_LAUNCH_US
         if saved <= cost:
             plan.notes.append(
                 f"no CUDA graph: the plan leaves about {ours} launch{'es' if ours != 1 else ''}"
