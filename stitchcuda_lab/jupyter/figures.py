@@ -243,9 +243,10 @@ def agreement_html(profile: Mapping[str, Any] | None, timings: Mapping[str, floa
         return ("<div class='stitch-agreement' style='color:#9a6700'>⚠ The timeline (traced "
                 f"forwards, the profiler's own cost included) does not match the verdict's "
                 f"timing for "
-                f"{' and '.join(off)} ({'; '.join(parts)}). Read the speedup from the verdict; "
-                "read the bars for the shape of the work (what runs, in which order, the gaps)."
-                "</div>")
+                f"{' and '.join(off)} ({'; '.join(parts)}). The profiler slows the host's side "
+                "of a forward (each op and launch it records), so a forward bound by its host "
+                "looks longer traced than timed. Read the speedup from the verdict; read the "
+                "bars for the shape of the work (what runs, in which order, the gaps).</div>")
     return (f"<div class='stitch-agreement'>The timeline agrees with the verdict's timing within "
             f"{tolerance:.0%}: {'; '.join(parts)}.</div>")
 
