@@ -68,6 +68,7 @@ class Harness:
         # every output returned so far (aliasing across calls), the newest kept alive
         self.held = Held(HELD_BYTES["cuda" if str(device).startswith("cuda") else "cpu"])
         self.kept_outputs: list = []  # the last round's outputs, until the judge picks some
+        self.kept_inputs: list = []   # ... and the inputs each call left behind it
         self.last_call: list = []     # the last timed call's outputs themselves
         self.slot = 0                 # CPU: the timed call's place in its round (its files)
         self.sizes: list = []         # CPU: the bytes of the last timed call's outputs
@@ -267,6 +268,8 @@ class Harness:
             self.sizes = [e["nbytes"] for e in entries]
             self.slot += 1
         self.last_call = list(out)   # alive until the next call, so its memory is not reused
+        # as the call left them: the judge compares a picked call's with its own draw
+        self.kept_inputs.append([x for x in xs if isinstance(x, torch.Tensor)])
         if self.device.startswith("cuda"):
             torch.cuda.current_stream().synchronize()
         return {"ms": ms, "wall_ms": wall, "trace": trace_path, "outputs": entries}
@@ -289,14 +292,17 @@ class Harness:
 
     def outputs(self, cmd: dict) -> dict:
         self.check_flags()    # after the round, outside the judge's clock
-        picked = {}
+        picked, inputs = {}, {}
         for i in cmd["calls"]:
             if 0 <= int(i) < len(self.kept_outputs):
                 picked[str(i)] = write_outputs(self.kept_outputs[int(i)], self.out_dir,
                                                f"r{cmd['tag']}_{i}")
-        self.kept_outputs = []
+            if 0 <= int(i) < len(self.kept_inputs):
+                inputs[str(i)] = write_outputs(self.kept_inputs[int(i)], self.out_dir,
+                                               f"q{cmd['tag']}_{i}")
+        self.kept_outputs, self.kept_inputs = [], []
         self.slot = 0
-        return {"picked": picked}
+        return {"picked": picked, "inputs": inputs}
 
 
 @contextlib.contextmanager

@@ -206,6 +206,7 @@ class Job:
         # CPU: the output files of this round's timed calls, pinned as each call answered
         # (exchange.pin_output), until the round's check picks some
         self.pinned: list[list] = []
+        self.round_inputs: Any = None   # the last round's picked calls' inputs, as left
         self.out_bytes = 0     # the largest outputs of a trial, for the rounds' size
         self.no_float64 = False   # the float64 reference ran out of memory in this job
 
@@ -768,8 +769,9 @@ class Job:
         """Timed calls between two checks: as many outputs as are kept meanwhile (copies in
         the sandbox on CUDA, files on the CPU)."""
         xs = self.draw(fresh_seed())
-        per = max(sum(x.numel() * x.element_size() for x in xs if hasattr(x, "numel")),
-                  self.out_bytes, self.ref.out_bytes) or 1
+        # a round keeps each call's inputs and its outputs (copies on CUDA, files on the CPU)
+        per = sum(x.numel() * x.element_size() for x in xs if hasattr(x, "numel")) + max(
+            self.out_bytes, self.ref.out_bytes) or 1
         budget = ROUND_BYTES["cuda" if self.device.startswith("cuda") else "cpu"]
         return max(1, min(MAX_SETS, budget // per, self.opts.timing_trials))
 
@@ -966,9 +968,11 @@ class Job:
         self.checks_left -= n
         try:
             for i in picked_calls:
+                xs = self.draw(seeds[i])
+                self.check_timed_inputs(i, xs)
                 with torch.no_grad():
-                    ref_out = [r.detach() for r in
-                               tensors(self.ref.model(*self.draw(seeds[i])))]
+                    ref_out = [r.detach() for r in tensors(self.ref.model(*xs))]
+                del xs
                 got, res = self.read(picked.get(str(i)), ref_out, self.truth(seeds[i]))
                 if got is None or not all(r["ok"] for r in res):
                     why = "; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])
@@ -977,6 +981,25 @@ class Job:
                                  "candidate computes differently when it is timed")
         finally:
             self.release(list(picked.values()))
+
+    def check_timed_inputs(self, i: int, xs: list) -> None:
+        """A picked timed call's inputs, as the call left them in the candidate's process,
+        against the judge's own draw of them: a forward may not change its inputs in any call
+        (the checked trials look too, but a timed call can be told from a checked one)."""
+        import torch
+        want = [x for x in xs if isinstance(x, torch.Tensor)]
+        entries = (self.round_inputs or {}).get(str(i)) if isinstance(
+            self.round_inputs, dict) else None
+        if not isinstance(entries, list) or len(entries) != len(want):
+            raise Reject("protocol_tampering", "the candidate's process did not give back the "
+                         "inputs of a timed call the judge checks")
+        for k, (entry, x) in enumerate(zip(entries, want)):
+            got = read_output(entry, x, str(self.box.outputs) if self.box else None)
+            if isinstance(got, str):
+                raise Reject("protocol_tampering", f"a timed call's input {k}: {got}")
+            if not same(got, x):
+                raise Reject("input_mutation", f"a timed call changed its input {k} (found "
+                             "after the round, against the judge's own draw of it)")
 
     def pin(self, entries: Any) -> None:
         """CPU: a timed call's output files, pinned (exchange.pin_output) before the judge's
@@ -994,7 +1017,9 @@ class Job:
         """The round's picked calls' outputs (``calls``: indices of its timed calls), by index:
         on the CPU the files pinned as they answered (the others let go); on CUDA the
         sandbox writes them now."""
-        picked = self.ask({"op": "outputs", "calls": calls}).get("picked", {})
+        reply = self.ask({"op": "outputs", "calls": calls})
+        picked = reply.get("picked", {})
+        self.round_inputs = reply.get("inputs")
         if not self.device.startswith("cuda"):
             done, self.pinned = self.pinned, []
             picked = {str(i): done[i] for i in calls if i < len(done)}
