@@ -207,6 +207,11 @@ class Job:
         # (exchange.pin_output), until the round's check picks some
         self.pinned: list[list] = []
         self.round_inputs: Any = None   # the last round's picked calls' inputs, as left
+        # timed calls on inputs outside get_inputs()'s range (time_candidate): how they are
+        # widened, which calls were (by seed), and how many calls until the next one
+        self.wide_how: str | None = None
+        self.wide: dict[int, str] = {}
+        self.wide_next: int | None = None
         self.out_bytes = 0     # the largest outputs of a trial, for the rounds' size
         self.no_float64 = False   # the float64 reference ran out of memory in this job
 
@@ -395,6 +400,7 @@ class Job:
             how = None
             if t == wide_trial:
                 how, ref_out = self.widened(seed, ref_out)
+                self.wide_how = how   # the timed calls' widened draws use it too
             sizes = [r.numel() * r.element_size() for r in ref_out]
             self.out_bytes = max(self.out_bytes, sum(sizes))
             reply = self.ask_trial(seed, how, in_bytes,
@@ -783,9 +789,10 @@ class Job:
         ``calls_per_round()`` calls ``end_round(seeds)`` checks one of them."""
         for _ in range(max(1, self.opts.warmup)):
             call(fresh_seed())
+        k = self.calls_per_round()
         if end_round is not None:
             end_round([], 0)
-        k = self.calls_per_round()
+            self.wide_next = secrets.randbelow(k)   # the candidate's: some calls widened
         ms: list[float] = []
         walls: list[float] = []
         extra: list[float] = []
@@ -793,6 +800,9 @@ class Job:
         while True:
             seed = fresh_seed()
             t, wall, seen = call(seed)
+            if seed in self.wide:   # checked after the round, never timed: a kernel that
+                seeds.append(seed)  # checks its data may take a slower path there
+                continue
             ms.append(t)
             walls.append(wall)
             extra.append(seen - t)
@@ -801,7 +811,7 @@ class Job:
             if self.device.startswith("cuda"):
                 enough = enough and (sum(ms) >= TIME_BUDGET_MS or len(ms) >= MAX_TRIALS)
             done = enough or time.monotonic() > self.deadline - 5
-            if end_round is not None and (len(seeds) == k or done):
+            if end_round is not None and (len(seeds) >= k or done):
                 per = max(statistics.median(ms), 1e-3)
                 left = 0 if done else max(self.opts.timing_trials - len(ms),
                                           int((TIME_BUDGET_MS - sum(ms)) / per)) // k
@@ -877,7 +887,11 @@ class Job:
         handed = None
         if not self.device.startswith("cuda"):
             self.ask({"op": "flush"})
-            handed = hand_over(self.draw(seed), self.sandbox.staging, secrets.token_hex(8))
+            how = self.next_wide(seed)
+            handed = hand_over(widen(self.draw(seed), how), self.sandbox.staging,
+                               secrets.token_hex(8))
+            if handed is None:   # drawn in the sandbox from the seed: not widened
+                self.wide.pop(seed, None)
         t0 = time.perf_counter()
         try:
             handed = reveal(handed, self.sandbox.inputs)
@@ -894,6 +908,22 @@ class Job:
                 and 0 <= ms < 1e9 and 0 <= wall < 1e9):
             raise Reject("protocol_tampering", "a timing reply without its times")
         return float(ms), float(wall), seen
+
+    def next_wide(self, seed: int) -> str | None:
+        """Whether this timed call gets inputs outside get_inputs()'s range (how, or None).
+
+        The judge hands the CPU's timed calls their inputs, so a widened draw looks like any
+        other: every so many calls (at places drawn here), one is, and it is always checked.
+        A candidate that computes right only on get_inputs()'s range when it is not in a
+        checked trial (which it can tell: deterministic mode) is then caught as well."""
+        if self.wide_next is None or self.wide_how is None:
+            return None
+        if self.wide_next > 0:
+            self.wide_next -= 1
+            return None
+        self.wide_next = 1 + secrets.randbelow(2 * self.calls_per_round())
+        self.wide[seed] = self.wide_how
+        return self.wide_how
 
     def time_candidate(self, traced: dict, calibration: Calibration) -> dict[str, float]:
         """The candidate's timed calls, some checked after the fact, and the clocks."""
@@ -961,19 +991,27 @@ class Job:
 
         import torch
         n = 0
-        if seeds and self.checks_left > 0:
-            n = min(len(seeds), math.ceil(self.checks_left / max(1, rounds_left)))
-        picked_calls = sorted(secrets.SystemRandom().sample(range(len(seeds)), n)) if n else []
+        wide = [i for i, sd in enumerate(seeds) if sd in self.wide]
+        plain = [i for i in range(len(seeds)) if i not in wide]
+        if plain and self.checks_left > 0:
+            n = min(len(plain), math.ceil(self.checks_left / max(1, rounds_left)))
+        picked_calls = sorted(wide + (secrets.SystemRandom().sample(plain, n) if n else []))
         picked = self.end_round(picked_calls)
         self.checks_left -= n
         try:
             for i in picked_calls:
-                xs = self.draw(seeds[i])
+                how = self.wide.get(seeds[i])
+                xs = widen(self.draw(seeds[i]), how)
                 self.check_timed_inputs(i, xs)
                 with torch.no_grad():
                     ref_out = [r.detach() for r in tensors(self.ref.model(*xs))]
                 del xs
-                got, res = self.read(picked.get(str(i)), ref_out, self.truth(seeds[i]))
+                got, res = self.read(picked.get(str(i)), ref_out, self.truth(seeds[i], how))
+                if how is not None and (got is None or not all(r["ok"] for r in res)):
+                    why = "; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])
+                    raise Reject("input_range", f"a timed call on a draw of get_inputs() times "
+                                 f"{WIDEN[how]:g} (outside the range it draws from), checked "
+                                 f"after the round, is wrong ({why or 'missing'})")
                 if got is None or not all(r["ok"] for r in res):
                     why = "; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])
                     raise Reject("timed_output_mismatch", "a timed call's output, checked "
