@@ -349,9 +349,11 @@ or to outlive its job.
 
 That run: {passed} passed, {failed} failed, {skipped} skipped (GPU tests skip on a machine
 without CUDA; the CUDA rows run on a GPU with `pytest -m gpu --ignore=tests/jupyter tests`).
-The CUDA rows' last run: one H200, 2026-12-02 (this Verifier less the held-outputs budget),
-`pytest -v -m gpu tests/adversarial`: every CUDA candidate got its expected verdict (28 of 28,
-and the worker recovered after the illegal memory access).
+The CUDA rows' last run: one H200, 2026-12-02, late evening (this Verifier with the trials'
+inputs handed over by the judge, before the timed calls' inputs were checked after the round
+and before the CPU's widened timed calls), `pytest -q -m gpu tests/adversarial`: 29 passed in
+219 s, every CUDA candidate with its expected verdict (and the worker recovered after the
+illegal memory access).
 {hacks} hacking patterns ({cpu} on CPU, {gpu} on CUDA) and {legit} legitimate candidates.
 """
 
@@ -377,10 +379,28 @@ TEMPLATE_TAIL = """
   PyTorch fallback from `pytorch_fallback`. Its outputs are still checked and its times still
   bounded by the judge's clock, so its speed is real; only "which code computed it" can be
   misattributed.
-- **Checks only the candidate's process can make** (an output sharing memory with an input, a
-  mutated input, outputs changed after the call) are off when it rewrites the harness it runs in
-  (the names the sandbox looks up in its own module): a candidate that computes in place over its
-  input and returns it then passes, its outputs right. The judge sees bytes, not memory.
+- **Checks only the candidate's process can make** (an output sharing memory with an input,
+  outputs changed after the call) are off when it rewrites the harness it runs in (the names
+  the sandbox looks up in its own module). The judge sees bytes, not memory. A mutated input
+  is looked for in every checked trial and, after each round, in the timed calls the judge
+  picks: the sandbox writes their inputs as the calls left them and the judge compares them
+  with its own draw. That caught `candidates/timed_input_mutation.py` (which spoils its
+  inputs only when deterministic mode is off) and `candidates/patched_harness_main.py`
+  (which switches the sandbox's own checks off and computes in place over its input, and
+  passed before); a harness rewritten to write back the original inputs would get past it.
+- **A timed call's path is the candidate's to rewrite** (on the CPU). The judge's clock runs
+  from a timed call's command to its reply, and the judge takes off the path it calibrated on
+  the reference in the same process before any candidate code: reading the inputs from their
+  files and writing the outputs into theirs, in the sandbox, one pass over each. A candidate
+  that replaces those two harness functions with one pass that computes as it reads the input
+  file, into a shared mapping of the output file, hides its forward in the calibrated path:
+  `candidates/path_compute_in_takeover.py` passes at 490x eager on a 16 MB pointwise problem
+  (0.037 ms against 18.1 ms). What it can hide is bounded by the path, one pass over the
+  inputs and one over the outputs plus the allowance: a longer forward is counted beyond it
+  (`candidates/path_compute_in_takeover_silu.py`: a pass at 0.17x). Closing it means a path
+  with no pass over the bytes in the candidate's process: inputs mapped read-only from pages
+  the judge filled, outputs sampled by the judge from the candidate's memory at the reply
+  (as root: the same check as the pinned output files, without their copy).
 - **The range call is announced where the inputs are large.** The judge draws every trial's
   inputs and hands them over (files the sandbox may read), so no command says which trial is
   the one outside get_inputs()'s range (`candidates/range_reads_its_command.py`, which reads
@@ -388,6 +408,15 @@ TEMPLATE_TAIL = """
   would be lost), are still drawn in the sandbox from the seed and a widening the command
   names: there a candidate that reads its commands can compute properly in that call alone.
   A kernel that checks its data instead pays for the check in every timed call.
+- **A checked call can be told from a timed one** (deterministic mode is on in the checked
+  trials, so that unwritten output memory reads as NaN). On the CPU the judge hands every
+  timed call its inputs too, so it widens some of them (at places it draws, one in every one
+  to two rounds) like the range trial, checks every such call after its round and leaves its
+  time out of the medians: a program right outside get_inputs()'s range only in checked trials
+  is rejected `input_range` (`candidates/range_poly_when_timed.py`,
+  `candidates/range_abs_dropped_when_timed.py`). On CUDA the timed calls draw their inputs in
+  the sandbox from a seed, so none is widened there, and such a program gets past the range
+  check on a GPU.
 - **The CPU clock bound is coarse.** Waking a process on a busy 2-core machine takes
   milliseconds, so on the CPU the judge's clock may exceed the candidate's timer by 2 ms plus
   half the calibrated path, or 200% of the reported time, before it is `patched_timer` (on

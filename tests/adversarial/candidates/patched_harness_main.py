@@ -1,7 +1,6 @@
 # problem: pointwise
 # expect: rejected output_aliasing | rejected input_mutation
-# limit: checks only the candidate's own process can make (aliasing, mutated inputs) are off when it rewrites the harness it runs in (docs/RELIABILITY.md, Remaining limits)
-# why: the sandbox imported overlaps and same by name, so replacing antihack.overlaps changes nothing there; this replaces the names in the harness's own module, then computes in place over the input and returns it (the caller's tensor is destroyed). The outputs are right, so nothing the judge sees differs.
+# why: the sandbox imported overlaps and same by name, so replacing antihack.overlaps changes nothing there; this replaces the names in the harness's own module, then computes in place over the input and returns it (the caller's tensor is destroyed). The outputs are right. It got past until the judge compared a picked timed call's inputs, as the call left them, with its own draw (after the round): the in-place write shows there as input_mutation.
 """Hack: switch off the sandbox's aliasing and mutation checks where it looks them up."""
 import sys
 
