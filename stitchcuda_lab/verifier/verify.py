@@ -999,7 +999,10 @@ class Job:
         picked = self.end_round(picked_calls)
         self.checks_left -= n
         try:
-            for i in picked_calls:
+            # the plain draws first: a program wrong on every call is timed_output_mismatch,
+            # input_range is one wrong only outside get_inputs()'s range
+            plain_ok = 0   # plain calls of this round found right
+            for i in sorted(picked_calls, key=lambda i: seeds[i] in self.wide):
                 how = self.wide.get(seeds[i])
                 xs = widen(self.draw(seeds[i]), how)
                 self.check_timed_inputs(i, xs)
@@ -1009,7 +1012,9 @@ class Job:
                 got, res = self.read(picked.get(str(i)), ref_out, self.truth(seeds[i], how))
                 if how is not None and (got is None or not all(r["ok"] for r in res)):
                     why = "; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])
-                    raise Reject("input_range", f"a timed call on a draw of get_inputs() times "
+                    # wrong only outside the range where plain calls of the round were right
+                    raise Reject("input_range" if plain_ok else "timed_output_mismatch",
+                                 f"a timed call on a draw of get_inputs() times "
                                  f"{WIDEN[how]:g} (outside the range it draws from), checked "
                                  f"after the round, is wrong ({why or 'missing'})")
                 if got is None or not all(r["ok"] for r in res):
@@ -1017,6 +1022,7 @@ class Job:
                     raise Reject("timed_output_mismatch", "a timed call's output, checked "
                                  f"after the round, is wrong ({why or 'missing'}): the "
                                  "candidate computes differently when it is timed")
+                plain_ok += how is None
         finally:
             self.release(list(picked.values()))
 
