@@ -212,6 +212,7 @@ class Job:
         self.wide_how: str | None = None
         self.wide: dict[int, str] = {}
         self.wide_next: int | None = None
+        self.wide_round = 1
         self.out_bytes = 0     # the largest outputs of a trial, for the rounds' size
         self.no_float64 = False   # the float64 reference ran out of memory in this job
 
@@ -792,7 +793,7 @@ class Job:
         k = self.calls_per_round()
         if end_round is not None:
             end_round([], 0)
-            self.wide_next = secrets.randbelow(k)   # the candidate's: some calls widened
+            self.wide_next, self.wide_round = secrets.randbelow(k), k   # some calls widened
         ms: list[float] = []
         walls: list[float] = []
         extra: list[float] = []
@@ -921,7 +922,7 @@ class Job:
         if self.wide_next > 0:
             self.wide_next -= 1
             return None
-        self.wide_next = 1 + secrets.randbelow(2 * self.calls_per_round())
+        self.wide_next = 1 + secrets.randbelow(2 * self.wide_round)
         self.wide[seed] = self.wide_how
         return self.wide_how
 
