@@ -419,7 +419,8 @@ def kernel_table_html(profile: Mapping[str, Any] | None, *, work: Mapping[str, A
         body = []
         for k in ks[:15]:
             w = (work.get(side) or {}).get(k["name"], {})
-            sec = k["total_us"] * 1e-6 / max(1, k["calls"] or 1)   # one call's time
+            # the work is the forward's (every node of the op), so is the time: all its calls
+            sec = k["total_us"] * 1e-6
             bw = w["bytes"] / sec if w.get("bytes") and sec > 0 else None
             fl = w["flops"] / sec if w.get("flops") and sec > 0 else None
             cells = [f"<code>{html.escape(_short(k['name']))}</code>",

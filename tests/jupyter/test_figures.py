@@ -170,6 +170,15 @@ def test_kernel_table_shows_achieved_rates_against_the_ceiling():
     assert "not known for this run" in bare and "vs ceiling" not in bare
 
 
+def test_an_op_called_twice_moves_its_work_in_both_calls_time():
+    # two aten::mul nodes: their bytes summed over the forward, over both calls' time
+    rows = [{"lane": "CPU 0", "name": "aten::mul", "start_us": t, "dur_us": 400.0,
+             "cat": "cpu_op"} for t in (0.0, 500.0)]
+    work = {"reference": {"aten::mul": {"bytes": 2.4e6, "flops": 2.4e5}}}
+    table = figures.kernel_table_html({"reference": rows}, work=work)
+    assert "<td>3 GB/s</td>" in table and "<td>300 MFLOP/s</td>" in table, table
+
+
 def test_ncu_chart_from_kernel_rows():
     ncu = {"kernels": [{"name": "fused_0",
                         "dram__throughput.avg.pct_of_peak_sustained_elapsed": 81.0,
