@@ -1011,19 +1011,19 @@ class Job:
                     ref_out = [r.detach() for r in tensors(self.ref.model(*xs))]
                 del xs
                 got, res = self.read(picked.get(str(i)), ref_out, self.truth(seeds[i], how))
-                if how is not None and (got is None or not all(r["ok"] for r in res)):
-                    why = "; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])
-                    # wrong only outside the range where plain calls of the round were right
-                    raise Reject("input_range" if plain_ok else "timed_output_mismatch",
-                                 f"a timed call on a draw of get_inputs() times "
-                                 f"{WIDEN[how]:g} (outside the range it draws from), checked "
-                                 f"after the round, is wrong ({why or 'missing'})")
-                if got is None or not all(r["ok"] for r in res):
-                    why = "; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])
+                if got is not None and all(r["ok"] for r in res):
+                    plain_ok += how is None
+                    continue
+                why = "; ".join(f"{r['reason']}: {r['msg']}" for r in res if not r["ok"])
+                if how is None:
                     raise Reject("timed_output_mismatch", "a timed call's output, checked "
                                  f"after the round, is wrong ({why or 'missing'}): the "
                                  "candidate computes differently when it is timed")
-                plain_ok += how is None
+                # wrong only outside the range where plain calls of the round were right
+                raise Reject("input_range" if plain_ok else "timed_output_mismatch",
+                             f"a timed call on a draw of get_inputs() times {WIDEN[how]:g} "
+                             "(outside the range it draws from), checked after the round, is "
+                             f"wrong ({why or 'missing'})")
         finally:
             self.release(list(picked.values()))
 
@@ -1033,8 +1033,8 @@ class Job:
         (the checked trials look too, but a timed call can be told from a checked one)."""
         import torch
         want = [x for x in xs if isinstance(x, torch.Tensor)]
-        entries = (self.round_inputs or {}).get(str(i)) if isinstance(
-            self.round_inputs, dict) else None
+        entries = self.round_inputs.get(str(i)) if isinstance(self.round_inputs, dict) \
+            else None
         if not isinstance(entries, list) or len(entries) != len(want):
             raise Reject("protocol_tampering", "the candidate's process did not give back the "
                          "inputs of a timed call the judge checks")
