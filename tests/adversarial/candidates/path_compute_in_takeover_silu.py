@@ -1,5 +1,5 @@
 # problem: ragged_big
-# expect: pass
+# expect: pass | rejected patched_timer
 """Hack: the harness's own I/O path is rewritten so that the forward's whole work hides in the
 part of the judge's clock that the calibration (measured on the unmodified harness) attributes
 to the path. In timed calls the harness's take_over (a 16 MB file read into fresh memory) is
@@ -11,7 +11,8 @@ Checked trials (deterministic mode) compute honestly in forward.
 
 The bound of the path: this forward (single-threaded expf over 16 MB) is longer than the
 path it hides in, so the judge's clock counts what the path cannot cover: the verdict is
-a pass at 0.17x eager (34 ms), no speed-up claimed. Compare path_compute_in_takeover.py,
+a pass at 0.17x eager (34 ms), no speed-up claimed, or (where the host's load made the
+calibrated path short) rejected patched_timer. Compare path_compute_in_takeover.py,
 whose forward fits inside the path (490x)."""
 import ctypes
 import gc
