@@ -7,6 +7,12 @@ candidate cannot tabulate answers ahead, and a candidate that tampers with its o
 gets its own answers wrong. Outputs travel as raw bytes in files the sandbox writes into its
 own folder; the judge reads them with ``O_NOFOLLOW``, exactly as many bytes as the reference's
 output of that shape and dtype holds, and copies them before comparing.
+
+A CPU timed call is the exception both ways, because its path lies inside the judge's clock
+(less the path's cost, calibrated on the reference): the judge draws its inputs and the
+sandbox maps their files (``map_inputs``), and the judge reads its outputs straight out of the
+sandbox's memory (``peek_output``). No pass over the bytes is left in the candidate's process
+for it to rewrite into compute hidden in the calibrated path.
 """
 
 from __future__ import annotations
@@ -169,6 +175,133 @@ def take_over(entries: list[dict]) -> list:
     return xs
 
 
+# madvise: map a file's pages into the page table, readable, without copying them (Linux 5.14)
+MADV_POPULATE_READ = 22
+
+
+def map_inputs(entries: list[dict]) -> list:
+    """Sandbox side, a timed call's inputs: the files ``hand_over`` wrote, mapped into this
+    process copy-on-write, with no pass over their bytes. A pass here (``take_over``'s read)
+    is part of the path the judge's clock takes off as calibrated on the reference, and a
+    candidate that rewrote it to compute as it read hid a forward's work there; a mapping
+    leaves no work of the size of the inputs to rewrite. The pages are mapped in ahead
+    (``MADV_POPULATE_READ``) so the forward's first touch of them costs no more than a
+    caller's would; a write to one copies that page only."""
+    import mmap
+
+    import torch
+    xs = []
+    for e in entries:
+        if "value" in e:
+            xs.append(e["value"])
+            continue
+        dtype = getattr(torch, e["dtype"])
+        nbytes = dtype.itemsize * math.prod(e["shape"])
+        if nbytes == 0:
+            xs.append(torch.empty(e["shape"], dtype=dtype))
+            continue
+        fd = os.open(e["path"], os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            m = mmap.mmap(fd, nbytes, flags=mmap.MAP_PRIVATE,
+                          prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        try:
+            m.madvise(MADV_POPULATE_READ)
+        except (OSError, ValueError):   # an older kernel: the forward faults them in
+            pass
+        xs.append(torch.frombuffer(m, dtype=dtype).reshape(e["shape"]))
+    return xs
+
+
+class _Iovec:
+    """``struct iovec`` and ``process_vm_readv``, made once (ctypes)."""
+    made: Any = None
+
+    @classmethod
+    def get(cls) -> Any:
+        if cls.made is None:
+            import ctypes
+
+            class Iovec(ctypes.Structure):
+                _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+            libc = ctypes.CDLL(None, use_errno=True)
+            fn = libc.process_vm_readv
+            fn.restype = ctypes.c_ssize_t
+            fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_void_p,
+                           ctypes.c_ulong, ctypes.c_ulong]
+            cls.made = (Iovec, fn, ctypes)
+        return cls.made
+
+
+PEEK_CHUNK = 64 << 10
+IOV_MAX = 1024
+
+
+def peek(pid: int, addr: int, host: Any) -> str:
+    """Judge side: ``host.numel()`` bytes of process ``pid``'s memory from ``addr`` into the
+    uint8 tensor ``host`` ("" when all were read, else why not), in PEEK_CHUNK pieces taken
+    in an order drawn here: a process that went on writing its outputs after it answered (a
+    signal handler, on a spare core) cannot keep ahead of a read whose next piece it cannot
+    know."""
+    Iovec, readv, ctypes = _Iovec.get()
+    n, base = host.numel(), host.data_ptr()
+    spans = [(a, min(PEEK_CHUNK, n - a)) for a in range(0, n, PEEK_CHUNK)]
+    random.SystemRandom().shuffle(spans)
+    for i in range(0, len(spans), IOV_MAX):
+        part = spans[i:i + IOV_MAX]
+        local = (Iovec * len(part))(*[Iovec(base + a, k) for a, k in part])
+        remote = (Iovec * len(part))(*[Iovec(addr + a, k) for a, k in part])
+        want = sum(k for _, k in part)
+        got = readv(pid, local, len(part), remote, len(part), 0)
+        if got != want:
+            why = os.strerror(ctypes.get_errno()) if got < 0 else f"{got} of {want} bytes"
+            return f"protocol: the judge could not read the outputs in the candidate's process ({why})"
+    return ""
+
+
+def can_peek(pid: int, probe: Any) -> bool:
+    """Whether the judge can read process ``pid``'s memory (``peek``): ``probe`` is the
+    address and bytes (hex) of a buffer the sandbox made before any candidate code was
+    loaded. Not where the judge is not root and the system forbids tracing its own user's
+    processes (then outputs travel as files, ``pin_output``)."""
+    import torch
+    try:
+        want = bytes.fromhex(probe["bytes"])
+        host = torch.empty(len(want), dtype=torch.uint8)
+        return 0 < len(want) and not peek(pid, int(probe["addr"]), host) \
+            and bytes(host.numpy()) == want
+    except (KeyError, TypeError, ValueError, OSError, AttributeError):
+        return False
+
+
+def peek_output(pid: int, entry: Any, limit: int) -> "Pinned":
+    """Judge side, as soon as a timed call has answered: its output read whole out of the
+    candidate's process (``entry``: its address, shape and dtype there), before the judge's
+    clock stops. The read is the judge's: no pass over the output's bytes is left in the
+    candidate's process for it to rewrite into compute, and it is what the output held
+    when the call answered. ``limit``: the most bytes it may claim (the judge's memory)."""
+    import torch
+    if not isinstance(entry, dict) or not isinstance(entry.get("addr"), int) \
+            or entry["addr"] < 0:
+        return Pinned([], "", "protocol: an output entry without its address")
+    shape = entry.get("shape")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        return Pinned([], "", "protocol: an output entry without a shape")
+    dtype = getattr(torch, str(entry.get("dtype")), None)
+    if not isinstance(dtype, torch.dtype):
+        return Pinned([], "", "protocol: an output entry with an unknown dtype")
+    nbytes = dtype.itemsize * math.prod(shape)
+    if nbytes > limit:
+        return Pinned([], "", f"protocol: an output of {nbytes} bytes, more than any the "
+                      "reference returns")
+    host = torch.empty(nbytes, dtype=torch.uint8)
+    err = peek(pid, entry["addr"], host) if nbytes else ""
+    if err:
+        return Pinned([], "", err)
+    return Pinned(shape, str(entry["dtype"]), nbytes=nbytes, host=host)
+
+
 # Pages of a timed call's output file the judge reads when the call answers. A sandbox that
 # leaves a share f of its output to be written later is caught with probability
 # 1 - (1 - f) ** SAMPLED_PAGES (92% at 1%), for a read of at most a megabyte per call.
@@ -177,21 +310,26 @@ PAGE = 4096
 
 
 class Pinned:
-    """A timed call's output file as the judge found it when the call answered, before its
-    clock stopped: the open file and its bytes at ``SAMPLED_PAGES`` pages picked at random
-    here (judge-side only: nothing the sandbox sends can be one). When the call is checked,
+    """A timed call's output as the judge found it when the call answered, before its clock
+    stopped: its bytes read whole out of the candidate's process (``peek_output``), or, where
+    the judge cannot read that process's memory, the open output file and its bytes at
+    ``SAMPLED_PAGES`` pages picked at random here (judge-side only: nothing the sandbox sends
+    can be one). When a file is checked,
     after the round, the whole file is read and must still hold those bytes: the sandbox is
     the candidate's process, and could otherwise write a call's outputs only once a check
     asks for them, outside every clock."""
 
     def __init__(self, shape: list, dtype: str, error: str = "", fd: int = -1,
-                 nbytes: int = 0, samples: dict | None = None):
+                 nbytes: int = 0, samples: dict | None = None, host: Any = None):
         self.shape, self.dtype, self.error = shape, dtype, error
         self.fd, self.nbytes, self.samples = fd, nbytes, samples or {}
+        self.host = host   # the bytes themselves, where the judge read them at once (peek)
 
     def read(self) -> Any:
         """The whole file as a uint8 host tensor, or why it is not the file pinned."""
         import torch
+        if self.host is not None:
+            return self.host
         if os.fstat(self.fd).st_size != self.nbytes:
             return "output_changed: the output file changed size after the call answered"
         host = torch.empty(self.nbytes, dtype=torch.uint8)
@@ -206,6 +344,7 @@ class Pinned:
         return host
 
     def close(self) -> None:
+        self.host = None
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

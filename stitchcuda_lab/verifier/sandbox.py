@@ -14,8 +14,10 @@ serves the judge's commands:
   the op tracer, and the profiler when asked), run the checks only this process can make
   (aliasing, mutated inputs, tensor subclasses, threads and streams left running, precision
   switches, a second call for determinism), write the outputs for the judge;
-- ``call``: draw inputs from the command's seed, then time one call on them (timing.Timer);
-  write the outputs (CPU: the judge pins them at once, inside its clock) or keep them (CUDA)
+- ``call``: map the inputs the judge handed over (CPU: ``exchange.map_inputs``, no pass over
+  their bytes) or draw them from the command's seed, then time one call on them
+  (timing.Timer); say where the outputs lie for the judge to read them out of this process
+  as the call answers (CPU; where it cannot, write them to files it pins) or keep them (CUDA)
   until the judge names, after the fact, the one it checks (``outputs``).
 
 What this process reports is evidence, not a verdict: the judge compares the outputs itself,
@@ -39,7 +41,7 @@ from typing import Any
 from . import channel
 from .antihack import Held, live_threads, new_threads, overlaps
 from .compare import same
-from .exchange import draw, take_over, tensors, widen, write_outputs
+from .exchange import draw, map_inputs, take_over, tensors, widen, write_outputs
 from .profile import trace_to_file
 
 
@@ -120,7 +122,11 @@ class Harness:
         from .antihack import make_tracer
         self.threads = live_threads()     # before the candidate's __init__ runs
         self.tracer = make_tracer()
-        return {"problem_loaded": True}
+        # bytes the judge reads out of this process to learn whether it can read a timed
+        # call's outputs the same way (exchange.can_peek), made before any candidate code
+        self.probe = torch.frombuffer(bytearray(os.urandom(64)), dtype=torch.uint8)
+        return {"problem_loaded": True,
+                "probe": {"addr": self.probe.data_ptr(), "bytes": bytes(self.probe.numpy()).hex()}}
 
     def load_candidate(self, cmd: dict) -> dict:
         import torch
@@ -230,7 +236,9 @@ class Harness:
         deferred past the timer then lands inside the judge's clock, or is caught."""
         import torch
         handed = cmd.get("inputs")
-        xs = take_over(handed) if handed is not None else self.draw(self.device, int(cmd["seed"]))
+        peek = bool(cmd.get("peek"))
+        xs = (self.draw(self.device, int(cmd["seed"])) if handed is None
+              else map_inputs(handed) if peek else take_over(handed))
         trace_path = None
         with torch.no_grad():
             if cmd.get("trace"):   # the profile a person reads: a timed call, under the profiler
@@ -260,14 +268,20 @@ class Harness:
         # their memory back (as a caller that drops its results would), not fresh pages whose
         # first touch (page faults) the candidate's timer would count
         entries = None
+        kept = list(out)   # alive until the next call, so its memory is not reused
         if self.device.startswith("cuda"):
             self.kept_outputs.append([o.detach().clone() for o in out])
+        elif peek:   # read by the judge out of this process before its clock stops
+            flat = [o.detach().contiguous() for o in out]
+            kept += flat
+            entries = [{"addr": f.data_ptr(), "shape": list(o.shape),
+                        "dtype": str(o.dtype).replace("torch.", "")} for f, o in zip(flat, out)]
         else:   # pinned by the judge before its clock stops (exchange.pin_output); a round's
             # files are written over by the next round's calls, in place
             entries = write_outputs(out, self.out_dir, f"c{self.slot}", reuse=True)
             self.sizes = [e["nbytes"] for e in entries]
             self.slot += 1
-        self.last_call = list(out)   # alive until the next call, so its memory is not reused
+        self.last_call = kept
         # as the call left them: the judge compares a picked call's with its own draw
         self.kept_inputs.append([x for x in xs if isinstance(x, torch.Tensor)])
         if self.device.startswith("cuda"):

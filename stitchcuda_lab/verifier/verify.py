@@ -46,8 +46,8 @@ from ..verdict import TrialResult, Verdict
 from .. import gpulock
 from . import antihack, profile, timing
 from .compare import Print, compare, same, stale_outputs, tolerance, within_reference_error
-from .exchange import (HAND_OVER_BYTES, WIDEN, draw, hand_over, read_output, reveal, tensors,
-                       widen)
+from .exchange import (HAND_OVER_BYTES, WIDEN, can_peek, draw, hand_over, read_output, reveal,
+                       tensors, widen)
 from .options import VerifyOptions
 from .pool import Pool, Sandbox
 
@@ -215,6 +215,7 @@ class Job:
         self.wide_round = 1
         self.out_bytes = 0     # the largest outputs of a trial, for the rounds' size
         self.no_float64 = False   # the float64 reference ran out of memory in this job
+        self.peek = False   # CPU: the judge reads timed calls' outputs from the sandbox (open)
 
     def take_sandbox(self) -> None:
         """A spare for this candidate, waited for if it is still starting up."""
@@ -302,9 +303,13 @@ class Job:
         if box.uid is not None:
             for f in ("problem.py", "candidate.py"):
                 os.chown(folder / f, box.uid, box.uid)
-        self.ask({"op": "job", "folder": str(folder), "outputs": str(box.outputs),
-                  "uid": box.uid, "threads": self.state.threads,
-                  "weight_seed": self.ref.weight_seed, "limits": _limits(self.device)})
+        reply = self.ask({"op": "job", "folder": str(folder), "outputs": str(box.outputs),
+                          "uid": box.uid, "threads": self.state.threads,
+                          "weight_seed": self.ref.weight_seed, "limits": _limits(self.device)})
+        # CPU timed calls' outputs read out of the sandbox's memory where the judge can
+        # (exchange.peek_output); learnt before the candidate's code is loaded
+        self.peek = not self.device.startswith("cuda") and can_peek(box.proc.pid,
+                                                                    reply.get("probe"))
 
     def run(self) -> dict:
         flags: list[str] = []
@@ -896,14 +901,18 @@ class Job:
         t0 = time.perf_counter()
         try:
             handed = reveal(handed, self.sandbox.inputs)
-            reply = self.ask(dict({"op": "call", "seed": seed, "inputs": handed}, **extra))
+            reply = self.ask(dict({"op": "call", "seed": seed, "inputs": handed,
+                                   "peek": self.peek}, **extra))
+            # the clock stops at the reply: the outputs are taken next, by the judge, from
+            # the call as it answered (what the candidate's process writes meanwhile lands
+            # in pages read in an order it cannot know, or in sampled file pages: caught)
+            seen = (time.perf_counter() - t0) * 1e3
             if not self.device.startswith("cuda"):
                 self.pin(reply.get("outputs"))
         finally:
             for e in handed or []:
                 if "path" in e:
                     os.unlink(e["path"])
-        seen = (time.perf_counter() - t0) * 1e3
         ms, wall = reply.get("ms"), reply.get("wall_ms")
         if not (isinstance(ms, (int, float)) and isinstance(wall, (int, float))
                 and 0 <= ms < 1e9 and 0 <= wall < 1e9):
@@ -1051,12 +1060,18 @@ class Job:
         clock stops. Only what they held then is checked: the sandbox (the candidate's
         process) could otherwise compute a call's outputs once the check asks for them, after
         the call and outside every clock."""
-        from .exchange import Pinned, pin_output
+        from .exchange import Pinned, peek_output, pin_output
         if not isinstance(entries, list):
             entries = [None]
-        self.pinned.append([pin_output(e, str(self.sandbox.outputs)) if e is not None else
-                            Pinned([], "", "protocol: a timed call's reply without its outputs")
-                            for e in entries])
+        limit = 4 * max(self.out_bytes, self.ref.out_bytes) + (64 << 20)
+
+        def one(e: Any) -> Pinned:
+            if e is None:
+                return Pinned([], "", "protocol: a timed call's reply without its outputs")
+            if self.peek:
+                return peek_output(self.sandbox.proc.pid, e, limit)
+            return pin_output(e, str(self.sandbox.outputs))
+        self.pinned.append([one(e) for e in entries])
 
     def end_round(self, calls: list[int]) -> dict:
         """The round's picked calls' outputs (``calls``: indices of its timed calls), by index:

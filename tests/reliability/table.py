@@ -277,9 +277,10 @@ or to outlive its job.
   (`verifier/exchange.py`), so nothing can be tabulated ahead. Every timed call gets inputs of its
   own; after each round of timed calls the judge picks, only then, a call whose output it checks
   (`timed_output_mismatch`). On the CPU what is checked is what the call returned: the judge
-  pins each timed call's output file as the call answers, before its clock stops (a few hundred
-  pages sampled), and refuses one written again since, so outputs cannot be computed once the
-  check names its calls (`candidates/timed_outputs_filled_when_picked.py`); the call's inputs
+  reads each timed call's outputs out of the candidate's memory as the call answers (where it
+  cannot, it pins the output file the sandbox wrote, a few hundred pages sampled, and refuses
+  one written again since), so outputs cannot be computed once the check names its calls
+  (`candidates/timed_outputs_filled_when_picked.py`); the call's inputs
   reach the sandbox only once that clock runs. Timed calls get the memory checks of checked
   calls too: an output
   that shares memory with its input or with an earlier call's output is rejected there as well.
@@ -388,19 +389,21 @@ TEMPLATE_TAIL = """
   inputs only when deterministic mode is off) and `candidates/patched_harness_main.py`
   (which switches the sandbox's own checks off and computes in place over its input, and
   passed before); a harness rewritten to write back the original inputs would get past it.
-- **A timed call's path is the candidate's to rewrite** (on the CPU). The judge's clock runs
+- **A timed call's path holds no pass over the bytes** (on the CPU). The judge's clock runs
   from a timed call's command to its reply, and the judge takes off the path it calibrated on
-  the reference in the same process before any candidate code: reading the inputs from their
-  files and writing the outputs into theirs, in the sandbox, one pass over each. A candidate
-  that replaces those two harness functions with one pass that computes as it reads the input
-  file, into a shared mapping of the output file, hides its forward in the calibrated path:
-  `candidates/path_compute_in_takeover.py` passes at 490x eager on a 16 MB pointwise problem
-  (0.037 ms against 18.1 ms). What it can hide is bounded by the path, one pass over the
-  inputs and one over the outputs plus the allowance: a longer forward is counted beyond it
-  (`candidates/path_compute_in_takeover_silu.py`: a pass at 0.17x). Closing it means a path
-  with no pass over the bytes in the candidate's process: inputs mapped read-only from pages
-  the judge filled, outputs sampled by the judge from the candidate's memory at the reply
-  (as root: the same check as the pinned output files, without their copy).
+  the reference in the same process before any candidate code. That path used to read the
+  inputs from their files and write the outputs into theirs, one pass over each, and a
+  candidate that replaced those two harness functions with one pass computing as it read hid
+  its forward there (`candidates/path_compute_in_takeover.py` passed at 490x eager on a 16 MB
+  pointwise problem). Now the sandbox maps the input files copy-on-write (their page tables
+  filled ahead, `MADV_POPULATE_READ`: 1.3 ms for 16 MB where a read took 9-11 ms on a 2-core
+  host) and the judge reads the outputs straight out of the candidate's memory
+  (`process_vm_readv`) once the call has answered, in 64 KB pieces in an order it draws, so
+  that a process still writing them after its reply cannot keep ahead. Both path candidates,
+  now hooking the mapping as well, are `patched_timer`. Reading another process's memory
+  needs root or a system that lets a user trace its own processes; the judge tries it on the
+  sandbox before the candidate is loaded, and where it cannot, outputs travel as files again
+  (pinned as before) and this limit is back.
 - **The range call is announced where the inputs are large.** The judge draws every trial's
   inputs and hands them over (files the sandbox may read), so no command says which trial is
   the one outside get_inputs()'s range (`candidates/range_reads_its_command.py`, which reads
@@ -450,14 +453,13 @@ TEMPLATE_TAIL = """
   cross users: on the H200 a process that took another uid (before or after its CUDA context
   came up) failed to open the judge's handle (`cudaErrorMapBufferObjectFailed`), and a
   candidate's own uid is what keeps it from signalling the judge and reading its files.
-- **Inputs read inside the clock, in parallel.** The judge moves a timed call's input files
-  where the sandbox may read them only once its clock runs, but the harness's read of them is
-  inside that clock, and on a host with a spare core the candidate can compute from the bytes
-  as they are read (a native thread watching the folder,
-  `candidates/inputs_read_before_the_clock.py`): the judge's clock sees the longer of the two,
-  not their sum, so up to one pass over the inputs' bytes of work goes uncounted. For a
-  memory-bound forward that is all of it. Mapping the files instead of reading them costs the
-  same on tmpfs (populated) or moves page faults into every forward but eager's.
+- **Inputs mapped inside the clock, in parallel.** The judge moves a timed call's input files
+  where the sandbox may read them only once its clock runs, and the harness maps them inside
+  that clock: on a host with a spare core the candidate can compute from the bytes meanwhile
+  (a native thread watching the folder, `candidates/inputs_read_before_the_clock.py`), and the
+  judge's clock sees the longer of the two, not their sum. Since the files are mapped rather
+  than read, what goes uncounted is at most the mapping's time, about a tenth of a pass over
+  the inputs (it was one whole pass, all of a memory-bound forward).
 - **numpy, scipy or hand-written C doing replaced work on the CPU** are not in the profiler's
   trace: such a candidate passes as "own code". On CUDA all device work is in the trace.
 - **load_inline candidates** build in their sandbox (a candidate's process writes nothing another

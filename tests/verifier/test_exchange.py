@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
 from stitchcuda_lab.verifier import channel
-from stitchcuda_lab.verifier.exchange import (draw, hand_over, pin_output, read_output, reveal,
-                                              take_over, write_outputs)
+from stitchcuda_lab.verifier.exchange import (can_peek, draw, hand_over, map_inputs, peek_output,
+                                              pin_output, read_output, reveal, take_over,
+                                              write_outputs)
 
 
 class _Problem:
@@ -122,3 +125,56 @@ def test_a_timed_calls_inputs_are_written_aside_and_moved_where_the_sandbox_read
     assert not any(staging.iterdir()) and moved[0]["path"] == str(inputs / "k_0.bin")
     got = take_over(moved)
     assert torch.equal(got[0], x) and got[1] == 3
+
+
+def test_a_timed_calls_inputs_are_mapped_copy_on_write_not_read(tmp_path):
+    """The sandbox maps a timed call's input files: no pass over their bytes is left in the
+    candidate's process (to be rewritten into compute hidden in the calibrated path), and a
+    forward that writes its input changes its own copy, never the judge's file."""
+    x = torch.randn(512, 300)
+    [entry, plain] = hand_over([x, 3], tmp_path, "m")
+    before = open(entry["path"], "rb").read()
+    got, three = map_inputs([entry, plain])
+    assert torch.equal(got, x) and three == 3 and got.data_ptr() % 4096 == 0
+    got.add_(1.0)
+    assert open(entry["path"], "rb").read() == before
+    [empty] = map_inputs(hand_over([torch.empty(0, 3)], tmp_path, "e"))
+    assert empty.shape == (0, 3)
+
+
+CHILD = """
+import sys, torch
+t = torch.arange(300_000, dtype=torch.float32) * 0.5
+sys.stdout.write(f"{t.data_ptr()}\\n"); sys.stdout.flush(); sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def child():
+    """A process holding a known tensor, as a sandbox holds a timed call's output."""
+    proc = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    addr = int(proc.stdout.readline())
+    yield proc.pid, addr
+    proc.stdin.close()
+    proc.wait()
+
+
+def test_the_judge_reads_a_timed_calls_output_out_of_the_sandboxs_memory(child):
+    pid, addr = child
+    want = torch.arange(300_000, dtype=torch.float32) * 0.5
+    probe = {"addr": addr, "bytes": bytes(want[:16].view(torch.uint8).numpy()).hex()}
+    if not can_peek(pid, probe):
+        pytest.skip("this system does not let a process read another's memory")
+    assert not can_peek(pid, dict(probe, bytes="00" * 64))
+    entry = {"addr": addr, "shape": [300_000], "dtype": "float32"}
+    got = peek_output(pid, entry, limit=1 << 30)
+    assert torch.equal(read_output(got, want), want)
+    # a shape that claims more than the judge allows, an address the process has not mapped,
+    # and entries without what the read needs: protocol errors, not reads
+    assert read_output(peek_output(pid, entry, limit=1000), want).startswith("protocol")
+    assert read_output(peek_output(pid, dict(entry, addr=4096), limit=1 << 30),
+                       want).startswith("protocol")
+    for bad in (dict(entry, addr="0x10"), dict(entry, shape="300000"),
+                dict(entry, dtype="float99"), None):
+        assert read_output(peek_output(pid, bad, limit=1 << 30), want).startswith("protocol")

@@ -1,6 +1,5 @@
 # problem: pointwise_big
 # expect: rejected patched_timer
-# limit: on the CPU a timed call's path (its inputs read from their files, its outputs written to theirs) runs in the candidate's process inside the judge's clock, and the judge takes the path's calibrated time off; a candidate that rewrites the harness's read and write to compute as it moves the bytes hides up to one pass over its inputs and outputs (docs/RELIABILITY.md, Remaining limits)
 """Hack: the harness's own I/O path is rewritten so that the forward's whole work hides in the
 part of the judge's clock that the calibration (measured on the unmodified harness) attributes
 to the path. In timed calls the harness's take_over (a 16 MB file read into fresh memory) is
@@ -8,7 +7,13 @@ replaced by one C pass that reads the input file and writes relu(2x+1) straight 
 MAP_SHARED mapping of the very output file the call will report (c{slot}_0.bin), and
 write_outputs skips the now-useless copy. Same process, no thread, no spare core: the judge's
 clock sees the calibrated path, the forward returns a precomputed tensor in microseconds.
-Checked trials (deterministic mode) compute honestly in forward."""
+Checked trials (deterministic mode) compute honestly in forward.
+
+It passed at 490x while the path held a pass over the bytes: the harness read a timed call's
+inputs into fresh memory and wrote its outputs into files. Now the inputs are mapped
+(exchange.map_inputs, hooked here the same way) and the judge reads the outputs out of the
+process after the reply: the one pass left is the candidate's own, outside the calibrated
+path, and the judge's clock sees it."""
 import ctypes
 import gc
 import math
@@ -49,6 +54,7 @@ MOD = runtime.load(SRC, lang="c", name="takeover_compute")
 H = next(o for o in gc.get_objects() if type(o).__name__ == "Harness")
 G = type(H).call.__globals__          # the module the harness's methods really use
 _take_over, _write_outputs = G["take_over"], G["write_outputs"]
+_map_inputs = G.get("map_inputs", _take_over)   # the timed calls' way in, where there is one
 PRE: dict = {}        # input data_ptr -> precomputed output (a view of the output file)
 MINE: dict = {}       # id(output tensor) -> (path, mmap)
 KEEP: list = []
@@ -66,11 +72,11 @@ def _map(path, nbytes, write):
         os.close(fd)
 
 
-def take_over(entries):
+def _hooked(entries, _own):
     import sys
-    if sys._getframe(1).f_code.co_name != "call" or len(entries) != 1 \
+    if sys._getframe(2).f_code.co_name != "call" or len(entries) != 1 \
             or entries[0].get("dtype") != "float32":
-        return _take_over(entries)
+        return _own(entries)
     e = entries[0]
     n = math.prod(e["shape"])
     out_path = str(H.out_dir / f"c{H.slot}_0.bin")
@@ -87,6 +93,14 @@ def take_over(entries):
     return [x]
 
 
+def take_over(entries):
+    return _hooked(entries, _take_over)
+
+
+def map_inputs(entries):
+    return _hooked(entries, _map_inputs)
+
+
 def write_outputs(outs, folder, tag, reuse=False):
     if reuse and len(outs) == 1 and MINE.get(id(outs[0])) == str(folder / f"{tag}_0.bin"):
         t = outs[0]
@@ -97,6 +111,7 @@ def write_outputs(outs, folder, tag, reuse=False):
 
 
 G["take_over"], G["write_outputs"] = take_over, write_outputs
+G["map_inputs"] = map_inputs
 
 
 class ModelNew(nn.Module):

@@ -1,5 +1,6 @@
 # problem: ragged_big
 # expect: pass | rejected patched_timer
+# pass at most: 1.0x
 """Hack: the harness's own I/O path is rewritten so that the forward's whole work hides in the
 part of the judge's clock that the calibration (measured on the unmodified harness) attributes
 to the path. In timed calls the harness's take_over (a 16 MB file read into fresh memory) is
@@ -9,11 +10,13 @@ write_outputs skips the now-useless copy. Same process, no thread, no spare core
 clock sees the calibrated path, the forward returns a precomputed tensor in microseconds.
 Checked trials (deterministic mode) compute honestly in forward.
 
-The bound of the path: this forward (single-threaded expf over 16 MB) is longer than the
-path it hides in, so the judge's clock counts what the path cannot cover: the verdict is
-a pass at 0.17x eager (34 ms), no speed-up claimed, or (where the host's load made the
-calibrated path short) rejected patched_timer. Compare path_compute_in_takeover.py,
-whose forward fits inside the path (490x)."""
+While the path held a pass over the bytes (the inputs read into fresh memory, the outputs
+written to files), this forward (single-threaded expf over 16 MB) was longer than the path it
+hid in, and the judge's clock counted what the path could not cover: a pass at 0.17x eager,
+or rejected patched_timer. With the inputs mapped and the outputs read by the judge, its
+whole pass lies outside the calibrated path. Its calls are of very different sizes, so the
+quietest call (the smallest) may show too little to be called patched_timer; the verdict's
+time then counts the hidden pass call by call: a pass at 0.48x eager (34 ms against 16)."""
 import ctypes
 import gc
 import math
@@ -55,6 +58,7 @@ MOD = runtime.load(SRC, lang="c", name="takeover_silu")
 H = next(o for o in gc.get_objects() if type(o).__name__ == "Harness")
 G = type(H).call.__globals__          # the module the harness's methods really use
 _take_over, _write_outputs = G["take_over"], G["write_outputs"]
+_map_inputs = G.get("map_inputs", _take_over)   # the timed calls' way in, where there is one
 PRE: dict = {}        # input data_ptr -> precomputed output (a view of the output file)
 MINE: dict = {}       # id(output tensor) -> (path, mmap)
 KEEP: list = []
@@ -72,11 +76,11 @@ def _map(path, nbytes, write):
         os.close(fd)
 
 
-def take_over(entries):
+def _hooked(entries, _own):
     import sys
-    if sys._getframe(1).f_code.co_name != "call" or len(entries) != 1 \
+    if sys._getframe(2).f_code.co_name != "call" or len(entries) != 1 \
             or entries[0].get("dtype") != "float32":
-        return _take_over(entries)
+        return _own(entries)
     e = entries[0]
     n = math.prod(e["shape"])
     out_path = str(H.out_dir / f"c{H.slot}_0.bin")
@@ -93,6 +97,14 @@ def take_over(entries):
     return [x]
 
 
+def take_over(entries):
+    return _hooked(entries, _take_over)
+
+
+def map_inputs(entries):
+    return _hooked(entries, _map_inputs)
+
+
 def write_outputs(outs, folder, tag, reuse=False):
     if reuse and len(outs) == 1 and MINE.get(id(outs[0])) == str(folder / f"{tag}_0.bin"):
         t = outs[0]
@@ -103,6 +115,7 @@ def write_outputs(outs, folder, tag, reuse=False):
 
 
 G["take_over"], G["write_outputs"] = take_over, write_outputs
+G["map_inputs"] = map_inputs
 
 
 class ModelNew(nn.Module):
