@@ -594,8 +594,9 @@ def ncu_figure(ncu: Mapping[str, Any] | None, *, title: str = "Nsight Compute th
 
 def history_figure(points: Sequence[Mapping[str, Any]], *, title: str = "Speedup per iteration"
                    ) -> go.Figure:
-    """Every verified candidate as a dot at its iteration (your edits as diamonds, failures
-    as crosses on the axis) and the best passing speedup so far as a line. ``points`` are
+    """Every verified candidate as a dot at its iteration (your edits as diamonds, named in the
+    legend; failures as crosses on the axis, side by side where an iteration has several) and
+    the best passing speedup so far as a line. ``points`` are
     ``{iteration, speedup_vs_eager, speedup_vs_compile, status, candidate_id, origin}``."""
     fig = go.Figure()
     its = [p.get("iteration", i) for i, p in enumerate(points)]
@@ -626,14 +627,21 @@ def history_figure(points: Sequence[Mapping[str, Any]], *, title: str = "Speedup
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"best so far {label}",
                                  legendgroup=label, line={"color": color, "shape": "hv"},
                                  hoverinfo="skip"))
+    if any(p.get("origin") == "user" for p in points):
+        # what the diamonds are, in the legend (a marker symbol per point has no entry)
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="your edits",
+                                 marker={"color": "#57606a", "symbol": "diamond", "size": 9},
+                                 hoverinfo="skip"))
     failed = [(it, p) for it, p in zip(its, points) if p.get("status") not in (None, "pass")]
     if failed:
         fig.add_trace(go.Scatter(
-            x=[it for it, _ in failed], y=[0.0] * len(failed), mode="markers", name="failed",
-            marker={"color": "#cf222e", "symbol": "x", "size": 9},
+            x=_spread([it for it, _ in failed]), y=[0.0] * len(failed), mode="markers",
+            name="failed (on the axis)", marker={"color": "#cf222e", "symbol": "x", "size": 9},
             cliponaxis=False,   # on the axis line (y = 0): drawn whole, not halved
-            customdata=[[p.get("candidate_id", ""), p.get("status", "")] for _, p in failed],
-            hovertemplate="iteration %{x}: %{customdata[0]} %{customdata[1]}<extra></extra>"))
+            customdata=[[it, p.get("candidate_id", ""), p.get("status", "")]
+                        for it, p in failed],
+            hovertemplate="iteration %{customdata[0]}: %{customdata[1]} %{customdata[2]}"
+                          "<extra></extra>"))
     fig.add_hline(y=1.0, line_dash="dot", line_color="#9aa0a6")
     if not points:
         fig.add_annotation(text="no verified candidates yet", showarrow=False,
@@ -644,6 +652,21 @@ def history_figure(points: Sequence[Mapping[str, Any]], *, title: str = "Speedup
                       yaxis={"type": "linear", "title": {"text": "speedup (x, 1 = eager)"},
                              "rangemode": "tozero"})
     return fig
+
+
+def _spread(xs: list[float], step: float = 0.12) -> list[float]:
+    """Points at the same x moved apart side by side (centred on it), so that several
+    failures of one iteration show as several crosses, not one."""
+    seen: dict[float, int] = {}
+    for x in xs:
+        seen[x] = seen.get(x, 0) + 1
+    placed: dict[float, int] = {}
+    out = []
+    for x in xs:
+        k = placed.get(x, 0)
+        placed[x] = k + 1
+        out.append(x + (k - (seen[x] - 1) / 2) * step)
+    return out
 
 
 def mimebundle(fig: go.Figure) -> dict[str, Any]:

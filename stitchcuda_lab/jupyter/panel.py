@@ -968,8 +968,9 @@ def next_step_html(panel: SessionPanel) -> str:
         waiting = [c for c in bridge.candidates(s) if c.id in bridge.pending(s)]
         ids = ", ".join(f"<code>{html.escape(c.id)}</code>" for c in waiting)
         return (f"Next: {ids} {'waits' if len(waiting) == 1 else 'wait'} in <b>Kernels</b>: "
-                "press <b>Approve</b> to verify (edit the code first if you like), or <b>Run "
-                "next iteration</b> to verify everything waiting.")
+                "press <b>Approve</b> to verify (or edit the code first: the button becomes "
+                "<b>Approve edit</b> and verifies your version), or <b>Run next iteration</b> "
+                "to verify everything waiting.")
     if needs == "next":
         it = getattr(getattr(s, "state", None), "iteration", None)
         iters = getattr(getattr(s, "settings", None), "iters", None)
@@ -1050,8 +1051,8 @@ def verdict_html(v: Verdict) -> str:
                f"(atol {_num(v.atol)}, rtol {_num(v.rtol)})</div>")
     trials = "".join(
         f"<tr><td>{t.seed}</td><td>{'✔' if t.ok else '✘'}</td><td>{_num(t.max_abs_err)}</td>"
-        f"<td>{_num(t.max_rel_err)}</td><td>{t.mismatches}</td><td>{html.escape(t.message)}</td></tr>"
-        for t in v.trials)
+        f"<td>{_num(t.max_rel_err)}</td><td>{t.mismatches}</td><td>{note}</td></tr>"
+        for t, note in zip(v.trials, trial_notes(v.trials)))
     trials = ("<table class='stitch-trials'><thead><tr><th>seed</th><th>ok</th><th>max abs</th>"
               "<th>max rel</th><th>mismatches</th><th>note</th></tr></thead>"
               f"<tbody>{trials}</tbody></table>") if trials else ""
@@ -1061,6 +1062,29 @@ def verdict_html(v: Verdict) -> str:
     flags = (f"<div style='color:#9a6700'>flags: {html.escape(', '.join(v.flags))}</div>"
              if v.flags else "")
     return head + flags + speed + tol + trials + timings
+
+
+NOTE_SHOWN = 120   # characters of a trial's note shown before "more"
+
+
+def trial_notes(trials: list) -> list[str]:
+    """Each trial's note as markup: a note already shown on an earlier row is named by that
+    row's seed, not repeated (a mismatch is usually the same on every trial), and a long one
+    opens from its first words."""
+    first: dict[str, Any] = {}
+    out = []
+    for t in trials:
+        msg = t.message or ""
+        if msg and msg in first:
+            out.append(f"<i>as seed {html.escape(str(first[msg]))}</i>")
+            continue
+        first.setdefault(msg, t.seed)
+        if len(msg) > NOTE_SHOWN:
+            out.append(f"<details><summary>{html.escape(msg[:NOTE_SHOWN].rstrip())}…</summary>"
+                       f"{html.escape(msg)}</details>")
+        else:
+            out.append(html.escape(msg))
+    return out
 
 
 def _num(x: float | None) -> str:

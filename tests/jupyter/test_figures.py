@@ -215,7 +215,19 @@ def test_history_draws_the_best_so_far_and_marks_edits_and_failures():
     by = {t.name: t for t in fig.data}
     assert list(by["best so far vs eager"].y) == [2.5, 2.5]    # never drops
     assert list(by["vs eager"].marker.symbol) == ["circle", "diamond", "circle"]
-    assert list(by["failed"].x) == [0] and list(by["failed"].y) == [0.0]
+    assert by["your edits"].marker.symbol == "diamond"      # the diamonds, named in the legend
+    assert list(by["failed (on the axis)"].x) == [0] and list(by["failed (on the axis)"].y) == [0.0]
+
+
+def test_history_shows_each_failure_of_an_iteration_apart():
+    pts = [{"iteration": 2, "status": "incorrect", "candidate_id": f"c{i}"} for i in range(3)]
+    pts.append({"iteration": 1, "status": "build_error", "candidate_id": "c9"})
+    failed = next(t for t in figures.history_figure(pts).data if t.name.startswith("failed"))
+    xs = list(failed.x)
+    assert len(set(xs)) == 4 and xs[3] == 1
+    assert all(1.5 < x < 2.5 for x in xs[:3]) and abs(sum(xs[:3]) / 3 - 2) < 1e-9
+    assert [c[0] for c in failed.customdata] == [2, 2, 2, 1]   # the hover says the iteration
+    assert "your edits" not in {t.name for t in figures.history_figure(pts).data}
 
 
 def test_nested_ops_draw_thinner_inside_their_parent():
@@ -247,7 +259,7 @@ def test_history_of_one_iteration_draws_its_best_and_failures_whole():
     by = {t.name: t for t in figures.history_figure(pts).data}
     best = by["best so far vs eager"]
     assert len(best.x) == 2 and best.x[0] < 0 < best.x[1] and list(best.y) == [1.3, 1.3]
-    assert by["failed"].cliponaxis is False     # the x on the axis line is not cut in half
+    assert by["failed (on the axis)"].cliponaxis is False     # the x on the axis line is not cut in half
 
 
 def test_a_timed_calls_rows_begin_at_its_start_mark_without_the_profilers_warm_up():

@@ -419,3 +419,19 @@ def test_after_a_round_the_tabs_show_its_best_candidate_not_its_last(panel, monk
 def bridge_candidates(session):
     from stitchcuda_lab.jupyter import bridge
     return bridge.candidates(session)
+
+
+def test_a_note_repeated_on_every_trial_is_written_once_and_a_long_one_folds():
+    from stitchcuda_lab.jupyter.panel import trial_notes
+    from stitchcuda_lab.verdict import TrialResult
+    long = "output_mismatch: 512 of 4096 elements further from the float64 result " * 4
+    trials = [TrialResult(seed=11, ok=False, message=long),
+              TrialResult(seed=12, ok=False, message=long),
+              TrialResult(seed=13, ok=True, message=""),
+              TrialResult(seed=14, ok=False, message="nondeterministic")]
+    notes = trial_notes(trials)
+    summary = notes[0].split("</summary>")[0]
+    assert notes[0].startswith("<details><summary>") and long.strip() in notes[0]
+    assert len(summary) < len(long) // 2
+    assert notes[1] == "<i>as seed 11</i>"
+    assert notes[2] == "" and notes[3] == "nondeterministic"
