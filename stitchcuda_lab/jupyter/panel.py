@@ -1061,7 +1061,25 @@ def verdict_html(v: Verdict) -> str:
     timings = f"<table class='stitch-timings'>{timings}</table>" if timings else ""
     flags = (f"<div style='color:#9a6700'>flags: {html.escape(', '.join(v.flags))}</div>"
              if v.flags else "")
+    flags += "".join(f"<div style='color:#9a6700'>{html.escape(n)}</div>"
+                     for n in flag_notes(v.flags))
     return head + flags + speed + tol + trials + timings
+
+
+def flag_notes(flags: list[str]) -> list[str]:
+    """What a person should make of a verdict's flags, where a name is not enough."""
+    notes = []
+    for f in flags:
+        m = re.match(r"baselines_retimed:eager ([\d.e+-]+)->([\d.e+-]+) ms", f)
+        if m:
+            notes.append(f"The host's load changed: eager took {m.group(2)} ms at this "
+                         f"verification's start against {m.group(1)} ms before, so the "
+                         "baselines were timed again for it. Speedups of verdicts from "
+                         "before were measured under the other load; verify again to compare.")
+        elif f == "speedup_over_10x":
+            notes.append("Over 10x faster than eager: worth reading the code and the "
+                         "profile before trusting it.")
+    return notes
 
 
 NOTE_SHOWN = 120   # characters of a trial's note shown before "more"

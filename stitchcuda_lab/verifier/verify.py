@@ -82,6 +82,9 @@ CALIBRATION_SETTLED = 3     # ... measured until this many calls bring no new le
 CALIBRATION_MAX = 16        # ... or this many calls
 CALIBRATION_MAX_S = 3.0     # ... or this long
 DEVICE_SLACK = 1.5          # traced device time may exceed the timed median by this factor
+# eager timed again at a job's start, moved by more than this share since the baselines were
+# timed: all of them are timed again (CPU)
+BASELINE_DRIFT = 0.3
 CHECKED_CALLS = 5           # timed calls whose outputs are checked, picked after each round
 PROFILED_CALLS = 5          # timed calls under the profiler, per side; the tab shows the median
 
@@ -106,6 +109,7 @@ class Reference:
     # a reference less exact than its tolerance); False where it cannot be made
     model64: Any = None
     timed_traces: list | None = None          # timed calls', for the Profile tab
+    compiled: dict = field(default_factory=dict)   # torch.compile'd model per mode
     # the largest outputs of a call the judge made (the baselines'): the calibration's rounds
     # are sized by them, before any trial of the job has said how large they are
     out_bytes: int = 0
@@ -315,7 +319,7 @@ class Job:
         flags: list[str] = []
         self.draw(fresh_seed())   # inputs too large for this machine are said here, with sizes
         if self.opts.time:   # before any candidate process is up: nothing can slow them down
-            self.baselines(flags)
+            self.baselines(flags, recheck=True)
         gpulock.release_cached_memory(self.device)   # the candidate's process gets what the judge held
         phases: dict[str, float] = {}
         clock = time.perf_counter()
@@ -830,11 +834,25 @@ class Job:
                 "least_seen_ms": min(m + e for m, e in zip(ms, extra)),
                 "calls": list(zip(ms, extra))}
 
-    def baselines(self, flags: list) -> dict[str, float]:
-        """Eager and torch.compile, timed here with the same protocol, once per problem."""
+    def baselines(self, flags: list, recheck: bool = False) -> dict[str, float]:
+        """Eager and torch.compile, timed here with the same protocol, once per problem.
+
+        ``recheck`` (CPU, once per job): eager is timed again first, and where it has moved
+        by more than BASELINE_DRIFT since the baselines were timed (a host whose load changed
+        over a session), all of them are timed again and the verdict says so: a speedup is a
+        ratio of times taken under the same load, not of this job's against an earlier one's."""
         import torch
         key = (self.opts.compile_modes, self.opts.timing_trials, self.opts.warmup)
         cached = self.ref.baselines.get(key)
+        if cached is not None and recheck and not self.device.startswith("cuda"):
+            now = self.timed(lambda seed: self.local_call(timing.Timer(self.device),
+                                                          self.ref.model, seed))["ms"]
+            was = cached["eager"]
+            if was > 0 and abs(now / was - 1.0) > BASELINE_DRIFT:
+                print(f"eager moved from {was:.3f} to {now:.3f} ms since the baselines were "
+                      "timed: timing them again", file=sys.stderr)
+                flags.append(f"baselines_retimed:eager {was:.3g}->{now:.3g} ms")
+                cached = None
         if cached is None:
             cached = {"_flags": []}
             timer = timing.Timer(self.device)
@@ -842,10 +860,13 @@ class Job:
             fns = {"eager": self.ref.model}
             for mode in self.opts.modes():   # compiled first, all of them: mostly host work,
                 try:                          # while others may time and a spare starts up
-                    fn = torch.compile(self.ref.model, mode=None if mode == "default" else mode)
+                    fn = self.ref.compiled.get(mode)   # compiled once per problem
+                    if fn is None:
+                        fn = torch.compile(self.ref.model,
+                                           mode=None if mode == "default" else mode)
                     with gpulock.shared(lock):
                         self.local_call(timer, fn, fresh_seed())
-                    fns[mode] = fn
+                    fns[mode] = self.ref.compiled[mode] = fn
                 except Exception as e:  # noqa: BLE001  (a baseline that cannot compile is noted)
                     cached["_flags"].append(f"compile_failed:{mode}")
                     print(f"torch.compile mode={mode} failed: {e}", file=sys.stderr)

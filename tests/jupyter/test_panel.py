@@ -435,3 +435,13 @@ def test_a_note_repeated_on_every_trial_is_written_once_and_a_long_one_folds():
     assert len(summary) < len(long) // 2
     assert notes[1] == "<i>as seed 11</i>"
     assert notes[2] == "" and notes[3] == "nondeterministic"
+
+
+def test_a_verdict_whose_baselines_were_timed_again_says_why_in_words():
+    from stitchcuda_lab.jupyter.panel import verdict_html
+    from stitchcuda_lab.verdict import Verdict
+    v = Verdict(status="pass", speedup_vs_eager=1.4,
+                flags=["baselines_retimed:eager 20.3->81.2 ms"])
+    text = verdict_html(v)
+    assert "load changed" in text and "81.2 ms" in text and "20.3 ms before" in text
+    assert "load changed" not in verdict_html(Verdict(status="pass", speedup_vs_eager=1.4))

@@ -306,3 +306,44 @@ def test_running_out_of_memory_while_judging_in_float64_leaves_the_plain_compari
     monkeypatch.setattr(verify, "within_reference_error", oom)
     res = j.judge_output(r + 1.0, r, lambda: [r.double()], 0)
     assert not res["ok"] and res["reason"] == "output_mismatch"
+
+
+def test_baselines_are_timed_again_when_eager_has_moved_since(cpu_worker, fast_options, tmp_path):
+    """A host whose load changes over a session: eager is timed again at each job's start, and
+    where it moved by more than BASELINE_DRIFT the baselines are timed again and the verdict
+    says so, so a speedup is not this job's time against an earlier job's eager."""
+    knob = tmp_path / "ms"
+    knob.write_text("0.02")
+    problem = f'''
+import time
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        try:   # how busy the host is, set by the test (the judge's process reads it)
+            time.sleep(float(open({str(knob)!r}).read()))
+        except OSError:   # the sandbox, where the reference only calibrates the call path
+            pass
+        return x + 1.0
+
+def get_inputs():
+    return [torch.randn(64, 64)]
+
+def get_init_inputs():
+    return []
+'''
+    plus_one = COPY_KERNEL.replace("y[i] = x[i]", "y[i] = x[i] + 1.0f")
+    first = cpu_worker.verify(problem, plus_one, replaced=None, options=fast_options,
+                              timeout=120)
+    assert first.status == "pass" and not any(f.startswith("baselines_retimed")
+                                              for f in first.flags)
+    same = cpu_worker.verify(problem, plus_one, replaced=None, options=fast_options,
+                             timeout=120)
+    assert not any(f.startswith("baselines_retimed") for f in same.flags)
+    knob.write_text("0.08")
+    moved = cpu_worker.verify(problem, plus_one, replaced=None, options=fast_options,
+                              timeout=120)
+    assert moved.status == "pass"
+    assert any(f.startswith("baselines_retimed:eager") for f in moved.flags), moved.flags
+    assert moved.timings["eager"] > 60 > first.timings["eager"]
