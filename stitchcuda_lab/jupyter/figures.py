@@ -240,13 +240,28 @@ def agreement_html(profile: Mapping[str, Any] | None, timings: Mapping[str, floa
              f"({a['ratio'] - 1:+.0%})" for side, a in agree.items()]
     off = [side for side, a in agree.items() if abs(a["ratio"] - 1) > tolerance]
     if off:
+        gpu = any(r["cat"] in DEVICE_CATS for rows in timeline_rows(profile).values()
+                  for r in rows)
+        why = []
+        if any(agree[side]["ratio"] > 1 for side in off):
+            why.append("The profiler slows the host's side of a forward (each op and launch "
+                       "it records), so a forward bound by its host looks longer traced than "
+                       "timed." if gpu else
+                       "The profiler adds its own cost to each op it records, and the host "
+                       "may have been busier while the profiled calls ran.")
+        if any(agree[side]["ratio"] < 1 for side in off):
+            why.append("Traced shorter than timed: the profiled calls ran while the host was "
+                       "quieter than during the timed ones.")
+        if not gpu:
+            why.append("On a CPU each side's profiled calls follow its own timed ones, in its "
+                       "own process (the reference in the judge's, the candidate in its "
+                       "sandbox), so a host whose load changes moves the two sides apart; "
+                       "compare one side's bars with each other rather than across sides.")
         return ("<div class='stitch-agreement' style='color:#9a6700'>⚠ The timeline (traced "
                 f"forwards, the profiler's own cost included) does not match the verdict's "
-                f"timing for "
-                f"{' and '.join(off)} ({'; '.join(parts)}). The profiler slows the host's side "
-                "of a forward (each op and launch it records), so a forward bound by its host "
-                "looks longer traced than timed. Read the speedup from the verdict; read the "
-                "bars for the shape of the work (what runs, in which order, the gaps).</div>")
+                f"timing for {' and '.join(off)} ({'; '.join(parts)}). {' '.join(why)} Read "
+                "the speedup from the verdict; read the bars for the shape of the work (what "
+                "runs, in which order, the gaps).</div>")
     return (f"<div class='stitch-agreement'>The timeline agrees with the verdict's timing within "
             f"{tolerance:.0%}: {'; '.join(parts)}.</div>")
 

@@ -70,6 +70,10 @@ def test_timed_medians_sit_beside_the_trace_and_agreement_compares_them():
     assert round(agree["candidate"]["ratio"], 2) == 2.5
     note = figures.agreement_html(prof, timings)
     assert "does not match" in note and "candidate" in note and "+150%" in note
+    # a CPU trace: the note names the host's load and the two processes, not launches
+    assert "own process" in note and "launch" not in note and "quieter" not in note
+    quiet = figures.agreement_html(prof, {"eager": 0.040, "ours": 0.0105})
+    assert "-50%" in quiet and "quieter" in quiet and "busier" not in quiet
     ok = figures.agreement_html(prof, {"eager": 0.020, "ours": 0.0105})
     assert "agrees with the verdict's timing within 20%" in ok
 
@@ -80,6 +84,8 @@ def test_with_device_work_in_the_trace_agreement_compares_the_devices_span():
     agree = figures.agreement(_profile(), {"eager": 0.004, "ours": 0.0021})
     assert agree["reference"]["traced_us"] == 4.0 and agree["candidate"]["traced_us"] == 2.0
     assert all(abs(a["ratio"] - 1) < 0.1 for a in agree.values())
+    note = figures.agreement_html(_profile(), {"eager": 0.002, "ours": 0.0021})
+    assert "reference" in note and "launch" in note and "own process" not in note
 
 
 def _timed_gpu_call(host_us, kernel_us, *, profiler_us=0.0):
