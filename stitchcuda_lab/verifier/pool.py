@@ -14,6 +14,7 @@ session), and removes every file it left in the temporary folders.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -158,6 +159,42 @@ class Sandbox:
                 out.append(pid)
         return out
 
+    @contextlib.contextmanager
+    def frozen(self, wait_s: float = 2.0):
+        """Every thread of the candidate's process stopped (SIGSTOP) for the block, continued
+        after it. The judge reads a timed call's outputs out of this process's memory after
+        its clock has stopped: frozen, nothing the candidate runs (a thread, a signal handler)
+        can go on writing them meanwhile, nor hold the read up (a thread holding the memory
+        map's lock) while another computes. A thread inside a system call stops as it
+        returns from it, before it runs any of its own code again; the block starts once no
+        thread is left running or asleep (at most ``wait_s``).
+
+        The stop goes to every thread by name (tgkill), not to the process: a process-wide
+        signal is taken by one thread, and where that thread is busy in a long system call
+        (``mprotect`` over a GB holds the memory map's lock for tens of milliseconds) the
+        others went on computing until it returned."""
+        pid = self.proc.pid
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except OSError:
+            yield
+            return
+        try:
+            end = time.monotonic() + wait_s
+            while True:
+                awake = _awake(pid)
+                if not awake or time.monotonic() > end:
+                    break
+                for tid in awake:
+                    _tgkill(pid, tid, signal.SIGSTOP)
+                time.sleep(0)
+            yield
+        finally:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                pass
+
     def child_cpu_ticks(self) -> int:
         """CPU time of the children this process waited for (they ran and are gone)."""
         try:
@@ -296,6 +333,37 @@ class Pool:
 
 
 _MODE: list[str] = []
+
+
+def _awake(pid: int) -> list[int]:
+    """The threads of process ``pid`` running or asleep (not stopped, in an uninterruptible
+    wait, or gone)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    out = []
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state in (b"R", b"S"):
+            out.append(int(tid))
+    return out
+
+
+_LIBC: list = []
+
+
+def _tgkill(pid: int, tid: int, sig: int) -> None:
+    """A signal to thread ``tid`` of process ``pid`` (glibc's tgkill)."""
+    if not _LIBC:
+        import ctypes
+        _LIBC.append(getattr(ctypes.CDLL(None, use_errno=True), "tgkill", None))
+    if _LIBC[0] is not None:
+        _LIBC[0](pid, tid, int(sig))
 
 
 def mode() -> str:

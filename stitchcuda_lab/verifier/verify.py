@@ -85,6 +85,7 @@ DEVICE_SLACK = 1.5          # traced device time may exceed the timed median by 
 # eager timed again at a job's start, moved by more than this share since the baselines were
 # timed: all of them are timed again (CPU)
 BASELINE_DRIFT = 0.3
+MAX_OUTPUTS = 256           # tensors one timed call may say it returned (each read by the judge)
 CHECKED_CALLS = 5           # timed calls whose outputs are checked, picked after each round
 PROFILED_CALLS = 5          # timed calls under the profiler, per side; the tab shows the median
 
@@ -925,12 +926,18 @@ class Job:
             handed = reveal(handed, self.sandbox.inputs)
             reply = self.ask(dict({"op": "call", "seed": seed, "inputs": handed,
                                    "peek": self.peek}, **extra))
-            # the clock stops at the reply: the outputs are taken next, by the judge, from
-            # the call as it answered (what the candidate's process writes meanwhile lands
-            # in pages read in an order it cannot know, or in sampled file pages: caught)
-            seen = (time.perf_counter() - t0) * 1e3
-            if not self.device.startswith("cuda"):
-                self.pin(reply.get("outputs"))
+            # the clock stops at the reply, or (outputs read out of its memory) once the
+            # candidate's process is frozen: the judge then takes the outputs as the call
+            # left them, with nothing of the candidate running (Sandbox.frozen); a thread
+            # that keeps the process from stopping keeps the clock running
+            if self.peek:
+                with self.sandbox.frozen():
+                    seen = (time.perf_counter() - t0) * 1e3
+                    self.pin(reply.get("outputs"))
+            else:
+                seen = (time.perf_counter() - t0) * 1e3
+                if not self.device.startswith("cuda"):
+                    self.pin(reply.get("outputs"))
         finally:
             for e in handed or []:
                 if "path" in e:
@@ -1078,21 +1085,27 @@ class Job:
                              "after the round, against the judge's own draw of it)")
 
     def pin(self, entries: Any) -> None:
-        """CPU: a timed call's output files, pinned (exchange.pin_output) before the judge's
-        clock stops. Only what they held then is checked: the sandbox (the candidate's
+        """CPU: a timed call's outputs, read out of the frozen sandbox (exchange.peek_output),
+        or its output files pinned (exchange.pin_output) before the judge's clock stops. Only what they held then is checked: the sandbox (the candidate's
         process) could otherwise compute a call's outputs once the check asks for them, after
         the call and outside every clock."""
         from .exchange import Pinned, peek_output, pin_output
         if not isinstance(entries, list):
             entries = [None]
-        limit = 4 * max(self.out_bytes, self.ref.out_bytes) + (64 << 20)
+        # what one call's outputs may claim of the judge's memory, all of them together
+        left = 4 * max(self.out_bytes, self.ref.out_bytes) + (64 << 20)
 
         def one(e: Any) -> Pinned:
+            nonlocal left
             if e is None:
                 return Pinned([], "", "protocol: a timed call's reply without its outputs")
             if self.peek:
-                return peek_output(self.sandbox.proc.pid, e, limit)
+                got = peek_output(self.sandbox.proc.pid, e, left)
+                left -= got.nbytes
+                return got
             return pin_output(e, str(self.sandbox.outputs))
+        if self.peek and len(entries) > MAX_OUTPUTS:
+            entries = [None]
         self.pinned.append([one(e) for e in entries])
 
     def end_round(self, calls: list[int]) -> dict:

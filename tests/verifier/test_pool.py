@@ -92,3 +92,51 @@ def test_a_pool_starts_one_spare_first_and_the_others_after_the_job(monkeypatch)
     assert len(p._spares) == 2
     p.take()                                       # a warm pool: one ready, nothing started
     assert started[-1] == "ready 1" and len(p._spares) == 1
+
+
+SPINNER = """
+import mmap, sys, threading, time
+count = mmap.mmap(-1, 8)
+def spin():
+    n = 0
+    while True:
+        n += 1
+        count[:8] = n.to_bytes(8, "little")
+for _ in range(2):
+    threading.Thread(target=spin, daemon=True).start()
+sys.stdout.write("up\\n"); sys.stdout.flush()
+with open(sys.argv[1], "wb") as f:
+    pass
+while True:
+    time.sleep(0.01)
+    with open(sys.argv[1], "wb") as f:
+        f.write(count[:8])
+"""
+
+
+def test_a_frozen_sandbox_runs_nothing_until_it_is_let_go(tmp_path):
+    """The judge reads a timed call's outputs with the candidate's process frozen: no thread
+    of it (here two spinning ones, and one that reports their count) moves meanwhile, and
+    all of them go on after."""
+    import subprocess
+    import sys
+    import time
+    import types
+    report = tmp_path / "count"
+    proc = subprocess.Popen([sys.executable, "-c", SPINNER, str(report)], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline() == "up\n"
+        time.sleep(0.1)
+        box = types.SimpleNamespace(proc=proc)
+        with Sandbox.frozen(box):
+            states = {open(f"/proc/{proc.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0]
+                      for t in os.listdir(f"/proc/{proc.pid}/task")}
+            before = report.read_bytes()
+            time.sleep(0.2)
+            assert report.read_bytes() == before and states <= {"T", "t", "D"}
+        time.sleep(0.2)
+        assert report.read_bytes() != before
+    finally:
+        proc.kill()
+        proc.wait()
