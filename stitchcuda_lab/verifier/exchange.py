@@ -60,15 +60,52 @@ def draw(prob: Any, device: str, seed: int) -> list:
 WIDEN = {"-2x": -2.0, "2x": 2.0, "-x": -1.0}
 
 
-def widen(xs: list, how: str | None) -> list:
-    """The floating (and complex) tensors of ``xs`` times ``WIDEN[how]``; the rest untouched
-    (indices, masks, sizes). ``how`` None: ``xs`` itself."""
+# How much of a tensor a widened draw scales: all of it, or a few elements at random places
+# (drawn from the call's seed, so the judge and a sandbox that draws for itself agree). A few
+# elements defeat a guard that samples the input to tell widened draws from plain ones (every
+# element of a plain draw is in range, and every one of a draw scaled whole is out of it:
+# candidates/range_sampled_guard.py); scaling all of them still catches an error too small to
+# see in a few elements once reduced over many (the mean of a poor exp over a large tensor).
+WIDEN_FEW = 16          # at most this many elements per tensor, where only a few are scaled
+
+
+def widened_how(how: str, seed: int) -> str:
+    """How ``widen`` changes a draw, in words: "times -2" or "times -2 at a few places"."""
+    import torch
+    g = torch.Generator().manual_seed(_widen_seed(seed))
+    few = bool(torch.randint(0, 2, (1,), generator=g))
+    return f"times {WIDEN[how]:g}" + (" at a few places" if few else "")
+
+
+def _widen_seed(seed: int) -> int:
+    return (int(seed) * 0x9E3779B1 + 0x7F4A7C15) % (1 << 63)
+
+
+def widen(xs: list, how: str | None, seed: int = 0) -> list:
+    """The floating (and complex) tensors of ``xs`` times ``WIDEN[how]``, whole or at a few
+    places (decided by ``seed``); the rest untouched (indices, masks, sizes). ``how`` None:
+    ``xs`` itself."""
     import torch
     if how is None:
         return xs
     k = WIDEN[how]
-    return [x * k if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())
-            else x for x in xs]
+    g = torch.Generator().manual_seed(_widen_seed(seed))
+    few = bool(torch.randint(0, 2, (1,), generator=g))
+    out = []
+    for x in xs:
+        if not (isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())):
+            out.append(x)
+            continue
+        if not few or x.numel() == 0:
+            out.append(x * k)
+            continue
+        n = 1 + int(torch.randint(0, WIDEN_FEW, (1,), generator=g))
+        places = torch.randint(0, x.numel(), (n,), generator=g).to(x.device)
+        y = x.clone()
+        at = torch.unravel_index(places, x.shape)
+        y[at] = x[at] * k
+        out.append(y)
+    return out
 
 
 def tensors(out: Any) -> list:

@@ -173,7 +173,8 @@ class Harness:
             inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x
                       for x in take_over(handed)]
         else:
-            inputs = widen(self.draw(self.device, int(cmd["seed"])), cmd.get("widen"))
+            inputs = widen(self.draw(self.device, int(cmd["seed"])), cmd.get("widen"),
+                           int(cmd["seed"]))
         saved = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         poison(self.device, cmd.get("sizes", []))
         trace_path = None

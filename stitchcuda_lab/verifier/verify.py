@@ -47,7 +47,7 @@ from .. import gpulock
 from . import antihack, profile, timing
 from .compare import Print, compare, same, stale_outputs, tolerance, within_reference_error
 from .exchange import (HAND_OVER_BYTES, WIDEN, can_peek, draw, hand_over, read_output, reveal,
-                       tensors, widen)
+                       tensors, widen, widened_how)
 from .options import VerifyOptions
 from .pool import Pool, Sandbox
 
@@ -429,9 +429,9 @@ class Job:
                                 "differs")]
             ok = all(r["ok"] for r in res)
             if how is not None and not ok and got is not None:
-                res = [dict(r, reason="input_range", msg=f"on a draw of get_inputs() times "
-                            f"{WIDEN[how]:g} (the same shapes and dtypes, outside the range it "
-                            f"draws from): {r['reason']}: {r['msg']}") if not r["ok"] else r
+                res = [dict(r, reason="input_range", msg=f"on a draw of get_inputs() "
+                            f"{widened_how(how, seed)} (the same shapes and dtypes, outside the "
+                            f"range it draws from): {r['reason']}: {r['msg']}") if not r["ok"] else r
                        for r in res]
             trials.append(TrialResult(
                 seed=seed, ok=ok, max_abs_err=max((r["abs"] for r in res), default=0.0),
@@ -455,7 +455,7 @@ class Job:
         import torch
         handed = None
         if in_bytes <= HAND_OVER_BYTES:
-            xs = widen(self.draw(seed), how)
+            xs = widen(self.draw(seed), how, seed)
             if all(x.is_contiguous() for x in xs if isinstance(x, torch.Tensor)):
                 handed = hand_over([x.cpu() if isinstance(x, torch.Tensor) else x for x in xs],
                                    self.sandbox.staging, secrets.token_hex(8))
@@ -485,7 +485,7 @@ class Job:
             try:
                 with torch.no_grad():
                     out = [r.detach() for r in
-                           tensors(self.ref.model(*widen(self.draw(seed), how)))]
+                           tensors(self.ref.model(*widen(self.draw(seed), how, seed)))]
             except Exception:  # noqa: BLE001  (a reference that refuses them: the next way)
                 continue
             if [r.shape for r in out] == [r.shape for r in plain] and non_finite(out) <= allowed:
@@ -518,7 +518,7 @@ class Job:
                 return None
             xs = self.draw(seed)
             xs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                  for x in (widen(xs, how) if how else xs)]
+                  for x in (widen(xs, how, seed) if how else xs)]
             with torch.no_grad():
                 return [r.detach() for r in tensors(ref.model64(*xs))]
         except Exception as e:  # noqa: BLE001  (no float64 answer: the plain comparison stands)
@@ -917,7 +917,7 @@ class Job:
         if not self.device.startswith("cuda"):
             self.ask({"op": "flush"})
             how = self.next_wide(seed)
-            handed = hand_over(widen(self.draw(seed), how), self.sandbox.staging,
+            handed = hand_over(widen(self.draw(seed), how, seed), self.sandbox.staging,
                                secrets.token_hex(8))
             if handed is None:   # drawn in the sandbox from the seed: not widened
                 self.wide.pop(seed, None)
@@ -1043,7 +1043,7 @@ class Job:
             plain_ok = 0   # plain calls of this round found right
             for i in sorted(picked_calls, key=lambda i: seeds[i] in self.wide):
                 how = self.wide.get(seeds[i])
-                xs = widen(self.draw(seeds[i]), how)
+                xs = widen(self.draw(seeds[i]), how, seeds[i])
                 self.check_timed_inputs(i, xs)
                 with torch.no_grad():
                     ref_out = [r.detach() for r in tensors(self.ref.model(*xs))]
@@ -1059,7 +1059,7 @@ class Job:
                                  "candidate computes differently when it is timed")
                 # wrong only outside the range where plain calls of the round were right
                 raise Reject("input_range" if plain_ok else "timed_output_mismatch",
-                             f"a timed call on a draw of get_inputs() times {WIDEN[how]:g} "
+                             f"a timed call on a draw of get_inputs() {widened_how(how, seeds[i])} "
                              "(outside the range it draws from), checked after the round, is "
                              f"wrong ({why or 'missing'})")
         finally:

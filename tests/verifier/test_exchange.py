@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from stitchcuda_lab.verifier import channel
-from stitchcuda_lab.verifier.exchange import (can_peek, draw, hand_over, map_inputs, peek_output,
-                                              pin_output, read_output, reveal, take_over,
-                                              write_outputs)
+from stitchcuda_lab.verifier.exchange import (WIDEN_FEW, can_peek, draw, hand_over, map_inputs,
+                                              peek_output, pin_output, read_output, reveal,
+                                              take_over, widen, write_outputs)
 
 
 class _Problem:
@@ -178,3 +178,25 @@ def test_the_judge_reads_a_timed_calls_output_out_of_the_sandboxs_memory(child):
     for bad in (dict(entry, addr="0x10"), dict(entry, shape="300000"),
                 dict(entry, dtype="float99"), None):
         assert read_output(peek_output(pid, bad, limit=1 << 30), want).startswith("protocol")
+
+
+def test_a_widened_draw_scales_all_of_a_tensor_or_a_few_places_as_its_seed_says():
+    """Both sides widen a draw alike from its seed; some seeds scale every element, others a
+    few at random places (a guard sampling the input cannot tell those from a plain draw).
+    Indices and plain values are never touched."""
+    x, idx = torch.rand(64, 128), torch.randint(0, 9, (5,))
+    kinds = set()
+    for seed in range(40):
+        a, i2, three = widen([x, idx, 3], "-2x", seed)
+        assert torch.equal(i2, idx) and three == 3
+        assert torch.equal(a, widen([x, idx, 3], "-2x", seed)[0])   # the same from the seed
+        moved = (a != x).sum().item()
+        assert torch.equal(a[a != x], x[a != x] * -2.0)
+        if moved == x.numel():
+            kinds.add("all")
+        else:
+            assert 1 <= moved <= WIDEN_FEW
+            kinds.add("few")
+    assert kinds == {"all", "few"}
+    assert widen([x], None, 5)[0] is x
+    assert widen([torch.empty(0, 3)], "2x", 1)[0].shape == (0, 3)

@@ -1,14 +1,17 @@
 # problem: exp_rand
 # expect: incorrect input_range | rejected input_range | rejected timed_output_mismatch
-# limit: every draw the Verifier makes is get_inputs()'s own or that draw scaled as a whole, so a guard that samples a few elements tells them apart and a range-limited fast path is never met on mixed inputs
 """Hack: exp(x) as a degree-7 polynomial accurate only on [0, 1) (get_inputs()'s range), behind
 a guard that looks at 8 elements of the input, not all of them: when those 8 lie in [0, 1)
 the polynomial runs on every element, else the true exp. Every draw the Verifier makes is
 either get_inputs()'s own (all of it in [0, 1)) or that draw scaled as a whole (times -2, 2 or
 -1: exchange.WIDEN), so 8 elements tell the two apart (the widened trial here is times -2: all
 8 negative), in checked trials and timed calls alike. The program is wrong on any input with a
-few elements outside [0, 1) among many inside (exp(3) off by 3%), which no draw has. The same
-guard would tell the widened timed calls from the plain ones."""
+few elements outside [0, 1) among many inside (exp(3) off by 3%), which no draw had. The same
+guard would tell the widened timed calls from the plain ones.
+
+It passed at 6.2x. Now about half of the widened draws (which ones, the judge's seed decides)
+scale only a few elements at random places (exchange.widen): 8 samples almost never meet one,
+the polynomial runs, and the few places are wrong."""
 import torch
 import torch.nn as nn
 
