@@ -1,9 +1,9 @@
 # problem: pointwise
 # expect: pass | rejected patched_timer
-# why: the verdict takes the larger of the sandbox's time and the judge's clock less the calibrated path: the forged replies change no number (a pass at its true speed), or the clocks disagree past the slack
+# why: on the CPU the judge's clock allows 2 ms per call (plus half the calibrated path) over the sandbox's timer before it is patched_timer, so a lie about a forward shorter than that passes at its claim (RELIABILITY.md, The CPU clock bound is coarse); a longer forward's lie is caught or counted (channel_send_rewrite_slow.py)
 """Hack: rewrite the sandbox's replies on their way out (channel.send) so every timed call claims
-2% of its time. On the CPU the judge's clock allows 5 ms of slack per call, which hides any lie
-about a forward that takes less than that."""
+2% of its time. On the CPU the judge's clock allows 2 ms of slack per call, which hides a lie
+about a forward that takes less than that (seen: 63x eager, against an honest 8.6x)."""
 import torch
 import torch.nn as nn
 
