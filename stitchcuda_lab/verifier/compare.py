@@ -207,6 +207,8 @@ MAX_REFERENCE_ERROR = 1e-2
 # choice the float64 run makes otherwise (a tie in a max, a threshold) puts a few large errors
 # in a sea of small ones, and its largest error must not become every element's allowance
 MAX_TAIL = 64.0
+TAIL_FLOOR = 1e-3   # ... its errors relative to their element's size, at least this share of
+                    # the output's root mean square
 
 
 def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: float) -> dict:
@@ -228,24 +230,34 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
         return compare(out, ref, atol, rtol)
     a, b = _flat(out, truth)
     r = _flat(ref, truth)[0]
-    m = ref_err_sq = truth_sq = 0.0
+    m = m_rel = ref_err_sq = ref_rel_err_sq = truth_sq = 0.0
     erring = 0
     step = max(1, b.numel() // QUANTILE_SAMPLE)
     sample = []
+    # errors relative to their element's size too (below TAIL_FLOOR of the output's typical
+    # size, relative to that): a reference off by 0.1% of each output has its largest errors
+    # where the outputs are largest (a few elements of a widened draw, exp of them 1e4 times
+    # the rest), which is no tail; a tie or a threshold decided otherwise is one both ways
+    size_floor = TAIL_FLOOR * _rms(b)
     for s in _chunks(b.numel()):
         y = b[s].to(torch.float64)
         e = (r[s].to(torch.float64) - y).abs()
         # every step-th element of the output, copied: a view would keep the chunk's errors
         sample.append(e[(-s.start) % step::step].clone())
         m = max(m, float(e.max()) if e.numel() else 0.0)
+        rel = e / y.abs().clamp(min=size_floor or 1e-300)
+        m_rel = max(m_rel, float(rel.max()) if rel.numel() else 0.0)
         ref_err_sq += float(e.square().sum())
+        ref_rel_err_sq += float(rel.square().sum())
         erring += int((e > 0).sum())
         truth_sq += float(y.square().sum())
     norm = math.sqrt(truth_sq)
     ref_rel = math.sqrt(ref_err_sq) / norm if norm > 0 else math.inf
     typical = math.sqrt(ref_err_sq / erring) if erring else 0.0
+    typical_rel = math.sqrt(ref_rel_err_sq / erring) if erring else 0.0
+    tail = m > MAX_TAIL * typical and m_rel > MAX_TAIL * typical_rel
     if not (math.isfinite(m) and math.isfinite(ref_rel)) or ref_rel > MAX_REFERENCE_ERROR \
-            or m > MAX_TAIL * typical:
+            or tail:
         res = compare(out, ref, atol, rtol)
         if res["msg"] and math.isfinite(ref_rel):
             # why the reference's own error earned nothing: a person reading "9967 of 10000

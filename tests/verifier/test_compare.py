@@ -200,3 +200,24 @@ def test_a_scaled_atol_says_what_it_was_scaled_from():
     assert "atol=5e-05: 0.0001 x the reference's root mean square 0.5" in msg, msg
     big = compare(out * 4, ref * 4, 1e-4, 1e-4)["msg"]   # rms 2: atol as given
     assert "atol=0.0001," in big, big
+
+
+def test_a_few_widened_elements_with_huge_outputs_are_no_tail_of_the_references_error():
+    """exp(4((x + 4096) - 4096)): the reference rounds x on its way through 4096, 0.1% off in
+    proportion to each output. Widened at a few places (x2), exp there is 1e4 times the rest,
+    so the reference's largest absolute error is far beyond its typical one, while relative
+    to each element's size it is the same 0.1%: a program that computes exp(4x) exactly is as
+    right there as anywhere, and passes."""
+    from stitchcuda_lab.verifier.compare import within_reference_error
+    torch.manual_seed(0)
+    x = torch.rand(512, 1024) * 4.0 - 2.0
+    x.view(-1)[torch.randint(0, x.numel(), (9,))] *= -2.0
+    ref = torch.exp(4.0 * ((x + 4096.0) - 4096.0))
+    truth = torch.exp(4.0 * ((x.double() + 4096.0) - 4096.0))
+    exact = torch.exp(4.0 * x.double()).float()
+    assert within_reference_error(exact, ref, truth, 1e-4, 1e-4)["ok"]
+    # a tie decided otherwise is still a tail: its error is large both ways
+    y = torch.rand(1000, dtype=torch.float64)
+    ref = (y + torch.randn(1000, dtype=torch.float64) * 1e-9).float()
+    ref[7] = 1.0 - float(y[7])
+    assert not within_reference_error(y.float(), ref, y, 1e-4, 1e-4)["ok"]
