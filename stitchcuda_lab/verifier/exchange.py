@@ -312,7 +312,7 @@ def can_peek(pid: int, probe: Any) -> bool:
         return False
 
 
-def peek_output(pid: int, entry: Any, limit: int) -> "Pinned":
+def peek_output(pid: int, entry: Any, limit: int) -> Pinned:
     """Judge side, as soon as a timed call has answered: its output read whole out of the
     candidate's process (``entry``: its address, shape and dtype there), before the judge's
     clock stops. The read is the judge's: no pass over the output's bytes is left in the
