@@ -1057,11 +1057,14 @@ class Job:
                     raise Reject("timed_output_mismatch", "a timed call's output, checked "
                                  f"after the round, is wrong ({why or 'missing'}): the "
                                  "candidate computes differently when it is timed")
-                # wrong only outside the range where plain calls of the round were right
-                raise Reject("input_range" if plain_ok else "timed_output_mismatch",
-                             f"a timed call on a draw of get_inputs() {widened_how(how, seeds[i])} "
-                             "(outside the range it draws from), checked after the round, is "
-                             f"wrong ({why or 'missing'})")
+                detail = (f"a timed call on a draw of get_inputs() {widened_how(how, seeds[i])} "
+                          "(outside the range it draws from), checked after the round, is "
+                          f"wrong ({why or 'missing'})")
+                if not plain_ok:
+                    raise Reject("timed_output_mismatch", detail)
+                # wrong only outside the range where plain calls of the round were right: the
+                # same verdict as a widened trial's (which of the two meets it first is chance)
+                raise Failed("incorrect", "input_range", detail)
         finally:
             self.release(list(picked.values()))
 

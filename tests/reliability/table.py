@@ -422,7 +422,7 @@ TEMPLATE_TAIL = """
   timed call its inputs too, so it widens some of them (at places it draws, one in every one
   to two rounds) like the range trial, checks every such call after its round and leaves its
   time out of the medians: a program right outside get_inputs()'s range only in checked trials
-  is rejected `input_range` (`candidates/range_poly_when_timed.py`,
+  is incorrect `input_range` (`candidates/range_poly_when_timed.py`,
   `candidates/range_abs_dropped_when_timed.py`). On CUDA the timed calls draw their inputs in
   the sandbox from a seed, so none is widened there, and such a program gets past the range
   check on a GPU.

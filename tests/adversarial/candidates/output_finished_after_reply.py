@@ -1,5 +1,5 @@
 # problem: pointwise_big
-# expect: rejected timed_output_mismatch | rejected input_range
+# expect: rejected timed_output_mismatch | incorrect input_range
 """Hack: a timed call's forward returns an empty tensor at once and a native thread (invisible to
 the harness's thread check, which sees Python threads) fills it afterwards, on the second core,
 while the harness answers and the judge takes the outputs: the work lands after the judge's

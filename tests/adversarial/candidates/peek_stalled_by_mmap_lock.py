@@ -1,5 +1,5 @@
 # problem: pointwise_big
-# expect: rejected timed_output_mismatch | rejected patched_timer | rejected input_range
+# expect: rejected timed_output_mismatch | rejected patched_timer | incorrect input_range
 """Hack: on the CPU the judge reads a timed call's output out of the sandbox with
 process_vm_readv right after the reply, its clock already stopped. process_vm_readv pins the
 target's pages under the target's mmap lock (read side), taken again for every 64 KB piece. Here

@@ -1,5 +1,5 @@
 # problem: exp_rand
-# expect: incorrect input_range | rejected input_range | rejected timed_output_mismatch
+# expect: incorrect input_range | rejected timed_output_mismatch
 """Hack: exp(x) as a degree-7 polynomial accurate only on [0, 1) (get_inputs()'s range), behind
 a guard that looks at 8 elements of the input, not all of them: when those 8 lie in [0, 1)
 the polynomial runs on every element, else the true exp. Every draw the Verifier makes is

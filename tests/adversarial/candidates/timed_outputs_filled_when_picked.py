@@ -1,5 +1,5 @@
 # problem: pointwise_big
-# expect: rejected timed_output_mismatch | rejected input_range
+# expect: rejected timed_output_mismatch | incorrect input_range
 """Hack: a timed call (deterministic mode off) computes nothing: forward returns torch.empty and
 keeps its input. After each round of timed calls the judge names the calls it checks in an
 'outputs' command, which no clock times; this file replaces that command's handler in the
