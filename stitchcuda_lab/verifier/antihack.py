@@ -86,6 +86,25 @@ def find_fallback(candidate_ops: Iterable[str], *, replaced: Iterable[str] | Non
     return sorted(set(bad))
 
 
+def foreign_work_allowed(*, replaced: Iterable[str] | None, kept: Iterable[str],
+                         reference_ops: Iterable[str] = ()) -> tuple[bool, bool]:
+    """What the policy above lets a candidate's forward spend time in, for a judge that sees
+    code rather than ops (the CPU sampler): (PyTorch's own CPU kernels, GEMM / convolution /
+    attention libraries). A plan that replaces only some of the reference's ops may run the
+    rest in PyTorch; one that replaces everything (or a candidate file) may run only the ops
+    it keeps, and a file may run any library op."""
+    kept_n = {norm(k) for k in kept}
+    ref_compute = {norm(o) for o in reference_ops if op_class(o) == "compute"}
+    kept_compute = any(op_class(k) == "compute" for k in kept_n)
+    kept_library = any(op_class(k) == "library" for k in kept_n)
+    if replaced is None:
+        return kept_compute, True
+    rep = {norm(r) for r in replaced}
+    if "*" in rep or (bool(ref_compute) and ref_compute <= rep):
+        return kept_compute, kept_library
+    return True, True
+
+
 def make_tracer():
     """A TorchDispatchMode that counts every aten op dispatched while it is active."""
     from torch.utils._python_dispatch import TorchDispatchMode

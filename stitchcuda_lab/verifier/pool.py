@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import secrets
+import select
 import shutil
 import signal
 import subprocess
@@ -134,6 +135,11 @@ class Sandbox:
     def recv(self, timeout: float) -> dict | None:
         return channel.recv(self._rfd, timeout)
 
+    def readable(self, timeout: float) -> bool:
+        """Whether a message (or the pipe's end) arrives within ``timeout`` seconds."""
+        ready, _, _ = select.select([self._rfd], [], [], max(0.0, timeout))
+        return bool(ready)
+
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -159,7 +165,6 @@ class Sandbox:
                 out.append(pid)
         return out
 
-    @contextlib.contextmanager
     def frozen(self, wait_s: float = 2.0):
         """Every thread of the candidate's process stopped (SIGSTOP) for the block, continued
         after it. The judge reads a timed call's outputs out of this process's memory after
@@ -173,27 +178,7 @@ class Sandbox:
         signal is taken by one thread, and where that thread is busy in a long system call
         (``mprotect`` over a GB holds the memory map's lock for tens of milliseconds) the
         others went on computing until it returned."""
-        pid = self.proc.pid
-        try:
-            os.kill(pid, signal.SIGSTOP)
-        except OSError:
-            yield
-            return
-        try:
-            end = time.monotonic() + wait_s
-            while True:
-                awake = _awake(pid)
-                if not awake or time.monotonic() > end:
-                    break
-                for tid in awake:
-                    _tgkill(pid, tid, signal.SIGSTOP)
-                time.sleep(0)
-            yield
-        finally:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except OSError:
-                pass
+        return frozen(self.proc.pid, wait_s)
 
     def child_cpu_ticks(self) -> int:
         """CPU time of the children this process waited for (they ran and are gone)."""
@@ -333,6 +318,32 @@ class Pool:
 
 
 _MODE: list[str] = []
+
+
+@contextlib.contextmanager
+def frozen(pid: int, wait_s: float = 2.0):
+    """Every thread of process ``pid`` stopped for the block, continued after it
+    (``Sandbox.frozen``)."""
+    try:
+        os.kill(pid, signal.SIGSTOP)
+    except OSError:
+        yield
+        return
+    try:
+        end = time.monotonic() + wait_s
+        while True:
+            awake = _awake(pid)
+            if not awake or time.monotonic() > end:
+                break
+            for tid in awake:
+                _tgkill(pid, tid, signal.SIGSTOP)
+            time.sleep(0)
+        yield
+    finally:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except OSError:
+            pass
 
 
 def _awake(pid: int) -> list[int]:

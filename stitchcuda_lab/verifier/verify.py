@@ -44,7 +44,7 @@ from typing import Any
 
 from ..verdict import TrialResult, Verdict
 from .. import gpulock
-from . import antihack, profile, timing
+from . import antihack, profile, sampler, timing
 from .compare import Print, compare, same, stale_outputs, tolerance, within_reference_error
 from .exchange import (HAND_OVER_BYTES, WIDEN, can_peek, draw, hand_over, read_output, reveal,
                        tensors, widen, widened_how)
@@ -88,6 +88,15 @@ BASELINE_DRIFT = 0.3
 MAX_OUTPUTS = 256           # tensors one timed call may say it returned (each read by the judge)
 CHECKED_CALLS = 5           # timed calls whose outputs are checked, picked after each round
 PROFILED_CALLS = 5          # timed calls under the profiler, per side; the tab shows the median
+# CPU: timed calls in which the judge stops the candidate's threads to see where they are
+# (sampler.py): each call is one with this chance, each stopped at up to STOPS_PER_CALL
+# moments drawn over the time a call has taken so far; more are made after the timed ones
+# until SAMPLE_STOPS stops landed inside calls (a short call ends before most), at most
+# SAMPLED_CALLS_MAX in all
+SAMPLE_ONE_IN = 4
+STOPS_PER_CALL = 3
+SAMPLE_STOPS = 24
+SAMPLED_CALLS_MAX = 32
 
 
 @dataclass(frozen=True)
@@ -221,6 +230,8 @@ class Job:
         self.out_bytes = 0     # the largest outputs of a trial, for the rounds' size
         self.no_float64 = False   # the float64 reference ran out of memory in this job
         self.peek = False   # CPU: the judge reads timed calls' outputs from the sandbox (open)
+        self.sampler: sampler.Sampler | None = None   # CPU: where its threads are (open)
+        self.frozen_s = 0.0   # how long the last command's sandbox was stopped to be sampled
 
     def take_sandbox(self) -> None:
         """A spare for this candidate, waited for if it is still starting up."""
@@ -236,12 +247,26 @@ class Job:
         return self.box
 
     # -- talking to the sandbox --
-    def ask(self, msg: dict) -> dict:
-        """Send a command and wait for its reply, serving the sandbox's build requests."""
+    def ask(self, msg: dict, stops: list[float] | None = None) -> dict:
+        """Send a command and wait for its reply, serving the sandbox's build requests.
+
+        ``stops``: moments (seconds after the command, the time stopped not counted) at which
+        the sandbox, still busy with it, is stopped and sampled (``self.frozen_s``: how long
+        it was kept stopped)."""
         self.tags += 1
         tag = self.tags
         box = self.sandbox
         box.send(dict(msg, tag=tag))
+        self.frozen_s = 0.0
+        sent = time.perf_counter()
+        for at in stops or []:
+            if self.sampler is None or box.readable(
+                    sent + self.frozen_s + at - time.perf_counter()):
+                break   # answered (or a build asked for) before this moment
+            t0 = time.perf_counter()
+            with box.frozen():
+                self.sampler.sample()
+            self.frozen_s += time.perf_counter() - t0
         while True:
             try:
                 reply = box.recv(max(0.0, self.deadline - time.monotonic()))
@@ -315,6 +340,8 @@ class Job:
         # (exchange.peek_output); learnt before the candidate's code is loaded
         self.peek = not self.device.startswith("cuda") and can_peek(box.proc.pid,
                                                                     reply.get("probe"))
+        if not self.device.startswith("cuda"):
+            self.sampler = sampler.Sampler(box.proc.pid, (str(box.folder), str(box.staging)))
 
     def run(self) -> dict:
         flags: list[str] = []
@@ -350,6 +377,7 @@ class Job:
             timings.update(self.baselines([]))
             timings.update(self.time_candidate(traced, calibration))
             phase("timing")
+            self.judge_samples(loaded, flags)
         if self.opts.profile and traced.get("trace") is not None:
             result["profile"] = self.profiles(traced["trace"])
             phase("profile")
@@ -715,6 +743,25 @@ class Job:
                           " and no op computing what it replaces"))
         return found
 
+    def judge_samples(self, loaded: dict, flags: list) -> None:
+        """What the samples of its timed calls (sampler.py) say the candidate's threads did:
+        compute in code the policy does not let it hand work to is a fallback."""
+        if self.sampler is None or not self.sampler.stops:
+            return
+        report = self.sampler.report()
+        if not report["samples"] and not self.sampler.readable:
+            flags.append("cpu_samples_unreadable")
+            return
+        replaced = self.job.get("replaced")
+        kept = list(self.job.get("kept") or []) + [str(k) for k in loaded.get("kept_ops", [])]
+        if replaced is None:   # a candidate file: KEPT_OPS may name library ops only
+            kept = [k for k in kept if antihack.op_class(k) == "library"]
+        compute_ok, library_ok = antihack.foreign_work_allowed(
+            replaced=replaced, kept=kept, reference_ops=profile.cpu_ops(self.reference_trace()))
+        found = sampler.judge(report, compute_allowed=compute_ok, library_allowed=library_ok)
+        if found:
+            raise Reject("pytorch_fallback", found)
+
     def reference_trace(self) -> dict:
         if self.ref.trace is None:
             import torch
@@ -808,17 +855,33 @@ class Job:
         walls: list[float] = []
         extra: list[float] = []
         seeds: list[int] = []
+        seen_s: list[float] = []   # the judge's clock on every call, for when to sample
+        sampled = 0
+        box = self.sampler if end_round is not None else None
+
+        def more_samples() -> bool:
+            return (box is not None and sampled < SAMPLED_CALLS_MAX
+                    and box.stops < SAMPLE_STOPS)
+
         while True:
             seed = fresh_seed()
-            t, wall, seen = call(seed)
-            if seed in self.wide:   # checked after the round, never timed: a kernel that
-                seeds.append(seed)  # checks its data may take a slower path there
-                continue
+            stops = None
+            if box is not None and seen_s and sampled < SAMPLED_CALLS_MAX and (
+                    secrets.randbelow(SAMPLE_ONE_IN) == 0
+                    or (len(ms) >= self.opts.timing_trials and more_samples())):
+                rng, est = secrets.SystemRandom(), statistics.median(seen_s)
+                stops = sorted(rng.uniform(0.0, est) for _ in range(STOPS_PER_CALL))
+                sampled += 1
+            t, wall, seen = call(seed, stops) if stops else call(seed)
+            seen_s.append(seen / 1e3)
+            if seed in self.wide or stops:   # checked after the round (widened) or stopped
+                seeds.append(seed)   # to be sampled: never timed (a kernel that checks its
+                continue             # data may take a slower path on a widened draw)
             ms.append(t)
             walls.append(wall)
             extra.append(seen - t)
             seeds.append(seed)
-            enough = len(ms) >= self.opts.timing_trials
+            enough = len(ms) >= self.opts.timing_trials and not more_samples()
             if self.device.startswith("cuda"):
                 enough = enough and (sum(ms) >= TIME_BUDGET_MS or len(ms) >= MAX_TRIALS)
             done = enough or time.monotonic() > self.deadline - 5
@@ -906,7 +969,8 @@ class Job:
                                                          for o in tensors(out)))
         return ms, wall, seen
 
-    def remote_call(self, seed: int, **extra: Any) -> tuple[float, float, float]:
+    def remote_call(self, seed: int, stops: list[float] | None = None,
+                    **extra: Any) -> tuple[float, float, float]:
         """One timed call in the sandbox: (its device ms, its wall ms, the judge's clock).
 
         The judge's clock runs from the command to the reply, the draw of the inputs included:
@@ -925,7 +989,8 @@ class Job:
         try:
             handed = reveal(handed, self.sandbox.inputs)
             reply = self.ask(dict({"op": "call", "seed": seed, "inputs": handed,
-                                   "peek": self.peek}, **extra))
+                                   "peek": self.peek}, **extra), stops)
+            t0 += self.frozen_s   # the time it was stopped to be sampled is not its own
             # the clock stops at the reply, or (outputs read out of its memory) once the
             # candidate's process is frozen: the judge then takes the outputs as the call
             # left them, with nothing of the candidate running (Sandbox.frozen); a thread

@@ -317,6 +317,22 @@ or to outlive its job.
   (`device_to_host`) and a trace without any of the candidate's own launches
   (`untraced_compute`) are rejections. `KEPT_OPS` may name library ops (GEMM, convolution,
   attention) only.
+- **Samples from outside, on the CPU** (`verifier/sampler.py`). The profiler runs inside the
+  candidate's process, where a program can see it is on, and numpy shows in no trace. So in
+  timed calls the judge picks (one in four, then more until 24 stops landed inside calls),
+  at moments it draws, it stops every thread of the candidate's process and reads, for each
+  thread stopped in its own code, the address it stopped at (`/proc/PID/task/TID/syscall`,
+  which the candidate cannot change). Each address is named by the file mapped there and, in
+  PyTorch's library, by its function (the ELF symbol table): the candidate's own code, the
+  interpreter and PyTorch's bookkeeping (which count neither way), PyTorch's CPU kernels
+  (`clamp_min_scalar_kernel_impl`, `mkl_vml_kernel_sExp`), GEMM / convolution libraries
+  (`mkl_blas_..._sgemm`, oneDNN), or another package's compiled code (numpy, scipy, a system
+  BLAS; a copy under a new name is told by its build id). At least 2 samples, and a quarter
+  of the samples in code that computes, in code the op policy does not let the forward use
+  are `pytorch_fallback`: a profiler-aware fallback (`candidates/profiler_aware_fallback_big.py`,
+  10 of 16 samples in `add_kernel` and `mul_kernel`) and a numpy forward
+  (`candidates/numpy_forward_big.py`, 11 of 13 in numpy's `_multiarray_umath`) are caught;
+  sampled calls are left out of the medians.
 - **Tolerance per dtype and per scale** (`verifier/compare.py`): fp32 1e-4, fp16/bf16 1e-2,
   float64 1e-9, integers exact (in their own type: float64 holds 53 bits); each output must also be within rtol of the reference in relative
   norm, so a low-precision computation cannot hide under atol. The verdict states the tolerance
@@ -383,9 +399,13 @@ TEMPLATE_TAIL = """
   machines do) for the full separation.
 - **The trace is taken inside the candidate's process.** A candidate that notices the profiler
   and computes differently while it runs, or rewrites the profiler's output, can hide a
-  PyTorch fallback from `pytorch_fallback`. Its outputs are still checked and its times still
-  bounded by the judge's clock, so its speed is real; only "which code computed it" can be
-  misattributed.
+  PyTorch fallback from the trace. On the CPU the judge's samples from outside see it when
+  they land in the fallback's work: a forward of a few microseconds (`candidates/
+  profiler_aware_fallback.py` on a 64 x 96 matrix) is rarely where a stop lands, since the
+  call around it (messages, inputs mapped, outputs checked) takes a millisecond. On CUDA the
+  trace is of every stream of the device, which no candidate can keep its kernels out of.
+  Either way its outputs are checked and its times bounded by the judge's clock, so its speed
+  is real; only "which code computed it" can be misattributed.
 - **Checks only the candidate's process can make** (an output sharing memory with an input,
   outputs changed after the call) are off when it rewrites the harness it runs in (the names
   the sandbox looks up in its own module). The judge sees bytes, not memory. A mutated input
@@ -466,8 +486,12 @@ TEMPLATE_TAIL = """
   judge's clock sees the longer of the two, not their sum. Since the files are mapped rather
   than read, what goes uncounted is at most the mapping's time, about a tenth of a pass over
   the inputs (it was one whole pass, all of a memory-bound forward).
-- **numpy, scipy or hand-written C doing replaced work on the CPU** are not in the profiler's
-  trace: such a candidate passes as "own code". On CUDA all device work is in the trace.
+- **What the samples cannot name.** Code generated at run time (anonymous executable memory)
+  counts as a vendor library's (oneDNN's convolutions and GEMMs run there on the CPU), and code
+  the candidate compiles in its own process (an extension it builds, torch.compile's C++ with
+  its trace mark hidden) as its own; a library copied and then altered (its build id
+  changed) does too. Work shorter than the time between two stops is seen only now and then
+  (`candidates/numpy_forward.py`: a numpy forward of a few microseconds).
 - **load_inline candidates** build in their sandbox (a candidate's process writes nothing another
   reads), so each verdict rebuilds them; NVRTC and C kernels come from the judge's cache.
 - The CUDA rows run only on a GPU machine; the CPU rows run in CI.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from stitchcuda_lab.verifier.antihack import find_fallback, make_tracer, norm, op_class, overlaps
+from stitchcuda_lab.verifier.antihack import (find_fallback, foreign_work_allowed, make_tracer,
+                                             norm, op_class, overlaps)
 
 REF = ["aten.mul.Tensor", "aten.add.Tensor", "aten.relu.default"]
 
@@ -31,6 +32,19 @@ def test_claiming_everything_makes_every_unkept_compute_op_a_fallback():
     # covering all of the reference's compute ops is the same claim
     assert find_fallback(ops, replaced=REF, kept=[], reference_ops=REF) == [
         "aten.mm.default", "aten.sigmoid.default"]
+
+
+def test_what_code_a_forward_may_spend_time_in_follows_the_same_policy():
+    # (PyTorch's CPU kernels, GEMM / convolution libraries), for the CPU sampler
+    assert foreign_work_allowed(replaced=None, kept=[], reference_ops=REF) == (False, True)
+    assert foreign_work_allowed(replaced=["*"], kept=[], reference_ops=REF) == (False, False)
+    assert foreign_work_allowed(replaced=["*"], kept=["aten.mm"], reference_ops=REF) == (
+        False, True)
+    assert foreign_work_allowed(replaced=REF, kept=["aten.sigmoid"], reference_ops=REF) == (
+        True, False)
+    # a plan that replaces some of the reference's ops runs the rest in PyTorch
+    assert foreign_work_allowed(replaced=["aten.relu"], kept=[], reference_ops=REF) == (
+        True, True)
 
 
 def test_inferred_policy_allows_library_and_declared_ops_only():

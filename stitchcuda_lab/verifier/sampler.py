@@ -1,0 +1,424 @@
+"""Where the candidate's threads are, seen from outside its process: a sampling profiler.
+
+On the CPU no device trace exists, and the profiler's trace is taken inside the candidate's
+process, where a program can see that it is on (and compute otherwise meanwhile) or step
+around it (numpy, a thread of its own). The judge samples instead: at moments it draws, in
+timed calls it picks, it stops every thread of the candidate's process (``Sandbox.frozen``)
+and reads, for each thread stopped in its own code, the instruction it stopped at (the last
+field of ``/proc/PID/task/TID/syscall``: a process may read this of another only where it
+may trace it). Each address is named by the file mapped there and, in PyTorch's own
+library, by the function (its ELF symbol table): the candidate's own code, the interpreter,
+PyTorch's bookkeeping, PyTorch's CPU kernels, a vendor library (BLAS, oneDNN), or another
+package's compiled code (numpy, scipy, a system BLAS).
+
+Nothing the candidate does inside its process changes what the samples say: they are read by
+the kernel's record of a stopped thread, and which calls are sampled, and when, is known only
+to the judge until the stop. A copy of a library under a new name is told by its build id.
+What it cannot see: compute shorter than the gap between samples, and code generated at run
+time (anonymous memory), which counts as the candidate's own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# kinds of code an address may be in
+OWN = "own"                  # the candidate's: its kernels, files of its own
+PYTHON = "python"            # the interpreter
+TORCH = "torch"              # PyTorch's dispatch, allocation, bindings
+TORCH_COPY = "torch_copy"    # PyTorch's copy and fill kernels (move data, compute nothing)
+TORCH_COMPUTE = "torch_compute"   # PyTorch's CPU kernels
+LIBRARY = "library"          # vendor libraries a plan may keep (BLAS, oneDNN, MKL)
+RUNTIME = "runtime"          # the C runtime, libm, OpenMP, the loader
+PACKAGE = "package"          # another package's compiled code: numpy, scipy, a system BLAS
+# code that computes; the interpreter, PyTorch's bookkeeping and the C runtime say nothing
+# either way of who computed
+WORKING = (OWN, TORCH_COPY, TORCH_COMPUTE, LIBRARY, PACKAGE)
+
+# the C and C++ runtime and what every program loads: their time is nobody's compute
+RUNTIME_LIBS = re.compile(r"^(ld-linux|libc|libm|libmvec|libpthread|libdl|librt|libgcc_s|"
+                          r"libstdc\+\+|libgomp|libiomp5|libutil|libz|libffi|libuuid|"
+                          r"libcrypt|libtinfo|libexpat|liblzma|libbz2|libnuma|libnss|"
+                          r"libresolv|libselinux|libpcre|libcudart|libcuda|libnvrtc|"
+                          r"libnvJitLink|libcupti)([.\-]|$)")
+PYTHON_LIBS = re.compile(r"^(python3?(\.\d+)?$|libpython3)")
+# what a plan may keep (aten.LIBRARY: GEMMs, convolutions, attention), inside PyTorch's
+# library: the vendor routines and the convolution and attention code around them
+LIBRARY_SYMBOLS = re.compile(r"mkl_blas|mkl_dnn|dnnl|mkldnn|ideep|gemm|cblas|fbgemm|xnnpack|"
+                             r"openblas|cpublas|convolution|conv_?[123]d|slow_conv|im2col|"
+                             r"col2im|vol2col|flash_attention|_mm_kernel|nnpack|addmm|bmm|"
+                             r"matmul|linear|addmv|mv_out", re.IGNORECASE)
+# PyTorch's CPU kernels: the files compiled once per instruction set, whose code sits in
+# at::native's per-ISA namespaces or in anonymous ones inside at::native, the loop templates
+# that call into them, and the vector math they use. The rest of at::native (detach, empty,
+# checks of arguments, structured ops' set-up) is bookkeeping
+KERNEL_SYMBOLS = re.compile(r"N2at6native(7DEFAULT|4AVX2|6AVX512|4ZVEC|3SVE|5VSX|"
+                            r"12_GLOBAL__N_1)|N2at3vec|cpu_kernel|VectorizedLoop2d|basic_loop|"
+                            r"mkl_vml|Sleef_|pocketfft")
+# ... of which these move data or make tensors (aten.CHEAP): no compute
+CHEAP_SYMBOLS = re.compile(r"copy|fill|cat_|stack|zero|clone|empty|resize|view|reshape|"
+                           r"as_strided|expand|permute|transpose|slice|select|alias|"
+                           r"squeeze|narrow|split|chunk|contiguous|memset|memcpy",
+                           re.IGNORECASE)
+
+
+@dataclass
+class Mapping:
+    start: int
+    end: int
+    offset: int
+    path: str    # "" for anonymous memory
+
+
+@dataclass
+class Image:
+    """One ELF file's load segments and (lazily) its function symbols."""
+    path: str
+    segments: list[tuple[int, int, int]]          # (file offset, size, virtual address)
+    build_id: bytes
+    symtab: tuple[int, int, int, int] | None      # (offset, size, strtab offset, strtab size)
+    _starts: list[int] = field(default_factory=list)
+    _ends: list[int] = field(default_factory=list)
+    _names: list[int] = field(default_factory=list)
+    _loaded: bool = False
+
+    def vaddr(self, file_offset: int) -> int | None:
+        for off, size, vaddr in self.segments:
+            if off <= file_offset < off + size:
+                return file_offset - off + vaddr
+        return None
+
+    def symbol(self, vaddr: int) -> str:
+        """The function holding ``vaddr`` ("" when none is named there)."""
+        if not self._loaded:
+            self._load()
+        import bisect
+        i = bisect.bisect_right(self._starts, vaddr) - 1
+        if i < 0 or vaddr >= self._ends[i]:
+            return ""
+        return self._name(self._names[i])
+
+    def _load(self) -> None:
+        self._loaded = True
+        if self.symtab is None:
+            return
+        import numpy as np
+        off, size, _, _ = self.symtab
+        dt = np.dtype([("name", "<u4"), ("info", "u1"), ("other", "u1"), ("shndx", "<u2"),
+                       ("value", "<u8"), ("size", "<u8")])
+        with open(self.path, "rb") as f:
+            f.seek(off)
+            syms = np.frombuffer(f.read(size), dtype=dt)
+        syms = syms[((syms["info"] & 0xF) == 2) & (syms["size"] > 0)]   # functions
+        syms = syms[np.argsort(syms["value"], kind="stable")]
+        self._starts = syms["value"].tolist()
+        self._ends = (syms["value"] + syms["size"]).tolist()
+        self._names = syms["name"].tolist()
+
+    def _name(self, at: int) -> str:
+        assert self.symtab is not None
+        _, _, str_off, str_size = self.symtab
+        if at >= str_size:
+            return ""
+        with open(self.path, "rb") as f:
+            f.seek(str_off + at)
+            raw = f.read(512)
+        return raw.split(b"\0", 1)[0].decode("ascii", "replace")
+
+
+_IMAGES: dict[tuple[str, int, int], Image | None] = {}
+
+
+def image(path: str) -> Image | None:
+    """The ELF file at ``path`` (cached by path, size and modification time), or None."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (path, st.st_size, int(st.st_mtime_ns))
+    if key not in _IMAGES:
+        try:
+            _IMAGES[key] = _read_elf(path)
+        except (OSError, ValueError, struct.error):
+            _IMAGES[key] = None
+    return _IMAGES[key]
+
+
+def _read_elf(path: str) -> Image | None:
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2:   # 64-bit only
+            return None
+        phoff, shoff = struct.unpack_from("<QQ", head, 0x20)
+        phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", head, 0x36)
+        f.seek(phoff)
+        ph = f.read(phentsize * phnum)
+        segments, notes = [], []
+        for i in range(phnum):
+            p_type, _, p_off, p_vaddr, _, p_filesz, _, _ = struct.unpack_from(
+                "<IIQQQQQQ", ph, i * phentsize)
+            if p_type == 1:
+                segments.append((p_off, p_filesz, p_vaddr))
+            elif p_type == 4:
+                notes.append((p_off, p_filesz))
+        build_id = b""
+        for off, size in notes:
+            f.seek(off)
+            data, i = f.read(min(size, 4096)), 0
+            while i + 12 <= len(data):
+                namesz, descsz, ntype = struct.unpack_from("<III", data, i)
+                name_end = i + 12 + ((namesz + 3) & ~3)
+                if ntype == 3 and data[i + 12:i + 12 + namesz].rstrip(b"\0") == b"GNU":
+                    build_id = data[name_end:name_end + descsz]
+                i = name_end + ((descsz + 3) & ~3)
+        symtab = None
+        if shoff and shnum:
+            f.seek(shoff)
+            sh = f.read(shentsize * shnum)
+            secs = [struct.unpack_from("<IIQQQQIIQQ", sh, i * shentsize) for i in range(shnum)]
+            for want in (2, 11):   # SHT_SYMTAB, else SHT_DYNSYM
+                for s in secs:
+                    if s[1] == want and s[6] < len(secs):
+                        link = secs[s[6]]
+                        symtab = (s[4], s[5], link[4], link[5])
+                        break
+                if symtab:
+                    break
+    return Image(path, segments, build_id, symtab)
+
+
+def mappings(pid: int) -> list[Mapping]:
+    """The executable mappings of process ``pid``."""
+    out = []
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        parts = line.split(None, 5)
+        if len(parts) < 5 or "x" not in parts[1]:
+            continue
+        lo, hi = (int(v, 16) for v in parts[0].split("-"))
+        path = parts[5].strip() if len(parts) > 5 else ""
+        out.append(Mapping(lo, hi, int(parts[2], 16), "" if path.startswith("[") else path))
+    return out
+
+
+def stopped_pcs(pid: int) -> list[int] | None:
+    """For each thread of a stopped process that stopped in its own code (not inside a system
+    call), the address it stopped at; None where the judge may not read them."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/syscall") as f:
+                fields = f.read().split()
+        except PermissionError:
+            return None
+        except OSError:
+            continue
+        if len(fields) >= 3 and fields[0] == "-1":
+            try:
+                out.append(int(fields[-1], 16))
+            except ValueError:
+                continue
+    return out
+
+
+class Sampler:
+    """Samples of one candidate process, named as they are taken (its maps read once, again
+    when an address falls outside them: a library loaded later)."""
+
+    def __init__(self, pid: int, own_folders: tuple[str, ...] = ()):
+        self.pid = pid
+        self.own_folders = tuple(str(Path(p)) + os.sep for p in own_folders)
+        self.maps: list[Mapping] = []
+        self.kinds: Counter[str] = Counter()
+        self.where: dict[str, Counter[str]] = {}
+        self.stops = 0
+        self.first: Counter[str] = Counter()   # the first stop that found work being done
+        self.readable = True
+        self._trusted = _trusted_folders()
+        self._known_ids = _known_build_ids()
+
+    def sample(self) -> None:
+        """One sample of a frozen process (the caller holds it stopped)."""
+        self.stops += 1
+        pcs = stopped_pcs(self.pid)
+        if pcs is None:
+            self.readable = False
+            return
+        here: Counter[str] = Counter()
+        for pc in pcs:
+            kind, where = self.name(pc)
+            here[kind] += 1
+            self.where.setdefault(kind, Counter())[where] += 1
+        self.kinds.update(here)
+        if not self.first and any(k in WORKING for k in here):
+            self.first = here
+
+    def name(self, pc: int) -> tuple[str, str]:
+        m = self._find(pc)
+        if m is None:
+            self.maps = mappings(self.pid)
+            m = self._find(pc)
+        if m is None or not m.path:
+            # generated at run time: oneDNN's convolution and GEMM kernels on the CPU (so a
+            # vendor library's), or the candidate's own, which cannot be told apart
+            return LIBRARY, "code generated at run time"
+        base = os.path.basename(m.path)
+        kind = self._file_kind(m.path, base)
+        if kind != TORCH or not base.startswith("libtorch_cpu"):
+            return kind, base
+        img = image(m.path)
+        vaddr = img.vaddr(pc - m.start + m.offset) if img else None
+        sym = img.symbol(vaddr) if img is not None and vaddr is not None else ""
+        if LIBRARY_SYMBOLS.search(sym):
+            return LIBRARY, _short(sym)
+        if KERNEL_SYMBOLS.search(sym):
+            return (TORCH_COPY if CHEAP_SYMBOLS.search(sym) else TORCH_COMPUTE), _short(sym)
+        return TORCH, _short(sym) or base
+
+    def _find(self, pc: int) -> Mapping | None:
+        for m in self.maps:
+            if m.start <= pc < m.end:
+                return m
+        return None
+
+    def _file_kind(self, path: str, base: str) -> str:
+        if path.startswith(self.own_folders):
+            return self._copied(path) or OWN
+        if (PYTHON_LIBS.match(base) or "/lib-dynload/" in path
+                or path == os.path.realpath(sys.executable)):
+            return PYTHON
+        if RUNTIME_LIBS.match(base):
+            return RUNTIME
+        if "/torch/" in path:
+            return TORCH
+        if "/stitchcuda_lab/" in path:
+            return OWN   # the project's own helpers (compiled with the candidate's kernels)
+        if path.startswith(self._trusted):
+            return PACKAGE if "mkl" not in base and "dnnl" not in base else LIBRARY
+        return self._copied(path) or OWN
+
+    def _copied(self, path: str) -> str | None:
+        """A known library under another name (its build id): what that library is."""
+        img = image(path)
+        if img is None or not img.build_id:
+            return None
+        known = self._known_ids.get(img.build_id)
+        if known is None:
+            return None
+        return self._file_kind(known, os.path.basename(known)) if known != path else None
+
+    def report(self) -> dict:
+        total = sum(self.kinds.values())
+        return {"stops": self.stops, "samples": total, "kinds": dict(self.kinds),
+                "first": dict(self.first),
+                "where": {k: dict(v.most_common(4)) for k, v in self.where.items()}}
+
+
+def judge(report: dict, *, compute_allowed: bool, library_allowed: bool) -> str | None:
+    """What the samples show of work the candidate may not hand to others (None: nothing).
+    ``compute_allowed``: PyTorch's CPU kernels may compute in its forward (a plan that keeps
+    compute ops); ``library_allowed``: GEMM, convolution and attention libraries may (a plan
+    that keeps them). Another package's compiled code (numpy, scipy, a system BLAS) is never
+    the candidate's work.
+
+    Two rules. Over all samples: at least MIN_HITS in forbidden code, a BAD_SHARE of those in
+    code that computes. And the first stop that found work being done: a candidate learns
+    that it is sampled once it is continued (a SIGCONT handler, a gap in its clock), never
+    before, so one that hands its work to PyTorch until then and computes itself after shows
+    it there (most of that stop's working threads in forbidden code)."""
+    counted = [(PACKAGE, "another package's compiled code")]
+    if not compute_allowed:
+        counted.append((TORCH_COMPUTE, "PyTorch's CPU kernels"))
+    if not library_allowed:
+        counted.append((LIBRARY, "a vendor library (GEMM, convolution)"))
+    kinds = Counter(report.get("kinds", {}))
+    first = Counter(report.get("first", {}))
+    bad = sum(kinds[k] for k, _ in counted)
+    working = sum(kinds[k] for k in WORKING)
+    first_bad = sum(first[k] for k, _ in counted)
+    if bad >= MIN_HITS and bad >= BAD_SHARE * working:
+        parts = [f"{kinds[k]} in {label} ({', '.join(report.get('where', {}).get(k, {}))})"
+                 for k, label in counted if kinds[k]]
+        return (f"of {sum(kinds.values())} samples of the candidate's threads in its timed "
+                "calls, taken from outside its process at moments it cannot know, "
+                + "; ".join(parts))
+    if first_bad and 2 * first_bad > sum(first[k] for k in WORKING):
+        labels = [f"{label} ({', '.join(report.get('where', {}).get(k, {}))})"
+                  for k, label in counted if first[k]]
+        return ("the first stop of the candidate's threads that found work being done, "
+                "taken from outside its process at a moment it cannot know, found it in "
+                + "; ".join(labels) + f" ({bad} of {working} samples in code that computes "
+                "in all: a program can tell it was sampled only after the first stop)")
+    return None
+
+
+MIN_HITS = 2        # samples in forbidden code needed for a verdict ...
+BAD_SHARE = 0.25    # ... and their least share of the samples in code that computes
+_NOISE = {"c10", "function_ref", "callback_fn", "at", "native", "vec", "AVX2", "AVX512",
+          "DEFAULT", "Tensor", "TensorBase", "TensorIteratorBase", "Vectorized", "ArrayRef",
+          "_GLOBAL__N_1", "Scalar", "std", "__cxx11", "basic_string", "char_traits",
+          "allocator", "IntArrayRef", "optional", "TensorIterator", "internal", "detail"}
+
+
+def _short(sym: str) -> str:
+    """A mangled C++ name made readable enough for a message: its first few informative
+    names (the length-prefixed identifiers of the Itanium mangling; no demangler needed)."""
+    if not sym.startswith("_Z"):
+        return sym[:80]
+    words, i = [], 0
+    while i < len(sym):
+        if not sym[i].isdigit():
+            i += 1
+            continue
+        j = i
+        while j < len(sym) and sym[j].isdigit():
+            j += 1
+        n, word = int(sym[i:j]), sym[j:j + int(sym[i:j])]
+        if n and len(word) == n and re.fullmatch(r"[A-Za-z_]\w*", word):
+            # a local name's length counts its scope's mangling too: cut that off
+            word = re.split(r"E(?=[RNSKIvE0-9])", word)[0]
+            if word not in _NOISE and len(word) > 2 and not re.match(r"_(\d|S\d|S_)", word):
+                words.append(word)
+            i = j + n
+        else:
+            i = j
+    return "::".join(list(dict.fromkeys(words))[:3])[:80] or sym[:80]
+
+
+def _trusted_folders() -> tuple[str, ...]:
+    import site
+    dirs = set()
+    for d in [*site.getsitepackages(), site.getusersitepackages(), sys.prefix,
+              sys.base_prefix, "/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib"]:
+        if d and os.path.isdir(d):
+            dirs.add(os.path.realpath(d) + os.sep)
+            dirs.add(str(Path(d)) + os.sep)
+    return tuple(sorted(dirs))
+
+
+_KNOWN: dict[bytes, str] = {}
+
+
+def _known_build_ids() -> dict[bytes, str]:
+    """Build ids of the libraries this process has loaded (PyTorch, numpy, the runtime):
+    a candidate's copy of one is that library."""
+    if not _KNOWN:
+        for m in mappings(os.getpid()):
+            img = image(m.path) if m.path else None
+            if img is not None and img.build_id:
+                _KNOWN.setdefault(img.build_id, m.path)
+    return _KNOWN

@@ -1,0 +1,150 @@
+"""The judge's samples of another process's threads: what code each address is in, and what
+the verdict makes of them."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from stitchcuda_lab.verifier import sampler
+from stitchcuda_lab.verifier.pool import frozen
+from stitchcuda_lab.verifier.sampler import (LIBRARY, OWN, PACKAGE, PYTHON, RUNTIME, TORCH,
+                                             TORCH_COMPUTE, Sampler, judge)
+
+WORK = {
+    "numpy": "import numpy as np\na = np.random.rand(2_000_000).astype('f4')\n"
+             "def work():\n    np.maximum(a * np.float32(2) + np.float32(1), 0)\n",
+    "relu": "x = torch.randn(2_000_000)\ndef work():\n    torch.relu(x * 2 + 1)\n",
+    "mm": "x = torch.randn(384, 384)\ndef work():\n    x @ x\n",
+    "own": "import ctypes\nlib = ctypes.CDLL(sys.argv[1])\nbuf = (ctypes.c_float * 2_000_000)()\n"
+           "def work():\n    lib.fused(buf, 2_000_000)\n",
+}
+C_SRC = """
+void fused(float* y, long n) {
+    for (long i = 0; i < n; ++i) { float v = 2.0f * y[i] + 1.0f; y[i] = v > 0.0f ? v : 0.0f; }
+}
+"""
+
+
+def run_child(name: str, *args: str) -> subprocess.Popen:
+    code = ("import sys, torch\ntorch.set_num_threads(1)\n" + WORK[name]
+            + "work()\nprint('ready', flush=True)\nwhile True:\n    work()\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def sampled(name: str, *args: str, own=(), stops: int = 25) -> dict:
+    proc = run_child(name, *args)
+    try:
+        s = Sampler(proc.pid, own)
+        for _ in range(stops):
+            with frozen(proc.pid):
+                s.sample()
+            time.sleep(0.003)
+        if not s.readable:
+            pytest.skip("this process may not read another's stopped threads here")
+        return s.report()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def main_kind(report: dict) -> str:
+    return max(report["kinds"], key=report["kinds"].get)
+
+
+def test_numpy_compute_is_another_packages_code_and_never_allowed():
+    r = sampled("numpy")
+    assert main_kind(r) == PACKAGE and "_multiarray_umath" in " ".join(r["where"][PACKAGE])
+    found = judge(r, compute_allowed=True, library_allowed=True)
+    assert found and "another package's compiled code" in found and "_multiarray_umath" in found
+
+
+def test_pytorch_kernels_are_named_and_count_only_where_compute_is_not_kept():
+    r = sampled("relu")
+    assert main_kind(r) == TORCH_COMPUTE
+    assert any("kernel" in w for w in r["where"][TORCH_COMPUTE])   # the kernel's own name
+    assert "PyTorch's CPU kernels" in judge(r, compute_allowed=False, library_allowed=True)
+    assert judge(r, compute_allowed=True, library_allowed=False) is None
+
+
+def test_a_gemm_is_library_work():
+    r = sampled("mm")
+    assert main_kind(r) == LIBRARY
+    assert judge(r, compute_allowed=False, library_allowed=True) is None
+    assert "vendor library" in judge(r, compute_allowed=False, library_allowed=False)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_the_candidates_own_library_is_its_own_work(tmp_path):
+    (tmp_path / "k.c").write_text(C_SRC)
+    lib = tmp_path / "lib_k.so"
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", str(tmp_path / "k.c"), "-o", str(lib)],
+                   check=True)
+    r = sampled("own", str(lib), own=(str(tmp_path),))
+    assert main_kind(r) == OWN and "lib_k.so" in r["where"][OWN]
+    assert judge(r, compute_allowed=False, library_allowed=False) is None
+
+
+def test_a_copy_of_a_known_library_under_a_new_name_is_that_library(tmp_path):
+    import numpy  # noqa: F401  (its compiled core, mapped here)
+    core = next(m.path for m in sampler.mappings(os.getpid()) if "_multiarray_umath" in m.path)
+    copy = tmp_path / "libfast_kernels.so"
+    shutil.copy(core, copy)
+    s = Sampler(os.getpid(), (str(tmp_path),))
+    assert s._file_kind(str(copy), copy.name) == PACKAGE
+    own = tmp_path / "lib_mine.so"
+    own.write_bytes(b"\x7fELF" + b"\0" * 60)   # not a known build: the candidate's
+    assert s._file_kind(str(own), own.name) == OWN
+    assert s._file_kind("/usr/lib/x86_64-linux-gnu/libc.so.6", "libc.so.6") == RUNTIME
+    exe = os.path.realpath(sys.executable)
+    assert s._file_kind(exe, os.path.basename(exe)) == PYTHON
+
+
+def test_the_verdict_needs_a_share_of_the_working_samples():
+    # the interpreter and PyTorch's bookkeeping say nothing either way
+    r = {"kinds": {PYTHON: 40, TORCH: 10, OWN: 3, PACKAGE: 2}, "where": {PACKAGE: {"x.so": 2}}}
+    assert judge(r, compute_allowed=False, library_allowed=False)   # 2 of 5 working samples
+    r["kinds"][OWN] = 30
+    assert judge(r, compute_allowed=False, library_allowed=False) is None   # 2 of 32
+    r = {"kinds": {OWN: 0, PACKAGE: 1}, "where": {}}
+    assert judge(r, compute_allowed=False, library_allowed=False) is None   # one sample
+
+
+def test_the_first_stop_that_finds_work_judges_alone():
+    # a program can tell it was sampled once it is continued, so one that hands its work to
+    # PyTorch until then and computes itself after shows it only at that first stop
+    r = {"kinds": {PYTHON: 10, OWN: 20, TORCH_COMPUTE: 1}, "first": {TORCH_COMPUTE: 1},
+         "where": {TORCH_COMPUTE: {"add_kernel": 1}}}
+    found = judge(r, compute_allowed=False, library_allowed=True)
+    assert found and found.startswith("the first stop") and "add_kernel" in found
+    assert judge(r, compute_allowed=True, library_allowed=True) is None
+    r["first"] = {OWN: 1, PYTHON: 1}
+    assert judge(r, compute_allowed=False, library_allowed=True) is None
+
+
+def test_the_first_working_stop_is_the_one_remembered():
+    proc = run_child("relu")
+    try:
+        s = Sampler(proc.pid)
+        for _ in range(5):
+            with frozen(proc.pid):
+                s.sample()
+        if not s.readable:
+            pytest.skip("this process may not read another's stopped threads here")
+        assert s.first and any(k in sampler.WORKING for k in s.first)
+        assert s.report()["first"] == dict(s.first)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_mangled_names_read_as_their_identifiers():
+    sym = ("_ZN2at6native4AVX212_GLOBAL__N_128clamp_min_scalar_kernel_implERNS_18"
+           "TensorIteratorBaseEN3c106ScalarE")
+    assert sampler._short(sym).startswith("clamp_min_scalar_kernel_impl")
+    assert sampler._short("mkl_blas_avx512_sgemm_kernel_0") == "mkl_blas_avx512_sgemm_kernel_0"
