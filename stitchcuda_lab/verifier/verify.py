@@ -92,11 +92,13 @@ PROFILED_CALLS = 5          # timed calls under the profiler, per side; the tab 
 # (sampler.py): each call is one with this chance, each stopped at up to STOPS_PER_CALL
 # moments drawn over the time a call has taken so far; more are made after the timed ones
 # until SAMPLE_STOPS stops landed inside calls (a short call ends before most), at most
-# SAMPLED_CALLS_MAX in all
+# SAMPLED_CALLS_MAX in all, and past the first two no more once they took SAMPLE_TIME_S (a
+# forward of seconds lands its stops in a few calls anyway)
 SAMPLE_ONE_IN = 4
 STOPS_PER_CALL = 3
 SAMPLE_STOPS = 24
 SAMPLED_CALLS_MAX = 32
+SAMPLE_TIME_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -856,12 +858,12 @@ class Job:
         extra: list[float] = []
         seeds: list[int] = []
         seen_s: list[float] = []   # the judge's clock on every call, for when to sample
-        sampled = 0
+        sampled, sampled_s = 0, 0.0
         box = self.sampler if end_round is not None else None
 
         def more_samples() -> bool:
-            return (box is not None and sampled < SAMPLED_CALLS_MAX
-                    and box.stops < SAMPLE_STOPS)
+            return (box is not None and sampled < SAMPLED_CALLS_MAX and box.stops < SAMPLE_STOPS
+                    and (sampled < 2 or sampled_s < SAMPLE_TIME_S))
 
         while True:
             seed = fresh_seed()
@@ -874,6 +876,7 @@ class Job:
                 sampled += 1
             t, wall, seen = call(seed, stops) if stops else call(seed)
             seen_s.append(seen / 1e3)
+            sampled_s += seen / 1e3 if stops else 0.0
             if seed in self.wide or stops:   # checked after the round (widened) or stopped
                 seeds.append(seed)   # to be sampled: never timed (a kernel that checks its
                 continue             # data may take a slower path on a widened draw)

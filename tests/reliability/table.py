@@ -331,8 +331,13 @@ or to outlive its job.
   of the samples in code that computes, in code the op policy does not let the forward use
   are `pytorch_fallback`: a profiler-aware fallback (`candidates/profiler_aware_fallback_big.py`,
   10 of 16 samples in `add_kernel` and `mul_kernel`) and a numpy forward
-  (`candidates/numpy_forward_big.py`, 11 of 13 in numpy's `_multiarray_umath`) are caught;
-  sampled calls are left out of the medians.
+  (`candidates/numpy_forward_big.py`, 11 of 13 in numpy's `_multiarray_umath`) are caught.
+  A stopped process cannot hide where it stopped, but it learns it was stopped once it is
+  continued (a `SIGCONT` handler, a gap in its clock); so the first stop that finds work
+  being done is judged alone too, and a program that hands its work to PyTorch until it is
+  sampled and computes itself after (`candidates/sampled_then_honest_big.py`) is caught
+  there (4 of 4 jobs) whenever that stop lands in its forward rather than in the call around
+  it. Sampled calls are left out of the medians.
 - **Tolerance per dtype and per scale** (`verifier/compare.py`): fp32 1e-4, fp16/bf16 1e-2,
   float64 1e-9, integers exact (in their own type: float64 holds 53 bits); each output must also be within rtol of the reference in relative
   norm, so a low-precision computation cannot hide under atol. The verdict states the tolerance
