@@ -495,7 +495,10 @@ TEMPLATE_TAIL = """
   counts as a vendor library's (oneDNN's convolutions and GEMMs run there on the CPU), and code
   the candidate compiles in its own process (an extension it builds, torch.compile's C++ with
   its trace mark hidden) as its own; a library copied and then altered (its build id
-  changed) does too. Work shorter than the time between two stops is seen only now and then
+  changed) does too. (A candidate that compiled the reference with torch.compile at import
+  and ran it wherever the profiler was off was rejected, in 76 s, only because Inductor's
+  compile threads were left running, `background_thread`; one that shut them down would
+  pass.) Work shorter than the time between two stops is seen only now and then
   (`candidates/numpy_forward.py`: a numpy forward of a few microseconds).
 - **load_inline candidates** build in their sandbox (a candidate's process writes nothing another
   reads), so each verdict rebuilds them; NVRTC and C kernels come from the judge's cache.
