@@ -204,8 +204,10 @@ def failures(xml_path: str) -> list[tuple[str, str]]:
 def main(xml_path: str, command: str) -> None:
     res = outcomes(xml_path)
     adv = adversarial_rows(res)
-    hacks = [r for r in adv if not r[2].startswith("pass")]
-    legit = [r for r in adv if r[2].startswith("pass")]
+    # a hack may be expected to pass (a limit, or a lie its counted work makes worthless):
+    # it is still a hack, listed with the verdict it got
+    legit = [r for r in adv if r[2].startswith("pass") and not r[0].startswith("Hack")]
+    hacks = [r for r in adv if r not in legit]
     counts = {k: sum(v == k for v in res.values()) for k in ("passes", "**FAILED**")}
     skipped = sum(v.startswith("skipped") for v in res.values())
     print(TEMPLATE_HEAD.format(command=command, passed=counts["passes"],
@@ -216,7 +218,8 @@ def main(xml_path: str, command: str) -> None:
     for name, message in failures(xml_path):   # what a failure said, not only that it failed
         print(f"- Failed: `{name}`: {message}")
     print()
-    print("## Adversarial candidates (must be rejected or found incorrect, with the named reason)\n")
+    print("## Adversarial candidates (must be rejected or found incorrect, with the named reason; "
+          "where a pass is accepted, the header says why)\n")
     print("| pattern | test | result |\n|---|---|---|")
     for doc, where, result in hacks:
         print(f"| {doc} | {where} | {result} |")

@@ -1,5 +1,5 @@
 # problem: pointwise
-# expect: pass | rejected pytorch_fallback
+# expect: rejected pytorch_fallback | pass
 # why: the traced trial is recognisable from inside and runs the C kernel; the timed calls run PyTorch out of the op tracer's sight. On a 64 x 96 matrix PyTorch's kernels take a few microseconds of a call of about a millisecond, so the judge's samples from outside land there in some jobs only (1 of 4 seen). profiler_aware_fallback_big.py is the same program on 16 MB, and is caught.
 """Hack: the one traced trial is recognisable from inside (the profiler flag is up): then the
 candidate runs its C kernel. Every other call is PyTorch, under _disable_current_modes(), which
