@@ -463,6 +463,28 @@ def kernel_table_html(profile: Mapping[str, Any] | None, *, work: Mapping[str, A
         "</div>"
 
 
+def samples_html(profile: Mapping[str, Any] | None) -> str:
+    """Where the candidate's threads were in its timed calls, by the judge's samples from
+    outside its process (CPU: ``profile["samples"]``, verifier/sampler.py): a share per kind
+    of code, with the places seen most. Empty where nothing was sampled."""
+    s = (profile or {}).get("samples") or {}
+    kinds = {k: n for k, n in (s.get("kinds") or {}).items() if n}
+    if not kinds:
+        return ""
+    total = sum(kinds.values())
+    labels, where = s.get("labels") or {}, s.get("where") or {}
+    body = "".join(
+        f"<tr><td>{html.escape(str(labels.get(k, k)))}</td><td>{n}</td><td>{n / total:.0%}</td>"
+        f"<td>{', '.join(f'<code>{html.escape(_short(str(w), 40))}</code>' for w in where.get(k, {}))}"
+        "</td></tr>" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    return ("<div class='stitch-samples'><b>Where the candidate's threads were</b> "
+            f"<small>({total} samples at {s.get('stops', '?')} moments the Verifier drew in "
+            "its timed calls, taken from outside its process; what the profiler inside it "
+            "cannot be made to miss)</small><table class='stitch-kernels'><thead><tr>"
+            "<th>code</th><th>samples</th><th>share</th><th>seen most in</th></tr></thead>"
+            f"<tbody>{body}</tbody></table></div>")
+
+
 def _si(x: float | None, unit: str) -> str:
     if x is None or x == 0:
         return "-"

@@ -486,7 +486,7 @@ class SessionPanel:
             prof, timings=v.timings, title=f"Timeline · reference vs {v.candidate_id}")
         self.figures["kernels"] = figures.kernel_figure(prof)
         self.kernel_table.value = figures.kernel_table_html(
-            prof, work=work, ceilings=figures.ceilings(prof))
+            prof, work=work, ceilings=figures.ceilings(prof)) + figures.samples_html(prof)
         self.figures.pop("ncu", None)
         _show(self.timeline_out, self.figures["timeline"])
         _show(self.kernels_out, self.figures["kernels"])

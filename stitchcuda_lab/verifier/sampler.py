@@ -40,6 +40,11 @@ PACKAGE = "package"          # another package's compiled code: numpy, scipy, a 
 # code that computes; the interpreter, PyTorch's bookkeeping and the C runtime say nothing
 # either way of who computed
 WORKING = (OWN, TORCH_COPY, TORCH_COMPUTE, LIBRARY, PACKAGE)
+LABELS = {OWN: "the candidate's own code", TORCH_COMPUTE: "PyTorch's CPU kernels",
+          LIBRARY: "a vendor library (GEMM, convolution)", PACKAGE: "another package's compiled "
+          "code (numpy, scipy, a system BLAS)", TORCH_COPY: "PyTorch's copies and fills",
+          TORCH: "PyTorch's bookkeeping (dispatch, allocation)", PYTHON: "the interpreter",
+          RUNTIME: "the C runtime (libc, libm, OpenMP)"}
 
 # the C and C++ runtime and what every program loads: their time is nobody's compute
 RUNTIME_LIBS = re.compile(r"^(ld-linux|libc|libm|libmvec|libpthread|libdl|librt|libgcc_s|"
@@ -195,7 +200,7 @@ def _read_elf(path: str) -> Image | None:
 
 def mappings(pid: int) -> list[Mapping]:
     """The executable mappings of process ``pid``."""
-    out = []
+    out: list[Mapping] = []
     try:
         with open(f"/proc/{pid}/maps") as f:
             lines = f.read().splitlines()
@@ -324,6 +329,7 @@ class Sampler:
     def report(self) -> dict:
         total = sum(self.kinds.values())
         return {"stops": self.stops, "samples": total, "kinds": dict(self.kinds),
+                "labels": {k: LABELS[k] for k in self.kinds},
                 "first": dict(self.first),
                 "where": {k: dict(v.most_common(4)) for k, v in self.where.items()}}
 
@@ -340,11 +346,9 @@ def judge(report: dict, *, compute_allowed: bool, library_allowed: bool) -> str 
     that it is sampled once it is continued (a SIGCONT handler, a gap in its clock), never
     before, so one that hands its work to PyTorch until then and computes itself after shows
     it there (most of that stop's working threads in forbidden code)."""
-    counted = [(PACKAGE, "another package's compiled code")]
-    if not compute_allowed:
-        counted.append((TORCH_COMPUTE, "PyTorch's CPU kernels"))
-    if not library_allowed:
-        counted.append((LIBRARY, "a vendor library (GEMM, convolution)"))
+    counted = [(k, LABELS[k]) for k, allowed in ((PACKAGE, False),
+                                                  (TORCH_COMPUTE, compute_allowed),
+                                                  (LIBRARY, library_allowed)) if not allowed]
     kinds = Counter(report.get("kinds", {}))
     first = Counter(report.get("first", {}))
     bad = sum(kinds[k] for k, _ in counted)

@@ -91,13 +91,14 @@ PROFILED_CALLS = 5          # timed calls under the profiler, per side; the tab 
 # CPU: timed calls in which the judge stops the candidate's threads to see where they are
 # (sampler.py): each call is one with this chance, each stopped at up to STOPS_PER_CALL
 # moments drawn over the time a call has taken so far; more are made after the timed ones
-# until SAMPLE_STOPS stops landed inside calls (a short call ends before most), at most
-# SAMPLED_CALLS_MAX in all, and past the first two no more once they took SAMPLE_TIME_S (a
-# forward of seconds lands its stops in a few calls anyway)
+# until SAMPLE_STOPS stops landed inside calls (a short call ends before most), as many as
+# half the timed calls (at least SAMPLED_CALLS_MIN: every call costs a cache flush of tens
+# of milliseconds), and past the first two no more once they took SAMPLE_TIME_S (a forward
+# of seconds lands its stops in a few calls anyway)
 SAMPLE_ONE_IN = 4
 STOPS_PER_CALL = 3
 SAMPLE_STOPS = 24
-SAMPLED_CALLS_MAX = 32
+SAMPLED_CALLS_MIN = 4
 SAMPLE_TIME_S = 3.0
 
 
@@ -375,14 +376,17 @@ class Job:
         if result["status"] != "pass":
             return result
         timings = {"build": float(loaded.get("build_ms", 0.0))}
+        samples = None
         if self.opts.time:
             timings.update(self.baselines([]))
             timings.update(self.time_candidate(traced, calibration))
             phase("timing")
-            self.judge_samples(loaded, flags)
+            samples = self.judge_samples(loaded, flags)
         if self.opts.profile and traced.get("trace") is not None:
             result["profile"] = self.profiles(traced["trace"])
             phase("profile")
+        if samples:   # where its threads were, for the Profile tab
+            result["profile"] = dict(result.get("profile") or {}, samples=samples)
         self.check_processes(ticks)
         result.update(timings=dict(timings, **phases), flags=flags, correct=True)
         _speedups(result)
@@ -745,15 +749,16 @@ class Job:
                           " and no op computing what it replaces"))
         return found
 
-    def judge_samples(self, loaded: dict, flags: list) -> None:
+    def judge_samples(self, loaded: dict, flags: list) -> dict | None:
         """What the samples of its timed calls (sampler.py) say the candidate's threads did:
-        compute in code the policy does not let it hand work to is a fallback."""
+        compute in code the policy does not let it hand work to is a fallback. The report
+        (None where nothing was sampled)."""
         if self.sampler is None or not self.sampler.stops:
-            return
+            return None
         report = self.sampler.report()
         if not report["samples"] and not self.sampler.readable:
             flags.append("cpu_samples_unreadable")
-            return
+            return None
         replaced = self.job.get("replaced")
         kept = list(self.job.get("kept") or []) + [str(k) for k in loaded.get("kept_ops", [])]
         if replaced is None:   # a candidate file: KEPT_OPS may name library ops only
@@ -763,6 +768,7 @@ class Job:
         found = sampler.judge(report, compute_allowed=compute_ok, library_allowed=library_ok)
         if found:
             raise Reject("pytorch_fallback", found)
+        return report
 
     def reference_trace(self) -> dict:
         if self.ref.trace is None:
@@ -860,15 +866,16 @@ class Job:
         seen_s: list[float] = []   # the judge's clock on every call, for when to sample
         sampled, sampled_s = 0, 0.0
         box = self.sampler if end_round is not None else None
+        most = max(SAMPLED_CALLS_MIN, self.opts.timing_trials // 2)
 
         def more_samples() -> bool:
-            return (box is not None and sampled < SAMPLED_CALLS_MAX and box.stops < SAMPLE_STOPS
+            return (box is not None and sampled < most and box.stops < SAMPLE_STOPS
                     and (sampled < 2 or sampled_s < SAMPLE_TIME_S))
 
         while True:
             seed = fresh_seed()
             stops = None
-            if box is not None and seen_s and sampled < SAMPLED_CALLS_MAX and (
+            if box is not None and seen_s and sampled < most and (
                     secrets.randbelow(SAMPLE_ONE_IN) == 0
                     or (len(ms) >= self.opts.timing_trials and more_samples())):
                 rng, est = secrets.SystemRandom(), statistics.median(seen_s)

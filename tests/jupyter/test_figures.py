@@ -282,3 +282,18 @@ def test_a_timed_calls_rows_begin_at_its_start_mark_without_the_profilers_warm_u
         ("cudaEventRecord", 0.0), ("k", 10.0), ("cudaEventRecord", 45.0)]
     # a checked call's trace has no timer: every row stays
     assert len(profile.rows({"traceEvents": events[:2] + events[3:4]})) == 3
+
+
+def test_samples_from_outside_show_each_kind_of_code_with_its_share():
+    prof = {"samples": {"stops": 24, "samples": 20,
+                        "kinds": {"own": 14, "python": 5, "torch_copy": 1},
+                        "labels": {"own": "the candidate's own code", "python": "the interpreter",
+                                   "torch_copy": "PyTorch's copies and fills"},
+                        "where": {"own": {"lib_k.so": 14}, "python": {"libpython3.11.so": 5}}}}
+    out = figures.samples_html(prof)
+    assert "20 samples at 24 moments" in out
+    rows = out.split("<tr>")[2:]   # after the head: most samples first
+    assert "the candidate&#x27;s own code" in rows[0] and "70%" in rows[0]
+    assert "lib_k.so" in rows[0] and "the interpreter" in rows[1] and "25%" in rows[1]
+    assert figures.samples_html({}) == "" and figures.samples_html(
+        {"samples": {"kinds": {}}}) == ""

@@ -137,7 +137,12 @@ def test_the_first_working_stop_is_the_one_remembered():
         if not s.readable:
             pytest.skip("this process may not read another's stopped threads here")
         assert s.first and any(k in sampler.WORKING for k in s.first)
-        assert s.report()["first"] == dict(s.first)
+        report = s.report()
+        assert report["first"] == dict(s.first)
+        # each kind says what it is in words, for the Profile tab
+        assert set(report["labels"]) == set(report["kinds"])
+        assert report["labels"].get(TORCH_COMPUTE, "PyTorch's CPU kernels") == (
+            "PyTorch's CPU kernels")
     finally:
         proc.kill()
         proc.wait()
