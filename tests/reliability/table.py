@@ -322,8 +322,8 @@ or to outlive its job.
   attention) only.
 - **Samples from outside, on the CPU** (`verifier/sampler.py`). The profiler runs inside the
   candidate's process, where a program can see it is on, and numpy shows in no trace. So in
-  timed calls the judge picks (one in four, then more until 24 stops landed inside calls),
-  at moments it draws, it stops every thread of the candidate's process and reads, for each
+  timed calls the judge picks (one in four, then more until 24 stops landed inside calls or
+  half as many calls as were timed were sampled), at moments it draws, it stops every thread of the candidate's process and reads, for each
   thread stopped in its own code, the address it stopped at (`/proc/PID/task/TID/syscall`,
   which the candidate cannot change). Each address is named by the file mapped there and, in
   PyTorch's library, by its function (the ELF symbol table): the candidate's own code, the
