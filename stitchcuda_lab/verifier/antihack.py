@@ -69,13 +69,11 @@ def find_fallback(candidate_ops: Iterable[str], *, replaced: Iterable[str] | Non
     """The candidate's ops that break the policy above (aten names as traced), sorted."""
     kept_n = {norm(k) for k in kept}
     families = {library_family(k) for k in kept_n} - {None}
-    ref_compute = {norm(o) for o in reference_ops if op_class(o) == "compute"}
     if replaced is None:
         strict, rep, allowed = True, set(), kept_n | LIBRARY
     else:
         rep = {norm(r) for r in replaced}
-        strict = "*" in rep or (bool(ref_compute) and ref_compute <= rep)
-        allowed = kept_n
+        strict, allowed = _claims_everything(rep, reference_ops), kept_n
     bad = []
     for op in candidate_ops:
         n = norm(op)
@@ -94,15 +92,20 @@ def foreign_work_allowed(*, replaced: Iterable[str] | None, kept: Iterable[str],
     rest in PyTorch; one that replaces everything (or a candidate file) may run only the ops
     it keeps, and a file may run any library op."""
     kept_n = {norm(k) for k in kept}
-    ref_compute = {norm(o) for o in reference_ops if op_class(o) == "compute"}
     kept_compute = any(op_class(k) == "compute" for k in kept_n)
     kept_library = any(op_class(k) == "library" for k in kept_n)
     if replaced is None:
         return kept_compute, True
-    rep = {norm(r) for r in replaced}
-    if "*" in rep or (bool(ref_compute) and ref_compute <= rep):
+    if _claims_everything({norm(r) for r in replaced}, reference_ops):
         return kept_compute, kept_library
     return True, True
+
+
+def _claims_everything(replaced: set[str], reference_ops: Iterable[str]) -> bool:
+    """A plan's ``replaced`` (normalised) says "*" or covers every compute op of the
+    reference: then only what it keeps may run besides its own code."""
+    ref_compute = {norm(o) for o in reference_ops if op_class(o) == "compute"}
+    return "*" in replaced or (bool(ref_compute) and ref_compute <= replaced)
 
 
 def make_tracer():

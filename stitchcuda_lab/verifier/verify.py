@@ -692,10 +692,7 @@ class Job:
 
     def evidence(self, traced: dict, loaded: dict) -> list[tuple[str, str]]:
         """What the trace and the traced ops say of fallbacks (trusted reading of the trace)."""
-        replaced = self.job.get("replaced")
-        kept = list(self.job.get("kept") or []) + [str(k) for k in loaded.get("kept_ops", [])]
-        if replaced is None:   # a candidate file: KEPT_OPS may name library ops only
-            kept = [k for k in kept if antihack.op_class(k) == "library"]
+        replaced, kept = self.claims(loaded)
         trace = traced.get("trace") or {}
         ops = _merge(_by_name(traced.get("aten_ops", {})), _by_name(profile.cpu_ops(trace)))
         ref_ops = profile.cpu_ops(self.reference_trace()) if trace else {}
@@ -749,6 +746,15 @@ class Job:
                           " and no op computing what it replaces"))
         return found
 
+    def claims(self, loaded: dict) -> tuple[list | None, list]:
+        """What the candidate says it replaces (None: a candidate file, which says nothing)
+        and keeps: the plan's, and the file's KEPT_OPS, which may name library ops only."""
+        replaced = self.job.get("replaced")
+        kept = list(self.job.get("kept") or []) + [str(k) for k in loaded.get("kept_ops", [])]
+        if replaced is None:
+            kept = [k for k in kept if antihack.op_class(k) == "library"]
+        return replaced, kept
+
     def judge_samples(self, loaded: dict, flags: list) -> dict | None:
         """What the samples of its timed calls (sampler.py) say the candidate's threads did:
         compute in code the policy does not let it hand work to is a fallback. The report
@@ -759,10 +765,7 @@ class Job:
         if not report["samples"] and not self.sampler.readable:
             flags.append("cpu_samples_unreadable")
             return None
-        replaced = self.job.get("replaced")
-        kept = list(self.job.get("kept") or []) + [str(k) for k in loaded.get("kept_ops", [])]
-        if replaced is None:   # a candidate file: KEPT_OPS may name library ops only
-            kept = [k for k in kept if antihack.op_class(k) == "library"]
+        replaced, kept = self.claims(loaded)
         compute_ok, library_ok = antihack.foreign_work_allowed(
             replaced=replaced, kept=kept, reference_ops=profile.cpu_ops(self.reference_trace()))
         found = sampler.judge(report, compute_allowed=compute_ok, library_allowed=library_ok)
@@ -865,17 +868,17 @@ class Job:
         seeds: list[int] = []
         seen_s: list[float] = []   # the judge's clock on every call, for when to sample
         sampled, sampled_s = 0, 0.0
-        box = self.sampler if end_round is not None else None
+        watch = self.sampler if end_round is not None else None   # the candidate's calls only
         most = max(SAMPLED_CALLS_MIN, self.opts.timing_trials // 2)
 
         def more_samples() -> bool:
-            return (box is not None and sampled < most and box.stops < SAMPLE_STOPS
+            return (watch is not None and sampled < most and watch.stops < SAMPLE_STOPS
                     and (sampled < 2 or sampled_s < SAMPLE_TIME_S))
 
         while True:
             seed = fresh_seed()
             stops = None
-            if box is not None and seen_s and sampled < most and (
+            if watch is not None and seen_s and sampled < most and (
                     secrets.randbelow(SAMPLE_ONE_IN) == 0
                     or (len(ms) >= self.opts.timing_trials and more_samples())):
                 rng, est = secrets.SystemRandom(), statistics.median(seen_s)
