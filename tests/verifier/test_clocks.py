@@ -22,8 +22,8 @@ SMALL = (ADV / "problems" / "pointwise.py").read_text()
 LIAR = (ADV / "candidates" / "channel_send_rewrite_slow.py").read_text()
 
 
-def test_a_timer_that_claims_two_percent_gets_no_faster_time(cpu_worker, fast_options):
-    liar = cpu_worker.verify(SMALL, LIAR, replaced=None, options=fast_options, timeout=120)
+def test_a_timer_that_claims_two_percent_gets_no_faster_time(module_worker, fast_options):
+    liar = module_worker.verify(SMALL, LIAR, replaced=None, options=fast_options, timeout=120)
     if liar.status == "rejected":
         assert liar.reason.startswith("patched_timer"), liar.reason
         return
@@ -36,12 +36,12 @@ def test_a_timer_that_claims_two_percent_gets_no_faster_time(cpu_worker, fast_op
 AHEAD = (ADV / "candidates" / "precompute_in_randn.py").read_text()
 
 
-def test_work_hidden_in_the_draw_is_not_outside_the_clock(cpu_worker, fast_options):
+def test_work_hidden_in_the_draw_is_not_outside_the_clock(module_worker, fast_options):
     """On the CPU the judge draws a timed call's inputs and hands them over: a replaced
     torch.randn that computes the answer while drawing never runs for a timed call, so the
     forward does the work under the timer (4M elements: well over a millisecond on any CPU;
     a precomputed hit returns in tens of microseconds)."""
-    v = cpu_worker.verify(BIG, AHEAD, replaced=None, options=fast_options, timeout=120)
+    v = module_worker.verify(BIG, AHEAD, replaced=None, options=fast_options, timeout=120)
     assert v.status == "pass", v.reason
     assert v.timings["ours_wall"] > 1.0, v.timings
 
@@ -68,15 +68,15 @@ LEAST = (ADV / "candidates" / "timer_reports_least_so_far.py").read_text()
 HONEST = LEAST.replace("timing.Timer.call = call", "")   # the same, its timer left alone
 
 
-def test_a_timer_reporting_the_quickest_call_for_every_call_gets_no_faster_time(cpu_worker):
+def test_a_timer_reporting_the_quickest_call_for_every_call_gets_no_faster_time(module_worker):
     """Calls of 16 to 2047 rows of a 1024 x 1024 GEMM (milliseconds to tens of them): a timer
     that reports the least time so far on every call used to get the time of a small call
     (about a fifth of the median). Its time now is the median of what the judge's clock saw,
     within the path's allowance: near an honest timer's, measured just before."""
     from stitchcuda_lab.verifier.options import VerifyOptions
     opts = VerifyOptions(trials=5, timing_trials=9, warmup=1, compile_modes="", profile=False)
-    honest = cpu_worker.verify(RAGGED, HONEST, replaced=None, options=opts, timeout=180)
-    liar = cpu_worker.verify(RAGGED, LEAST, replaced=None, options=opts, timeout=180)
+    honest = module_worker.verify(RAGGED, HONEST, replaced=None, options=opts, timeout=180)
+    liar = module_worker.verify(RAGGED, LEAST, replaced=None, options=opts, timeout=180)
     assert honest.status == "pass", honest.reason
     if liar.status == "rejected":
         assert liar.reason.startswith("patched_timer"), liar.reason

@@ -54,8 +54,8 @@ class ModelNew(nn.Module):
 '''
 
 
-def test_pass_reports_trials_errors_tolerance_and_timings(cpu_worker, fast_options):
-    v = cpu_worker.verify(POINTWISE, GOOD, replaced=None, options=fast_options, timeout=120,
+def test_pass_reports_trials_errors_tolerance_and_timings(module_worker, fast_options):
+    v = module_worker.verify(POINTWISE, GOOD, replaced=None, options=fast_options, timeout=120,
                           candidate_id="c1")
     assert v.status == "pass" and v.correct and v.reason == ""
     seeds = [t.seed for t in v.trials]   # drawn from the OS by the judge, told only now
@@ -69,37 +69,37 @@ def test_pass_reports_trials_errors_tolerance_and_timings(cpu_worker, fast_optio
     assert v.aten_ops == {"aten.empty_like.default": 12}  # 6 trials x (call + determinism rerun)
 
 
-def test_tolerance_is_overridable(cpu_worker, fast_options):
-    strict = cpu_worker.verify(POINTWISE, HALF, replaced=None, options=fast_options, timeout=120)
+def test_tolerance_is_overridable(module_worker, fast_options):
+    strict = module_worker.verify(POINTWISE, HALF, replaced=None, options=fast_options, timeout=120)
     assert strict.status == "incorrect" and strict.reason.startswith("output_mismatch")
     assert strict.max_abs_err > 1e-4 and any(t.mismatches for t in strict.trials)
-    loose = cpu_worker.verify(POINTWISE, HALF, replaced=None, timeout=120,
+    loose = module_worker.verify(POINTWISE, HALF, replaced=None, timeout=120,
                               options=dataclasses.replace(fast_options, atol=1e-2, rtol=1e-2))
     assert loose.status == "pass" and loose.atol == 1e-2
 
 
-def test_torch_compile_default_baseline_is_timed_in_the_same_run(cpu_worker, fast_options):
+def test_torch_compile_default_baseline_is_timed_in_the_same_run(module_worker, fast_options):
     opts = dataclasses.replace(fast_options, compile_modes="default")
-    v = cpu_worker.verify(POINTWISE, GOOD, replaced=None, options=opts, timeout=300)
+    v = module_worker.verify(POINTWISE, GOOD, replaced=None, options=opts, timeout=300)
     assert v.status == "pass", v.reason
     assert v.timings["compile:default"] > 0 and "compile:default_wall" in v.timings
     assert v.speedup_vs_compile == pytest.approx(v.timings["compile:default"] / v.timings["ours"])
     # baselines are cached per problem in the worker: the next candidate meets the same numbers
-    again = cpu_worker.verify(POINTWISE, GOOD, replaced=None, options=opts, timeout=300)
+    again = module_worker.verify(POINTWISE, GOOD, replaced=None, options=opts, timeout=300)
     assert again.timings["eager"] == v.timings["eager"]
     assert again.timings["compile:default"] == v.timings["compile:default"]
-    assert cpu_worker.baseline(POINTWISE, options=opts)["eager"] == v.timings["eager"]
+    assert module_worker.baseline(POINTWISE, options=opts)["eager"] == v.timings["eager"]
 
 
-def test_speedups_over_10x_are_flagged(cpu_worker, fast_options):
-    v = cpu_worker.verify(SLOW_REFERENCE, COPY_KERNEL, replaced=None, options=fast_options,
+def test_speedups_over_10x_are_flagged(module_worker, fast_options):
+    v = module_worker.verify(SLOW_REFERENCE, COPY_KERNEL, replaced=None, options=fast_options,
                           timeout=120)
     assert v.status == "pass", v.reason
     assert v.speedup_vs_eager > 10 and "speedup_over_10x" in v.flags
 
 
-def test_profile_rows_kernel_summary_and_ncu_status(cpu_worker, fast_options):
-    v = cpu_worker.verify(POINTWISE, GOOD, replaced=None, timeout=120,
+def test_profile_rows_kernel_summary_and_ncu_status(module_worker, fast_options):
+    v = module_worker.verify(POINTWISE, GOOD, replaced=None, timeout=120,
                           options=dataclasses.replace(fast_options, profile=True))
     assert v.status == "pass"
     names = {r["name"] for r in v.profile["reference"]}
@@ -108,41 +108,41 @@ def test_profile_rows_kernel_summary_and_ncu_status(cpu_worker, fast_options):
     assert v.profile["kernels"] and v.profile["ncu"]["available"] is False
 
 
-def test_compile_error_is_a_build_error_with_the_compiler_log(cpu_worker, fast_options):
+def test_compile_error_is_a_build_error_with_the_compiler_log(module_worker, fast_options):
     broken = GOOD.replace("y[i] = v > 0.0f ? v : 0.0f;", "y[i] = w;")
-    v = cpu_worker.verify(POINTWISE, broken, replaced=None, options=fast_options, timeout=120)
+    v = module_worker.verify(POINTWISE, broken, replaced=None, options=fast_options, timeout=120)
     assert v.status == "build_error" and v.reason.startswith("compile_error")
     assert "fused.c:7:" in v.build_log and "'w' undeclared" in v.build_log
 
 
-def test_syntax_error_names_the_line(cpu_worker, fast_options):
-    v = cpu_worker.verify(POINTWISE, "import torch\n\nclass ModelNew(:\n    pass\n",
+def test_syntax_error_names_the_line(module_worker, fast_options):
+    v = module_worker.verify(POINTWISE, "import torch\n\nclass ModelNew(:\n    pass\n",
                           replaced=None, options=fast_options, timeout=60)
     assert v.status == "build_error" and v.reason.startswith("syntax_error: candidate.py:3:")
 
 
-def test_exception_in_forward_is_a_runtime_error_with_the_candidate_line(cpu_worker,
+def test_exception_in_forward_is_a_runtime_error_with_the_candidate_line(module_worker,
                                                                           fast_options):
     src = "import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
           "        raise ValueError('boom')\n"
-    v = cpu_worker.verify(POINTWISE, src, replaced=None, options=fast_options, timeout=60)
+    v = module_worker.verify(POINTWISE, src, replaced=None, options=fast_options, timeout=60)
     assert v.status == "runtime_error"
     assert v.reason.startswith("exception: candidate.py:5: ValueError: boom")
 
 
-def test_explicit_claims_are_enforced_and_kept_ops_allowed(cpu_worker, fast_options):
+def test_explicit_claims_are_enforced_and_kept_ops_allowed(module_worker, fast_options):
     src = (ADV / "candidates" / "fallback_torch_namespace.py").read_text()
-    ok = cpu_worker.verify(POINTWISE, src, replaced=["aten.mul.Tensor", "aten.add.Tensor"],
+    ok = module_worker.verify(POINTWISE, src, replaced=["aten.mul.Tensor", "aten.add.Tensor"],
                            kept=["aten.relu.default"], options=fast_options, timeout=60)
     assert ok.status == "pass", ok.reason
     assert ok.aten_ops["aten.relu.default"] == 12  # kept library calls are counted (6 trials x 2)
-    bad = cpu_worker.verify(POINTWISE, src, replaced=["aten.relu.default"], kept=[],
+    bad = module_worker.verify(POINTWISE, src, replaced=["aten.relu.default"], kept=[],
                             options=fast_options, timeout=60)
     assert bad.status == "rejected" and bad.reason.startswith("pytorch_fallback")
 
 
-def test_missing_model_new_is_a_runtime_error(cpu_worker, fast_options):
-    v = cpu_worker.verify(POINTWISE, "x = 1\n", replaced=None, options=fast_options, timeout=60)
+def test_missing_model_new_is_a_runtime_error(module_worker, fast_options):
+    v = module_worker.verify(POINTWISE, "x = 1\n", replaced=None, options=fast_options, timeout=60)
     assert v.status == "runtime_error" and "no ModelNew" in v.reason
 
 
@@ -308,7 +308,7 @@ def test_running_out_of_memory_while_judging_in_float64_leaves_the_plain_compari
     assert not res["ok"] and res["reason"] == "output_mismatch"
 
 
-def test_baselines_are_timed_again_when_eager_has_moved_since(cpu_worker, fast_options, tmp_path):
+def test_baselines_are_timed_again_when_eager_has_moved_since(module_worker, fast_options, tmp_path):
     """A host whose load changes over a session: eager is timed again at each job's start, and
     where it moved by more than BASELINE_DRIFT the baselines are timed again and the verdict
     says so, so a speedup is not this job's time against an earlier job's eager."""
@@ -334,15 +334,15 @@ def get_init_inputs():
     return []
 '''
     plus_one = COPY_KERNEL.replace("y[i] = x[i]", "y[i] = x[i] + 1.0f")
-    first = cpu_worker.verify(problem, plus_one, replaced=None, options=fast_options,
+    first = module_worker.verify(problem, plus_one, replaced=None, options=fast_options,
                               timeout=120)
     assert first.status == "pass" and not any(f.startswith("baselines_retimed")
                                               for f in first.flags)
-    same = cpu_worker.verify(problem, plus_one, replaced=None, options=fast_options,
+    same = module_worker.verify(problem, plus_one, replaced=None, options=fast_options,
                              timeout=120)
     assert not any(f.startswith("baselines_retimed") for f in same.flags)
     knob.write_text("0.08")
-    moved = cpu_worker.verify(problem, plus_one, replaced=None, options=fast_options,
+    moved = module_worker.verify(problem, plus_one, replaced=None, options=fast_options,
                               timeout=120)
     assert moved.status == "pass"
     assert any(f.startswith("baselines_retimed:eager") for f in moved.flags), moved.flags

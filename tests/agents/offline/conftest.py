@@ -71,3 +71,27 @@ def generate(problem, settings, device: str = "cpu"):
 def _isolated_kernel_cache(tmp_path_factory, monkeypatch):
     # generated programs call runtime.load, which reads the cache folder from the environment
     monkeypatch.setenv("STITCH_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kcache"))
+
+
+@pytest.fixture(scope="package")
+def judge(tmp_path_factory):
+    """One CPU Verifier for the offline agents' tests that only need verdicts: starting a judge
+    (its processes import torch) costs about ten seconds on two cores, a verdict two. Each
+    candidate still runs in a process of its own; the shared part is the judge and its cache."""
+    from stitchcuda_lab.settings import Settings
+    from stitchcuda_lab.verifier.options import VerifyOptions
+    from stitchcuda_lab.verifier.worker import Worker
+
+    base = tmp_path_factory.mktemp("judge")
+    settings = Settings(sessions_dir=str(base / "sessions"), cache_dir=str(base / "cache"),
+                        device="cpu", trials=5, timing_trials=5, warmup=1, compile_modes="",
+                        timeout=120.0, profile=False)
+    worker = Worker("cpu", cache_dir=settings.cache_dir)
+
+    def verify(problem, cand):
+        return worker.verify(problem.source, cand.module_source(), replaced=cand.replaced,
+                             kept=cand.kept, options=VerifyOptions.from_settings(settings),
+                             timeout=300)
+
+    yield verify
+    worker.close()

@@ -182,15 +182,9 @@ def test_uncaptured_problem_gets_an_honest_unchanged_forward(settings):
     assert_close(got, want)
 
 
-def test_worker_verifies_the_first_candidate(settings):
-    from stitchcuda_lab.verifier.options import VerifyOptions
-    from stitchcuda_lab.verifier.worker import get_worker
-
+def test_worker_verifies_the_first_candidate(settings, judge):
     _, _, cand = generate(GEMM, settings)
-    worker = get_worker("cpu", settings)
-    verdict = worker.verify(GEMM.source, cand.module_source(), replaced=cand.replaced,
-                            kept=cand.kept, options=VerifyOptions.from_settings(settings),
-                            timeout=300)
+    verdict = judge(GEMM, cand)
     assert verdict.status == "pass", verdict.reason
     assert verdict.correct
 
@@ -439,17 +433,12 @@ def test_refine_tries_convolutions_channels_last_and_they_match_eager(problem, f
     assert back and all(f"memory_format=torch.{fmt}" in v.module_source() for v in back)
 
 
-def test_channels_last_candidate_passes_the_verifier(settings):
-    from stitchcuda_lab.verifier.options import VerifyOptions
-    from stitchcuda_lab.verifier.worker import get_worker
-
+def test_channels_last_candidate_passes_the_verifier(settings, judge):
     graph, plan, cand = generate(CONV_NET, settings)
     nhwc = OfflineCoder().candidate(CONV_NET, graph, plan,
                                     {"program": {"channels_last": True}}, iteration=1)
     assert "channels_last" in nhwc.module_source() and nhwc.kernels
-    verdict = get_worker("cpu", settings).verify(
-        CONV_NET.source, nhwc.module_source(), replaced=nhwc.replaced, kept=nhwc.kept,
-        options=VerifyOptions.from_settings(settings), timeout=300)
+    verdict = judge(CONV_NET, nhwc)
     assert verdict.status == "pass", verdict.reason
 
 

@@ -34,16 +34,10 @@ def test_each_family_gets_kernels_for_every_computing_op(name, settings):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_each_family_passes_the_verifier_on_cpu(name, settings):
-    from stitchcuda_lab.verifier.options import VerifyOptions
-    from stitchcuda_lab.verifier.worker import get_worker
-
+def test_each_family_passes_the_verifier_on_cpu(name, settings, judge):
     problem = fixture(name)
     _, _, cand = generate(problem, settings)
-    worker = get_worker("cpu", settings)
-    verdict = worker.verify(problem.source, cand.module_source(), replaced=cand.replaced,
-                            kept=cand.kept, options=VerifyOptions.from_settings(settings),
-                            timeout=300)
+    verdict = judge(problem, cand)
     assert verdict.status == "pass", verdict.reason
 
 

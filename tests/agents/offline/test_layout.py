@@ -178,15 +178,10 @@ def test_laid_out_cuda_kernels_compile_with_nvcc(settings, tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
 
 
-def test_a_laid_out_candidate_passes_the_verifier(settings):
-    from stitchcuda_lab.verifier.options import VerifyOptions
-    from stitchcuda_lab.verifier.worker import get_worker
-
+def test_a_laid_out_candidate_passes_the_verifier(settings, judge):
     cand = nhwc_candidate(CONV_SOFTMAX, settings)
     assert "read and write channels-last" in cand.notes
-    verdict = get_worker("cpu", settings).verify(
-        CONV_SOFTMAX.source, cand.module_source(), replaced=cand.replaced, kept=cand.kept,
-        options=VerifyOptions.from_settings(settings), timeout=300)
+    verdict = judge(CONV_SOFTMAX, cand)
     assert verdict.status == "pass", verdict.reason
 
 
