@@ -94,6 +94,10 @@ def _rms(b: Any) -> float:
     total, count = 0.0, 0
     for s in _chunks(b.numel()):
         x = b[s].to(torch.float64)
+        if bool(torch.isfinite(x).all()):
+            total += float(torch.dot(x, x))
+            count += x.numel()
+            continue
         fin = x[torch.isfinite(x)]
         total += float(fin.square().sum())
         count += fin.numel()
@@ -121,6 +125,20 @@ def compare(out: Any, ref: Any, atol: float, rtol: float) -> dict:
     all_finite = True
     diff_sq = ref_sq = 0.0
     for s in _chunks(a.numel()):
+        if a.is_floating_point() and bool(torch.isfinite(a[s]).all()) \
+                and bool(torch.isfinite(b[s]).all()):
+            # the usual chunk: every value finite, so none of the NaN and infinity cases
+            # below can arise and five passes in float64 give the same numbers as twenty
+            x, y = a[s].to(torch.float64), b[s].to(torch.float64)
+            diff = (x - y).abs_()
+            size = y.abs()
+            n_bad += int((diff > size * rtol + atol).sum())
+            max_abs = max(max_abs, float(diff.max()))
+            rel = torch.where(size > max(atol, 1e-12), diff / size, 0.0)
+            max_rel = max(max_rel, float(rel.max()))
+            diff_sq += float(torch.dot(diff, diff))
+            ref_sq += float(torch.dot(y, y))
+            continue
         bad, diff, x, y = _bad(a[s], b[s], atol, rtol, 0.0)
         n_bad += int(bad.sum())
         unwritten += int((torch.isnan(x) & ~torch.isnan(y)).sum())
@@ -209,6 +227,11 @@ MAX_REFERENCE_ERROR = 1e-2
 MAX_TAIL = 64.0
 TAIL_FLOOR = 1e-3   # ... its errors relative to their element's size, at least this share of
                     # the output's root mean square
+# There the candidate is held to the tolerance against float64 with no allowance per element,
+# on all but this many times as many elements as the reference misses it on (another order of
+# the same sums misses it on about as many, a few percent more or less; 1% off everywhere, on
+# all of them), and to the norms below
+TAIL_MISSES = 2.0
 
 
 def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: float) -> dict:
@@ -220,9 +243,11 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
     as close to ``truth`` as the reference is: elementwise within the usual tolerance plus
     ``PEAK_FACTOR`` times the reference's 99.9th-percentile error, and in norm within ``NORM_FACTOR``
     times the reference's error (or rtol), over the whole output and again with each element's
-    error taken relative to its size. Where the reference is not close to ``truth``
-    (``MAX_REFERENCE_ERROR``, ``MAX_TAIL``) this is ``compare`` against the reference, and so
-    is any output that is not floating point."""
+    error taken relative to its size. Where the reference's errors have a tail (``MAX_TAIL``:
+    a tie decided otherwise, a cancellation) no element gets more than the tolerance, but
+    ``out`` may miss ``truth`` on up to ``TAIL_MISSES`` times as many elements as the reference
+    does. Where the reference is not close to ``truth`` (``MAX_REFERENCE_ERROR``) this is
+    ``compare`` against the reference, and so is any output that is not floating point."""
     import torch
     if out.shape != ref.shape or out.dtype != ref.dtype or truth.shape != ref.shape \
             or not ref.is_floating_point() or not truth.is_floating_point() \
@@ -256,8 +281,15 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
     typical = math.sqrt(ref_err_sq / erring) if erring else 0.0
     typical_rel = math.sqrt(ref_rel_err_sq / erring) if erring else 0.0
     tail = m > MAX_TAIL * typical and m_rel > MAX_TAIL * typical_rel
-    if not (math.isfinite(m) and math.isfinite(ref_rel)) or ref_rel > MAX_REFERENCE_ERROR \
-            or tail:
+    plain = None
+    if tail and math.isfinite(m) and ref_rel <= MAX_REFERENCE_ERROR:
+        # its errors allow nothing per element, but it misses float64 on some elements: a
+        # candidate may miss it on as many (counted, not sized), e.g. an exp of a scan whose
+        # cancellations make a few errors huge, summed in another order
+        plain = compare(out, ref, atol, rtol)
+        if plain["ok"]:
+            return plain
+    if not (math.isfinite(m) and math.isfinite(ref_rel)) or ref_rel > MAX_REFERENCE_ERROR:
         res = compare(out, ref, atol, rtol)
         if res["msg"] and math.isfinite(ref_rel):
             # why the reference's own error earned nothing: a person reading "9967 of 10000
@@ -273,16 +305,18 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
         return res
     rms, given = _rms(b), atol
     atol = atol * min(1.0, rms) if rms > 0 else atol
-    slack = PEAK_FACTOR * float(torch.quantile(torch.cat(sample)[:QUANTILE_SAMPLE * 2],
-                                               PEAK_QUANTILE))
+    slack = 0.0 if tail else PEAK_FACTOR * float(
+        torch.quantile(torch.cat(sample)[:QUANTILE_SAMPLE * 2], PEAK_QUANTILE))
     # each element's error relative to its own size (below the reference's typical error,
     # that error): a reference off by 0.1% of each output has large errors only where the
     # outputs are large, and the allowance it earns there must not cover the small ones
     floor = max(atol, typical)
-    n_bad, max_abs, diff_sq, rel_sq, ref_rel_sq = 0, 0.0, 0.0, 0.0, 0.0
+    n_bad, ref_bad, max_abs, diff_sq, rel_sq, ref_rel_sq = 0, 0, 0.0, 0.0, 0.0, 0.0
     for s in _chunks(a.numel()):
         bad, diff, _, y = _bad(a[s], b[s], atol, rtol, slack)
         n_bad += int(bad.sum())
+        if tail:
+            ref_bad += int(_bad(r[s], b[s], atol, rtol, 0.0)[0].sum())
         finite = torch.isfinite(diff)
         if not bool(finite.all()):
             max_abs = math.inf
@@ -300,7 +334,22 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
     note = (f"the reference itself differs from its float64 computation by up to {m:.3g} "
             f"(relative norm {ref_rel:.2e})")
     reason, msg = "", ""
-    if n_bad:
+    if tail:
+        note = (f"the reference itself misses its float64 computation on {ref_bad} of "
+                f"{a.numel()} elements, by up to {m:.3g} (relative norm {ref_rel:.2e}); "
+                f"so may a candidate, on up to {TAIL_MISSES:g}x as many")
+        if n_bad > TAIL_MISSES * ref_bad or norm_rel > allowed or scaled > scaled_allowed:
+            # why the reference's own error earned so little: "9967 of 10000 out of
+            # tolerance" alone would not tell a person that another order could have passed
+            plain["msg"] += (
+                f"; the reference itself is {ref_rel:.2e} (relative norm) from its float64 "
+                f"computation, with a few errors far above its typical one (a tie or a "
+                f"threshold decided otherwise, a cancellation), so its error allows nothing "
+                f"per element: the candidate misses the float64 result on {n_bad} elements, "
+                f"the reference on {ref_bad} (at most {TAIL_MISSES:g}x as many pass), "
+                f"relative norm {norm_rel:.2e} (at most {allowed:.2e})")
+            return plain
+    elif n_bad:
         reason = "output_mismatch"
         msg = (f"{n_bad} of {a.numel()} elements further from the float64 result than the "
                f"tolerance ({_atol_text(atol, given, rms)}, rtol={rtol:g}) plus {slack:.3g} "

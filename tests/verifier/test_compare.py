@@ -221,3 +221,45 @@ def test_a_few_widened_elements_with_huge_outputs_are_no_tail_of_the_references_
     ref = (y + torch.randn(1000, dtype=torch.float64) * 1e-9).float()
     ref[7] = 1.0 - float(y[7])
     assert not within_reference_error(y.float(), ref, y, 1e-4, 1e-4)["ok"]
+
+
+def _decayed_states(seed: int, dtype=torch.float32, blocked: bool = False):
+    """A state-space model's chunk states (Mamba2's SSD): a scan of random decays, exp of its
+    differences (up to e^20), then a sum over the chunk of terms that cancel. ``blocked`` sums
+    the scan in another order (blocks of 8, then their offsets), as a scan kernel does."""
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(2048, 64, generator=g, dtype=torch.float64).to(dtype)
+    b = torch.randn(2048, 64, 16, generator=g, dtype=torch.float64).to(dtype)
+    x = torch.rand(2048, 64, 32, generator=g, dtype=torch.float64).to(dtype)
+    if blocked:
+        part = a.view(2048, 8, 8).cumsum(-1)
+        scan = (part + (part[..., -1].cumsum(-1) - part[..., -1])[..., None]).view(2048, 64)
+    else:
+        scan = a.cumsum(-1)
+    return torch.einsum("bln,bl,blp->bpn", b, torch.exp(scan[:, -1:] - scan), x)
+
+
+def test_a_scan_summed_in_another_order_passes_where_the_references_errors_have_a_tail():
+    truth = _decayed_states(0, torch.float64)
+    ref, out = _decayed_states(0), _decayed_states(0, blocked=True)
+    assert not compare(out, ref, 1e-4, 1e-4)["ok"]     # hundreds of elements apart
+    r = within_reference_error(out, ref, truth, 1e-4, 1e-4)
+    assert r["ok"], r["msg"]
+    assert "misses its float64 computation on" in r["widened"]
+
+
+def test_where_the_references_errors_have_a_tail_more_misses_than_its_own_fail():
+    truth = _decayed_states(0, torch.float64)
+    ref = _decayed_states(0)
+    own = int(((ref.double() - truth).abs() > 1e-4 + 1e-4 * truth.abs()).sum())
+    assert own > 100   # the case above: the reference misses float64 on some elements
+    g = torch.Generator().manual_seed(1)
+    out = truth.clone().view(-1)
+    hit = torch.randperm(out.numel(), generator=g)[:3 * own]
+    out[hit] *= 1.001          # exact but for 0.1% on three times as many elements
+    r = within_reference_error(out.view_as(truth).float(), ref, truth, 1e-4, 1e-4)
+    assert not r["ok"] and "a few errors far above its typical one" in r["msg"], r["msg"]
+    assert f"the reference on {own}" in r["msg"]
+    out = truth.clone().view(-1)
+    out[hit[:own]] *= 1.001    # as many as the reference: passes
+    assert within_reference_error(out.view_as(truth).float(), ref, truth, 1e-4, 1e-4)["ok"]

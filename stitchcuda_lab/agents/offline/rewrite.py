@@ -25,6 +25,12 @@
   with ``reverse=True`` (the scan kernel walks the row backwards; ``program.py`` writes the
   flips back when the scan stays in PyTorch).
 
+- ops whose results reach no output are dropped (``_drop_dead``): a forward that computes a
+  value and never returns it (a model kept from an earlier version, a branch of a debugging
+  aid) costs eager its time and the candidate nothing, as under Inductor. Ops that write in
+  place or draw random numbers stay, with what they read: they change state a later forward
+  or a later draw sees.
+
 Every rewrite is exact up to float summation order. Deterministic, so the Planner and the Coder
 see the same node names.
 """
@@ -104,6 +110,7 @@ def rewrite(graph: Graph) -> Graph:
         _split_bias(g)
         _pool_epilogue(g)
         _reverse_scans(g)
+        _drop_dead(g)
     except (KeyError, TypeError, ValueError, IndexError):
         return graph
     return g
@@ -452,3 +459,31 @@ def _rewrite_sum_of_gemm(g: Graph, s: Node, gemm: Node, chain: list[Node],
         g.nodes.insert(i, nn_)
     # the sum (or mean) stays, over a dim of size 1 now: it keeps its keepdim and its users
     s.flops = 0
+
+
+# -- dead code ----------------------------------------------------------------------------------
+# Ops that draw from the random generator: dropping one would shift every later draw.
+_RANDOM = ("rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like",
+           "bernoulli", "normal", "uniform", "multinomial", "exponential", "geometric",
+           "cauchy", "log_normal", "poisson", "dropout", "native_dropout", "alpha_dropout",
+           "feature_dropout", "feature_alpha_dropout", "rrelu", "rrelu_with_noise")
+
+
+def _has_effect(n: Node) -> bool:
+    """Whether ``n`` does something besides making its result."""
+    name = n.opname
+    return bool(n.mutates) or name.endswith("_") or name.rstrip("_") in _RANDOM
+
+
+def _drop_dead(g: Graph) -> None:
+    """Remove the calls whose results reach neither an output nor an op with an effect."""
+    by_name = {n.name: n for n in g.nodes}
+    live: set[str] = set()
+    todo = [r for r in g.output_names()] + [n.name for n in g.calls() if _has_effect(n)]
+    while todo:
+        name = todo.pop()
+        if name in live or name not in by_name:
+            continue
+        live.add(name)
+        todo.extend(by_name[name].inputs())
+    g.nodes = [n for n in g.nodes if n.op != "call_function" or n.name in live]

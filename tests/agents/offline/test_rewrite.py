@@ -147,3 +147,51 @@ def test_a_shift_of_another_dtype_keeps_the_n_columns(settings):
     assert not any(n.name.endswith("_wsum") for n in rewrite(graph).calls())
     want, got, _, _ = run_both(p, cand)
     assert_close(got, want)
+
+
+DEAD_BRANCH = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(32, 32))
+            self.register_buffer("calls", torch.zeros(()))
+        def forward(self, x):
+            unused = torch.softmax(x @ self.w, dim=-1).exp()   # computed, never returned
+            self.calls.add_(1)                                  # an effect: it stays
+            values, _indices = torch.max(x, dim=1)              # only one item of a tuple used
+            return torch.relu(x) * 2 + values[:, None]
+    def get_inputs():
+        return [torch.randn(16, 32)]
+    def get_init_inputs():
+        return []
+""", name="dead_branch")
+
+
+def test_ops_whose_results_reach_no_output_are_dropped_and_effects_stay(settings):
+    graph, _plan, cand = generate(DEAD_BRANCH, settings)
+    before = {n.opname for n in graph.calls()}
+    after = {n.opname for n in rewrite(graph).calls()}
+    assert {"softmax", "exp"} <= before and {"_softmax", "softmax", "exp", "matmul", "mm"} \
+        .isdisjoint(after), after
+    assert "add_" in after and "relu" in after and "max" in after
+    src = cand.module_source()
+    assert "softmax" not in src.split("def forward(self, x):")[-1]
+    want, got, ref, new = run_both(DEAD_BRANCH, cand)
+    assert_close(got, want)
+    assert float(ref.calls) == float(new.calls) == 1.0     # the in-place update ran once
+
+
+def test_a_dead_random_draw_stays_so_later_draws_match():
+    from stitchcuda_lab.agents.offline.rewrite import _drop_dead
+    from stitchcuda_lab.graph import Graph, Node
+
+    def call(name, target, *refs):
+        return Node(name=name, op="call_function", target=target, op_class="pointwise",
+                    args=[{"node": r} for r in refs], shape=[4], dtype="torch.float32")
+    g = Graph(nodes=[Node(name="x", op="placeholder", target="", op_class="input", shape=[4]),
+                     call("noise", "aten.rand_like.default", "x"),
+                     call("scaled", "aten.mul.Tensor", "noise", "x"),     # dead, no effect
+                     call("y", "aten.relu.default", "x")],
+              outputs=[{"node": "y"}], capture="torch.export")
+    _drop_dead(g)
+    assert [n.name for n in g.nodes] == ["x", "noise", "y"]
