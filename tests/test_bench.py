@@ -559,7 +559,10 @@ def test_the_judge_times_the_baselines_once_the_problem_is_validated(monkeypatch
                         shrink=1)
     assert [who for who, _ in asked] == ["early-baseline", "MainThread"], asked
     assert asked[0][1] == asked[1][1] and asked[0][1]["compile:default"] > 0
-    assert row["eager_ms"] == asked[0][1]["eager"]
+    if not any(f.startswith("baselines_retimed") for f in row.get("flags", [])):
+        # unless the host's load moved eager by over 30% before the verdict (verify.py,
+        # BASELINE_DRIFT), which then says so and times the baselines again
+        assert row["eager_ms"] == asked[0][1]["eager"], row.get("flags")
 
 
 def test_no_early_baseline_without_compile_or_with_large_tensors(monkeypatch, tmp_path):

@@ -234,27 +234,13 @@ TAIL_FLOOR = 1e-3   # ... its errors relative to their element's size, at least 
 TAIL_MISSES = 2.0
 
 
-def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: float) -> dict:
-    """``compare`` for a reference that is itself less exact than its tolerance: an "fp32"
-    convolution that PyTorch runs on TF32 tensor cores, a long fp32 sum or scan. ``truth`` is
-    the same forward computed in float64. Another correct program (another algorithm, order or
-    layout; a sum kept in double) differs from such a reference by more than the tolerance
-    while agreeing with ``truth`` as well as the reference does. ``out`` passes when it is about
-    as close to ``truth`` as the reference is: elementwise within the usual tolerance plus
-    ``PEAK_FACTOR`` times the reference's 99.9th-percentile error, and in norm within ``NORM_FACTOR``
-    times the reference's error (or rtol), over the whole output and again with each element's
-    error taken relative to its size. Where the reference's errors have a tail (``MAX_TAIL``:
-    a tie decided otherwise, a cancellation) no element gets more than the tolerance, but
-    ``out`` may miss ``truth`` on up to ``TAIL_MISSES`` times as many elements as the reference
-    does. Where the reference is not close to ``truth`` (``MAX_REFERENCE_ERROR``) this is
-    ``compare`` against the reference, and so is any output that is not floating point."""
+
+def _reference_errors(r: Any, b: Any) -> tuple:
+    """The reference ``r``'s errors against float64 ``b`` (flat): the largest (absolute,
+    and relative to each element's size), the norm of ``b``, the relative norm error, the
+    typical (root mean square over the elements in error) of each, and a strided sample
+    of the absolute errors for the quantile."""
     import torch
-    if out.shape != ref.shape or out.dtype != ref.dtype or truth.shape != ref.shape \
-            or not ref.is_floating_point() or not truth.is_floating_point() \
-            or ref.numel() == 0:
-        return compare(out, ref, atol, rtol)
-    a, b = _flat(out, truth)
-    r = _flat(ref, truth)[0]
     m = m_rel = ref_err_sq = ref_rel_err_sq = truth_sq = 0.0
     erring = 0
     step = max(1, b.numel() // QUANTILE_SAMPLE)
@@ -280,8 +266,33 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
     ref_rel = math.sqrt(ref_err_sq) / norm if norm > 0 else math.inf
     typical = math.sqrt(ref_err_sq / erring) if erring else 0.0
     typical_rel = math.sqrt(ref_rel_err_sq / erring) if erring else 0.0
+    return m, m_rel, norm, ref_rel, typical, typical_rel, sample
+
+
+def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: float) -> dict:
+    """``compare`` for a reference that is itself less exact than its tolerance: an "fp32"
+    convolution that PyTorch runs on TF32 tensor cores, a long fp32 sum or scan. ``truth`` is
+    the same forward computed in float64. Another correct program (another algorithm, order or
+    layout; a sum kept in double) differs from such a reference by more than the tolerance
+    while agreeing with ``truth`` as well as the reference does. ``out`` passes when it is about
+    as close to ``truth`` as the reference is: elementwise within the usual tolerance plus
+    ``PEAK_FACTOR`` times the reference's 99.9th-percentile error, and in norm within ``NORM_FACTOR``
+    times the reference's error (or rtol), over the whole output and again with each element's
+    error taken relative to its size. Where the reference's errors have a tail (``MAX_TAIL``:
+    a tie decided otherwise, a cancellation) no element gets more than the tolerance, but
+    ``out`` may miss ``truth`` on up to ``TAIL_MISSES`` times as many elements as the reference
+    does. Where the reference is not close to ``truth`` (``MAX_REFERENCE_ERROR``) this is
+    ``compare`` against the reference, and so is any output that is not floating point."""
+    import torch
+    if out.shape != ref.shape or out.dtype != ref.dtype or truth.shape != ref.shape \
+            or not ref.is_floating_point() or not truth.is_floating_point() \
+            or ref.numel() == 0:
+        return compare(out, ref, atol, rtol)
+    a, b = _flat(out, truth)
+    r = _flat(ref, truth)[0]
+    m, m_rel, norm, ref_rel, typical, typical_rel, sample = _reference_errors(r, b)
     tail = m > MAX_TAIL * typical and m_rel > MAX_TAIL * typical_rel
-    plain = None
+    plain: dict = {}
     if tail and math.isfinite(m) and ref_rel <= MAX_REFERENCE_ERROR:
         # its errors allow nothing per element, but it misses float64 on some elements: a
         # candidate may miss it on as many (counted, not sized), e.g. an exp of a scan whose
