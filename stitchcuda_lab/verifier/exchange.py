@@ -17,6 +17,7 @@ for it to rewrite into compute hidden in the calibrated path.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
@@ -415,8 +416,9 @@ def read_output(entry: Any, like: Any, folder: str | None = None) -> Any:
     why it cannot be one ("shape_mismatch: ..." / "dtype_mismatch: ..." / "protocol: ...").
 
     ``folder``: the outputs folder the judge made for this sandbox; a path elsewhere, or one
-    reached through a link, is a protocol error (the judge reads as a more privileged user).
-    ``entry`` may also be a ``Pinned`` output file."""
+    reached through a link, is a protocol error (the judge reads as a more privileged user);
+    a file read there is removed (each is read once). ``entry`` may also be a ``Pinned``
+    output file."""
     import torch
     if isinstance(entry, Pinned):
         if entry.error:
@@ -444,6 +446,12 @@ def read_output(entry: Any, like: Any, folder: str | None = None) -> Any:
             host = _read_into(fd, host) or host
         finally:
             os.close(fd)
+            if folder is not None:
+                # read once: the file goes now, not with the sandbox's folder at the job's
+                # end (a round's picked outputs and inputs of GBs each, in memory-backed
+                # files, filled the host over one job and the judge was killed)
+                with contextlib.suppress(OSError):
+                    os.unlink(entry["path"])
     if isinstance(host, str):
         return host
     if nbytes == 0:

@@ -36,6 +36,19 @@ def test_outputs_round_trip_bitwise(tmp_path, dtype):
     assert back.dtype == dtype and back.shape == t.t().shape and torch.equal(back, t.t())
 
 
+def test_an_output_read_from_the_sandboxs_folder_is_removed_and_one_elsewhere_is_not(tmp_path):
+    """A GB output (or a timed call's inputs) in memory-backed files stays in memory until
+    removed: the judge removes each file of its sandbox's folder once read."""
+    t = torch.randn(64, 64)
+    (entry,) = write_outputs([t], tmp_path, "r1_0")
+    assert torch.equal(read_output(entry, t, str(tmp_path)), t)
+    assert not os.path.exists(entry["path"])
+    assert read_output(entry, t, str(tmp_path)).startswith("protocol")   # read once
+    (entry,) = write_outputs([t], tmp_path, "r1_1")
+    assert read_output(entry, t, str(tmp_path / "elsewhere")).startswith("protocol")
+    assert os.path.exists(entry["path"])      # a path outside the folder is never touched
+
+
 def test_shape_and_dtype_are_checked_before_any_byte_is_read(tmp_path):
     (entry,) = write_outputs([torch.zeros(2, 3)], tmp_path, "x")
     assert read_output(entry, torch.zeros(3, 2)).startswith("shape_mismatch")
