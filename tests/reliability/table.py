@@ -360,11 +360,15 @@ or to outlive its job.
   (TF32 truncated instead of rounded
   measured 2.6x; bf16 is about 8x and stays incorrect: `candidates/cancellation_bf16.py`,
   `cuda/conv_bf16_under_tf32_reference.py`). A reference further than 1e-2 from its float64
-  run (random draws), or whose largest error is over 64 times its typical one both as it is
-  and relative to each element's size (a discrete choice made otherwise; a few huge outputs of
-  a partly widened draw carry large errors that are no tail), widens nothing; a percentile, not the largest error, so that a few
-  large errors of the reference do not become every element's allowance; an exact reference
-  allows nothing more. The verdict's tolerance names the reference's error when it was used.
+  run (random draws) widens nothing. One whose largest error is over 64 times its typical one,
+  both as it is and relative to each element's size (a tie or threshold decided otherwise, an
+  exp of a scan whose terms cancel; a few huge outputs of a partly widened draw carry large
+  errors that are no tail), widens no element: there the output must be within the tolerance
+  of the float64 result on all but twice as many elements as the reference misses it on, and
+  within the norm limits (`candidates/pass_scan_in_blocks.py` passes,
+  `candidates/tail_allowance_low_precision.py` does not). A percentile, not the largest error,
+  so that a few large errors of the reference do not become every element's allowance; an
+  exact reference allows nothing more. The verdict's tolerance names the reference's error when it was used.
 - **The kernel cache cannot be poisoned.** Builds are done by the judge (the sandbox asks for
   them), through a cache whose entries carry an HMAC under a secret only the judge reads; a
   planted entry, with a matching hash file or not, is never loaded. Kernel sources may include
