@@ -22,10 +22,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def fast_settings(root):
+    """Settings under ``root`` (sessions and kernel cache), with fast test defaults."""
+    from stitchcuda_lab.settings import Settings
+    return Settings(sessions_dir=str(root / "sessions"), cache_dir=str(root / "cache"),
+                    device="cpu", trials=5, timing_trials=5, warmup=1, compile_modes="",
+                    timeout=120.0, profile=False)
+
+
 @pytest.fixture
 def settings(tmp_path):
     """Settings isolated to a temporary sessions root and kernel cache, fast test defaults."""
-    from stitchcuda_lab.settings import Settings
-    return Settings(sessions_dir=str(tmp_path / "sessions"), cache_dir=str(tmp_path / "cache"),
-                    device="cpu", trials=5, timing_trials=5, warmup=1, compile_modes="",
-                    timeout=120.0, profile=False)
+    return fast_settings(tmp_path)

@@ -78,14 +78,12 @@ def judge(tmp_path_factory):
     """One CPU Verifier for the offline agents' tests that only need verdicts: starting a judge
     (its processes import torch) costs about ten seconds on two cores, a verdict two. Each
     candidate still runs in a process of its own; the shared part is the judge and its cache."""
-    from stitchcuda_lab.settings import Settings
+    from conftest import fast_settings   # tests/conftest.py: the same defaults as `settings`
+
     from stitchcuda_lab.verifier.options import VerifyOptions
     from stitchcuda_lab.verifier.worker import Worker
 
-    base = tmp_path_factory.mktemp("judge")
-    settings = Settings(sessions_dir=str(base / "sessions"), cache_dir=str(base / "cache"),
-                        device="cpu", trials=5, timing_trials=5, warmup=1, compile_modes="",
-                        timeout=120.0, profile=False)
+    settings = fast_settings(tmp_path_factory.mktemp("judge"))
     worker = Worker("cpu", cache_dir=settings.cache_dir)
 
     def verify(problem, cand):
