@@ -30,6 +30,13 @@ def fast_settings(root):
                     timeout=120.0, profile=False)
 
 
+@pytest.fixture(scope="session")
+def make_settings():
+    """``fast_settings`` for fixtures of wider scope than a test (a conftest is not importable by
+    name: under xdist another folder's conftest may hold the name ``conftest``)."""
+    return fast_settings
+
+
 @pytest.fixture
 def settings(tmp_path):
     """Settings isolated to a temporary sessions root and kernel cache, fast test defaults."""

@@ -74,16 +74,14 @@ def _isolated_kernel_cache(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture(scope="package")
-def judge(tmp_path_factory):
+def judge(tmp_path_factory, make_settings):
     """One CPU Verifier for the offline agents' tests that only need verdicts: starting a judge
     (its processes import torch) costs about ten seconds on two cores, a verdict two. Each
     candidate still runs in a process of its own; the shared part is the judge and its cache."""
-    from conftest import fast_settings   # tests/conftest.py: the same defaults as `settings`
-
     from stitchcuda_lab.verifier.options import VerifyOptions
     from stitchcuda_lab.verifier.worker import Worker
 
-    settings = fast_settings(tmp_path_factory.mktemp("judge"))
+    settings = make_settings(tmp_path_factory.mktemp("judge"))   # the defaults of `settings`
     worker = Worker("cpu", cache_dir=settings.cache_dir)
 
     def verify(problem, cand):
