@@ -72,6 +72,7 @@ class Harness:
         self.kept_outputs: list = []  # the last round's outputs, until the judge picks some
         self.kept_inputs: list = []   # ... and the inputs each call left behind it
         self.last_call: list = []     # the last timed call's outputs themselves
+        self.arena: Any = None        # CUDA: the judge's arena, mapped (arena.py)
         self.slot = 0                 # CPU: the timed call's place in its round (its files)
         self.sizes: list = []         # CPU: the bytes of the last timed call's outputs
         self.flags: dict = {}
@@ -270,7 +271,10 @@ class Harness:
         # first touch (page faults) the candidate's timer would count
         entries = None
         kept = list(out)   # alive until the next call, so its memory is not reused
-        if self.device.startswith("cuda"):
+        placed = None
+        if self.arena is not None:   # into the judge's memory, which takes them at the reply
+            placed = self.arena.put([out, [x for x in xs if isinstance(x, torch.Tensor)]])
+        elif self.device.startswith("cuda"):
             self.kept_outputs.append([o.detach().clone() for o in out])
         elif peek:   # read by the judge out of this process before its clock stops
             flat = [o.detach().contiguous() for o in out]
@@ -284,10 +288,22 @@ class Harness:
             self.slot += 1
         self.last_call = kept
         # as the call left them: the judge compares a picked call's with its own draw
-        self.kept_inputs.append([x for x in xs if isinstance(x, torch.Tensor)])
+        if placed is None:
+            self.kept_inputs.append([x for x in xs if isinstance(x, torch.Tensor)])
         if self.device.startswith("cuda"):
-            torch.cuda.current_stream().synchronize()
-        return {"ms": ms, "wall_ms": wall, "trace": trace_path, "outputs": entries}
+            torch.cuda.current_stream().synchronize()   # the arena's copies done too
+        return {"ms": ms, "wall_ms": wall, "trace": trace_path, "outputs": entries,
+                "arena": placed}
+
+    def map_arena(self, cmd: dict) -> dict:
+        """The judge's arena (arena.py), mapped before any candidate code is loaded; where it
+        cannot be, the judge keeps the older way and says so in the verdict."""
+        from .arena import Mapped
+        try:
+            self.arena = Mapped(str(cmd.get("handle")), int(cmd.get("nbytes", 0)), self.device)
+        except Exception as e:  # noqa: BLE001  (ArenaError, or a driver without IPC)
+            return {"mapped": False, "why": f"{type(e).__name__}: {e}"}
+        return {"mapped": True}
 
     def flush(self, cmd: dict) -> dict:
         """Before a timed call, outside the judge's clock: the cache flushed, and the files
@@ -547,7 +563,7 @@ def main(device: str, rfd: int, wfd: int, expose: dict | None = None) -> None:
     channel.die_with_parent()
     h = Harness(device, rfd, wfd)
     handlers = {"candidate": h.load_candidate, "trial": h.trial, "call": h.call,
-                "flush": h.flush, "outputs": h.outputs}
+                "flush": h.flush, "outputs": h.outputs, "arena": h.map_arena}
     try:
         reply = h.load_problem(job)
     except BaseException as e:  # noqa: BLE001  (the candidate's fault, whatever it raised)

@@ -45,6 +45,7 @@ from typing import Any
 from ..verdict import TrialResult, Verdict
 from .. import gpulock
 from . import antihack, profile, sampler, timing
+from .arena import Arena, ArenaError, size_for
 from .compare import Print, compare, same, stale_outputs, tolerance, within_reference_error
 from .exchange import (HAND_OVER_BYTES, WIDEN, can_peek, draw, hand_over, read_output, reveal,
                        tensors, widen, widened_how)
@@ -85,6 +86,9 @@ DEVICE_SLACK = 1.5          # traced device time may exceed the timed median by 
 # eager timed again at a job's start, moved by more than this share since the baselines were
 # timed: all of them are timed again (CPU)
 BASELINE_DRIFT = 0.3
+# arena bytes beyond the inputs' and the reference's outputs: each further output tensor's
+# alignment (arena.ALIGN), for references that return several
+ARENA_SPARE = 64 << 10
 MAX_OUTPUTS = 256           # tensors one timed call may say it returned (each read by the judge)
 CHECKED_CALLS = 5           # timed calls whose outputs are checked, picked after each round
 PROFILED_CALLS = 5          # timed calls under the profiler, per side; the tab shows the median
@@ -224,6 +228,13 @@ class Job:
         # (exchange.pin_output), until the round's check picks some
         self.pinned: list[list] = []
         self.round_inputs: Any = None   # the last round's picked calls' inputs, as left
+        # CUDA: the judge's arena the sandbox copies each timed call's outputs and inputs
+        # into (arena.py), each call's taken out at once into ``pinned``/``pinned_inputs``;
+        # None where it could not be mapped (``arena_note`` says why: the sandbox keeps them)
+        self.arena: Arena | None = None
+        self.arena_mapped = False
+        self.arena_note = ""
+        self.pinned_inputs: list[list] = []
         # timed calls on inputs outside get_inputs()'s range (time_candidate): how they are
         # widened, which calls were (by seed), and how many calls until the next one
         self.wide_how: str | None = None
@@ -363,6 +374,10 @@ class Job:
 
         phases["phase:spare"] = self.spare_wait_ms   # waiting for a spare still starting up
         self.open(self.sandbox)
+        if self.opts.time and self.device.startswith("cuda"):
+            self.map_arena()
+            if not self.arena_mapped:
+                flags.append(f"timed_outputs_kept_by_sandbox:{self.arena_note}")
         # the sandbox's own call path, timed on the reference before any candidate code runs
         calibration = self.calibrate() if self.opts.time else Calibration(0.0, 0.0)
         phase("calibrate")
@@ -391,6 +406,39 @@ class Job:
         result.update(timings=dict(timings, **phases), flags=flags, correct=True)
         _speedups(result)
         return result
+
+    def map_arena(self) -> None:
+        """CUDA: the judge's arena, mapped into the sandbox while it holds nothing of the
+        candidate (its reply is the harness's own). Sized for the inputs of a draw and the
+        reference's outputs, each tensor on its boundary."""
+        xs = self.draw(fresh_seed())
+        sizes = [x.numel() * x.element_size() for x in xs if hasattr(x, "numel")]
+        nbytes = size_for(sizes) + size_for([self.ref.out_bytes]) + ARENA_SPARE
+        del xs
+        try:
+            self.arena = Arena(nbytes, self.device)
+        except (ArenaError, RuntimeError, TypeError) as e:   # no driver API, no IPC
+            self.arena_note = f"{type(e).__name__}: {e}"[:300]
+            return
+        reply = self.ask({"op": "arena", "handle": self.arena.handle_hex, "nbytes": nbytes})
+        self.arena_mapped = bool(reply.get("mapped"))
+        if not self.arena_mapped:
+            self.arena_note = str(reply.get("why", "the sandbox could not map it"))[:300]
+            print(f"timed calls' outputs stay in the sandbox until checked: {self.arena_note}",
+                  file=sys.stderr)
+
+    def free_arena(self) -> None:
+        """After the sandbox is destroyed: freed only where no process of it is left (a
+        mapping that outlived the free would reach whatever the judge put there next)."""
+        if self.arena is None:
+            return
+        box = self.box
+        if box is None or (not box.alive and not box.strays()):
+            self.arena.free()
+        else:
+            print("the candidate's process outlived its job: its arena is not freed",
+                  file=sys.stderr)
+        self.arena = None
 
     def calibrate(self) -> Calibration:
         """(The judge's clock - the sandbox's timer) per call, on the reference, in the
@@ -841,10 +889,11 @@ class Job:
 
     # -- timing --
     def calls_per_round(self) -> int:
-        """Timed calls between two checks: as many outputs as are kept meanwhile (copies in
-        the sandbox on CUDA, files on the CPU)."""
+        """Timed calls between two checks: as many outputs as are kept meanwhile (CUDA: the
+        judge's copies out of the arena, or the sandbox's where it has none; CPU: files)."""
         xs = self.draw(fresh_seed())
-        # a round keeps each call's inputs and its outputs (copies on CUDA, files on the CPU)
+        # a round keeps each call's inputs and its outputs (CUDA: the judge's copies out of the
+        # arena; CPU: files)
         per = sum(x.numel() * x.element_size() for x in xs if hasattr(x, "numel")) + max(
             self.out_bytes, self.ref.out_bytes) or 1
         budget = ROUND_BYTES["cuda" if self.device.startswith("cuda") else "cpu"]
@@ -1016,6 +1065,8 @@ class Job:
                 seen = (time.perf_counter() - t0) * 1e3
                 if not self.device.startswith("cuda"):
                     self.pin(reply.get("outputs"))
+                elif self.arena_mapped:
+                    self.take(reply.get("arena"))
         finally:
             for e in handed or []:
                 if "path" in e:
@@ -1145,6 +1196,8 @@ class Job:
                 raise Failed("incorrect", "input_range", detail)
         finally:
             self.release(list(picked.values()))
+            if isinstance(self.round_inputs, dict):   # the arena's copies (CUDA)
+                self.release(list(self.round_inputs.values()))
 
     def check_timed_inputs(self, i: int, xs: list) -> None:
         """A picked timed call's inputs, as the call left them in the candidate's process,
@@ -1189,17 +1242,33 @@ class Job:
             entries = [None]
         self.pinned.append([one(e) for e in entries])
 
+    def take(self, placed: Any) -> None:
+        """CUDA: a timed call's outputs and inputs, copied out of the arena as it answered."""
+        from .exchange import Pinned
+        if not (isinstance(placed, list) and len(placed) == 2):
+            missing = [Pinned([], "", "protocol: a timed call's reply without its arena entries")]
+            self.pinned.append(missing)
+            self.pinned_inputs.append(missing)
+            return
+        assert self.arena is not None
+        self.pinned.append(self.arena.take(placed[0]))
+        self.pinned_inputs.append(self.arena.take(placed[1]))
+
     def end_round(self, calls: list[int]) -> dict:
         """The round's picked calls' outputs (``calls``: indices of its timed calls), by index:
-        on the CPU the files pinned as they answered (the others let go); on CUDA the
-        sandbox writes them now."""
+        those taken as they answered (CPU: files pinned or memory read; CUDA: the arena), the
+        others let go; on CUDA without an arena the sandbox writes them now."""
         reply = self.ask({"op": "outputs", "calls": calls})
         picked = reply.get("picked", {})
         self.round_inputs = reply.get("inputs")
-        if not self.device.startswith("cuda"):
+        if not self.device.startswith("cuda") or self.arena_mapped:
             done, self.pinned = self.pinned, []
+            ins, self.pinned_inputs = self.pinned_inputs, []
             picked = {str(i): done[i] for i in calls if i < len(done)}
+            if self.arena_mapped:
+                self.round_inputs = {str(i): ins[i] for i in calls if i < len(ins)}
             self.release([f for i, files in enumerate(done) if i not in calls for f in files])
+            self.release([f for i, files in enumerate(ins) if i not in calls for f in files])
         return picked
 
     def release(self, pinned: Any) -> None:
@@ -1244,8 +1313,10 @@ def run_verify(job: dict, state: WorkerState) -> dict:
                 "healthy": _device_healthy(state.device)}
     finally:
         j.release(j.pinned)
+        j.release(j.pinned_inputs)
         if j.box is not None:
             j.box.destroy()
+        j.free_arena()
         held.close()
         if state.pool is not None:
             state.pool.fill()   # the next candidate's process starts now, between jobs

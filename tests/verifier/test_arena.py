@@ -1,0 +1,118 @@
+"""The CUDA arena (verifier/arena.py): a timed call's tensors laid out by the sandbox, taken out
+by the judge, every entry the sandbox sends checked against the arena's bounds and its shape.
+
+The layout and the checks are the same on any device: here over one host tensor both sides see.
+The real thing (a driver allocation mapped into another process with CUDA IPC) is marked gpu."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from stitchcuda_lab.verifier.arena import ALIGN, Arena, Mapped, size_for
+from stitchcuda_lab.verifier.exchange import Pinned, read_output
+
+
+def _pair(nbytes: int) -> tuple[Arena, Mapped]:
+    """The judge's and the sandbox's side over one host buffer (no driver)."""
+    whole = torch.zeros(nbytes, dtype=torch.uint8)
+    judge, box = Arena.__new__(Arena), Mapped.__new__(Mapped)
+    judge.device, judge.nbytes, judge.whole = "cpu", nbytes, whole
+    box.device, box.nbytes, box.whole = "cpu", nbytes, whole
+    return judge, box
+
+
+def _tensors():
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(33, 7, generator=g),
+            torch.randint(-9, 9, (5,), generator=g),
+            torch.randn(6, 4, generator=g).t(),            # not contiguous
+            torch.tensor(True),                             # a scalar
+            torch.empty(0, 3),
+            torch.randn(3, generator=g, dtype=torch.float64)]
+
+
+def test_what_the_sandbox_puts_the_judge_takes_back_exactly():
+    outs, ins = _tensors()[:3], _tensors()[3:]
+    judge, box = _pair(size_for([t.numel() * t.element_size() for t in outs + ins]))
+    placed = box.put([outs, ins])
+    assert all(e["at"] % ALIGN == 0 for group in placed for e in group)
+    taken = [judge.take(group) for group in placed]
+    for got, want in zip(taken[0] + taken[1], outs + ins):
+        assert isinstance(got, Pinned) and not got.error
+        t = read_output(got, want)
+        assert not isinstance(t, str), t
+        assert t.shape == want.shape and t.dtype == want.dtype and torch.equal(t, want)
+
+
+def test_the_judges_copy_does_not_move_when_the_arena_is_written_later():
+    judge, box = _pair(4096)
+    x = torch.arange(16, dtype=torch.float32)
+    (entries,) = box.put([[x]])
+    (got,) = judge.take(entries)
+    box.whole.fill_(0xFF)          # the candidate rewrites the arena after the call answered
+    assert torch.equal(read_output(got, x), x)
+
+
+def test_a_tensor_past_the_arena_is_an_entry_that_says_so():
+    judge, box = _pair(1024)
+    (entries,) = box.put([[torch.zeros(1024, dtype=torch.float32)]])
+    assert "error" in entries[0]
+    (got,) = judge.take(entries)
+    assert read_output(got, torch.zeros(1024)).startswith("output_count:")
+
+
+@pytest.mark.parametrize("entry, why", [
+    ({"at": 4096, "nbytes": 64, "shape": [16], "dtype": "float32"}, "outside the arena"),
+    ({"at": 0, "nbytes": 8192, "shape": [2048], "dtype": "float32"}, "outside the arena"),
+    ({"at": -256, "nbytes": 64, "shape": [16], "dtype": "float32"}, "outside the arena"),
+    ({"at": 4, "nbytes": 64, "shape": [16], "dtype": "float32"}, "outside the arena"),
+    ({"at": 0, "nbytes": 64, "shape": [17], "dtype": "float32"}, "size is not its shape"),
+    ({"at": 0, "nbytes": 64, "shape": [16], "dtype": "Tensor"}, "size is not its shape"),
+    ({"at": 0, "nbytes": 64, "shape": [-16], "dtype": "float32"}, "without its place"),
+    ({"at": "0", "nbytes": 64, "shape": [16], "dtype": "float32"}, "without its place"),
+    ("0:64", "not one"),
+])
+def test_a_malformed_entry_is_a_protocol_error_not_a_read(entry, why):
+    judge, _ = _pair(4096)
+    (got,) = judge.take([entry])
+    assert got.error.startswith("protocol:") and why in got.error
+
+
+def test_a_reply_with_too_many_entries_is_refused():
+    judge, _ = _pair(4096)
+    got = judge.take([{"at": 0, "nbytes": 4, "shape": [1], "dtype": "float32"}] * 10_000)
+    assert len(got) == 1 and got[0].error.startswith("protocol:")
+
+
+def test_the_arena_is_sized_for_each_tensor_on_its_boundary():
+    assert size_for([1, 256, 257, 0]) == 256 + 256 + 512 + 256
+
+
+MAPPER = r"""
+import sys, torch
+from stitchcuda_lab.verifier.arena import Mapped
+m = Mapped(sys.argv[1], int(sys.argv[2]), "cuda")
+x = torch.arange(1000, dtype=torch.float32, device="cuda") * 0.5
+print(__import__("json").dumps(m.put([[x]])))
+torch.cuda.synchronize()
+"""
+
+
+@pytest.mark.gpu
+def test_another_process_writes_into_the_judges_arena_through_cuda_ipc():
+    import json
+    arena = Arena(1 << 20, "cuda")
+    try:
+        proc = subprocess.run([sys.executable, "-c", MAPPER, arena.handle_hex, str(1 << 20)],
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        (entries,) = json.loads(proc.stdout.strip().splitlines()[-1])
+        (got,) = arena.take(entries)
+        want = torch.arange(1000, dtype=torch.float32, device="cuda") * 0.5
+        assert torch.equal(read_output(got, want), want)
+    finally:
+        arena.free()
