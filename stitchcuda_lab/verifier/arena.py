@@ -5,15 +5,17 @@ picks the calls it checks, the candidate can rewrite: a forward that computes no
 ``outputs`` handler (found with ``gc``) that computes only the picked calls' outputs, outside
 every clock, passed. On the CPU the judge pins each call's output file, or reads it out of the
 frozen process, before its clock stops (exchange.py). On CUDA it is this arena: one device
-allocation of the judge's (``cuMemAlloc``, never in torch's caching allocator, so the mapping
-the sandbox gets holds nothing else of the judge), mapped into the sandbox with CUDA IPC before
-any candidate code is loaded. After every timed call the sandbox copies the call's outputs and
-its inputs as the call left them into it, synchronises, and answers; the judge copies them out
-at once (``take``), device to device, before its next command. What the candidate writes there
-later reaches nothing the judge reads.
+allocation the sandbox makes (``cuMemAlloc``, not torch's caching allocator) and exports with
+CUDA IPC before any candidate code is loaded; the judge maps it. After every timed call the
+sandbox copies the call's outputs and its inputs as the call left them into it, synchronises,
+and answers; the judge copies them out at once (``Mapped.take``), device to device, before its
+next command. What the candidate writes there later reaches nothing the judge reads.
 
-Driver calls go through ``ctypes`` on ``libcuda``: the handle's 64 bytes travel as hex in the
-channel's JSON; nothing the sandbox sends is unpickled or trusted as a size.
+The sandbox exports and the judge maps, not the other way: a process that took another uid
+cannot open the judge's handle (``cudaErrorMapBufferObjectFailed`` on the H200), and the judge
+only ever reads through its mapping, within the allocation's size as the driver reports it
+(``cuMemGetAddressRange``), never the size the sandbox claims. Driver calls go through
+``ctypes`` on ``libcuda``; the handle's 64 bytes travel as hex in the channel's JSON.
 """
 
 from __future__ import annotations
@@ -90,21 +92,69 @@ def size_for(tensor_bytes: list[int]) -> int:
 
 
 class Arena:
-    """Judge side: the allocation, its IPC handle (``handle_hex``) and ``take``."""
+    """Sandbox side: the allocation, its IPC handle (``handle_hex``) and ``put``."""
 
     def __init__(self, nbytes: int, device: str):
         _current_context(device)
-        self.device, self.nbytes = device, max(ALIGN, nbytes)
+        self.device, self.nbytes = device, max(ALIGN, int(nbytes))
         self.ptr = ctypes.c_uint64(0)
         _check(_fn("cuMemAlloc_v2", "cuMemAlloc")(ctypes.byref(self.ptr),
                                                    ctypes.c_size_t(self.nbytes)), "cuMemAlloc")
-        try:
-            h = _Handle()
-            _check(_fn("cuIpcGetMemHandle")(ctypes.byref(h), self.ptr), "cuIpcGetMemHandle")
-            self.handle_hex = bytes(h.reserved).ljust(HANDLE_BYTES, b"\0").hex()
+        h = _Handle()
+        _check(_fn("cuIpcGetMemHandle")(ctypes.byref(h), self.ptr), "cuIpcGetMemHandle")
+        self.handle_hex = ctypes.string_at(ctypes.addressof(h), HANDLE_BYTES).hex()
+        self.whole = view(self.ptr.value, self.nbytes, device)
+
+    def put(self, groups: list[list]) -> list[list[dict]]:
+        """Each group's tensors (a call's outputs, its inputs) copied in one after another;
+        their entries, per group. One that does not fit is an entry that says so."""
+        import torch
+        at = 0
+        placed = []
+        for tensors in groups:
+            entries: list[dict] = []
+            for t in tensors:
+                flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
+                n = flat.numel()
+                if at + n > self.nbytes:
+                    entries.append({"error": f"a tensor of {n} bytes past the arena's "
+                                             f"{self.nbytes} (larger than the reference's)"})
+                    continue
+                if n:
+                    self.whole[at:at + n].copy_(flat)
+                entries.append({"at": at, "nbytes": n, "shape": list(t.shape),
+                                "dtype": str(t.dtype).replace("torch.", "")})
+                at += -(-max(1, n) // ALIGN) * ALIGN
+            placed.append(entries)
+        return placed
+
+
+MAX_TENSORS = 512   # outputs and inputs of one call, together
+
+
+class Mapped:
+    """Judge side: the sandbox's arena mapped here; ``take`` copies a call's tensors out."""
+
+    def __init__(self, handle_hex: str, device: str):
+        raw = bytes.fromhex(handle_hex)
+        if len(raw) != HANDLE_BYTES:
+            raise ArenaError("a malformed arena handle")
+        _current_context(device)
+        h = _Handle.from_buffer_copy(raw)
+        self.device = device
+        self.ptr = ctypes.c_uint64(0)
+        _check(_fn("cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle")(
+            ctypes.byref(self.ptr), h, ctypes.c_uint(LAZY_PEER)), "cuIpcOpenMemHandle")
+        try:   # the allocation's size as the driver has it: all the judge ever reads
+            base, size = ctypes.c_uint64(0), ctypes.c_size_t(0)
+            _check(_fn("cuMemGetAddressRange_v2", "cuMemGetAddressRange")(
+                ctypes.byref(base), ctypes.byref(size), self.ptr), "cuMemGetAddressRange")
+            self.nbytes = int(size.value) - (self.ptr.value - base.value)
+            if self.nbytes <= 0:
+                raise ArenaError("the mapped arena is empty")
             self.whole = view(self.ptr.value, self.nbytes, device)
         except BaseException:
-            self.free()
+            self.close()
             raise
 
     def take(self, entries: Any) -> list:
@@ -146,54 +196,11 @@ class Arena:
             return "protocol: an arena entry whose size is not its shape's"
         return ""
 
-    def free(self) -> None:
-        """Only once no process that mapped it is alive (the caller knows)."""
+    def close(self) -> None:
+        """The mapping let go (the sandbox's allocation goes with its process)."""
         self.whole = None
         if self.ptr.value:
             try:
-                _fn("cuMemFree_v2", "cuMemFree")(self.ptr)
+                _fn("cuIpcCloseMemHandle")(self.ptr)
             finally:
                 self.ptr = ctypes.c_uint64(0)
-
-
-MAX_TENSORS = 512   # outputs and inputs of one call, together
-
-
-class Mapped:
-    """Sandbox side: the judge's arena mapped here; ``put`` writes one call's tensors."""
-
-    def __init__(self, handle_hex: str, nbytes: int, device: str):
-        raw = bytes.fromhex(handle_hex)
-        if len(raw) != HANDLE_BYTES or not isinstance(nbytes, int) or nbytes <= 0:
-            raise ArenaError("a malformed arena handle")
-        _current_context(device)
-        h = _Handle()
-        h.reserved = raw
-        self.ptr = ctypes.c_uint64(0)
-        _check(_fn("cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle")(
-            ctypes.byref(self.ptr), h, ctypes.c_uint(LAZY_PEER)), "cuIpcOpenMemHandle")
-        self.nbytes, self.device = nbytes, device
-        self.whole = view(self.ptr.value, nbytes, device)
-
-    def put(self, groups: list[list]) -> list[list[dict]]:
-        """Each group's tensors (a call's outputs, its inputs) copied in one after another;
-        their entries, per group. One that does not fit is an entry that says so."""
-        import torch
-        at = 0
-        placed = []
-        for tensors in groups:
-            entries: list[dict] = []
-            for t in tensors:
-                flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
-                n = flat.numel()
-                if at + n > self.nbytes:
-                    entries.append({"error": f"a tensor of {n} bytes past the arena's "
-                                             f"{self.nbytes} (larger than the reference's)"})
-                    continue
-                if n:
-                    self.whole[at:at + n].copy_(flat)
-                entries.append({"at": at, "nbytes": n, "shape": list(t.shape),
-                                "dtype": str(t.dtype).replace("torch.", "")})
-                at += -(-max(1, n) // ALIGN) * ALIGN
-            placed.append(entries)
-        return placed

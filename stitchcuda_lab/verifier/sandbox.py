@@ -72,7 +72,7 @@ class Harness:
         self.kept_outputs: list = []  # the last round's outputs, until the judge picks some
         self.kept_inputs: list = []   # ... and the inputs each call left behind it
         self.last_call: list = []     # the last timed call's outputs themselves
-        self.arena: Any = None        # CUDA: the judge's arena, mapped (arena.py)
+        self.arena: Any = None        # CUDA: the arena the judge maps (arena.py)
         self.slot = 0                 # CPU: the timed call's place in its round (its files)
         self.sizes: list = []         # CPU: the bytes of the last timed call's outputs
         self.flags: dict = {}
@@ -296,14 +296,22 @@ class Harness:
                 "arena": placed}
 
     def map_arena(self, cmd: dict) -> dict:
-        """The judge's arena (arena.py), mapped before any candidate code is loaded; where it
-        cannot be, the judge keeps the older way and says so in the verdict."""
-        from .arena import Mapped
+        """The arena (arena.py): made and exported before any candidate code is loaded, the
+        judge's token written into it so that the judge sees its mapping work; where it cannot
+        be, the judge keeps the older way and says so in the verdict."""
+        import torch
+
+        from .arena import Arena
         try:
-            self.arena = Mapped(str(cmd.get("handle")), int(cmd.get("nbytes", 0)), self.device)
+            token = bytes.fromhex(str(cmd.get("token")))
+            self.arena = Arena(int(cmd.get("nbytes", 0)), self.device)
+            probe = torch.frombuffer(bytearray(token), dtype=torch.uint8).to(self.device)
+            (entries,) = self.arena.put([[probe]])
+            torch.cuda.current_stream().synchronize()
         except Exception as e:  # noqa: BLE001  (ArenaError, or a driver without IPC)
+            self.arena = None
             return {"mapped": False, "why": f"{type(e).__name__}: {e}"}
-        return {"mapped": True}
+        return {"mapped": True, "handle": self.arena.handle_hex, "probe": entries}
 
     def flush(self, cmd: dict) -> dict:
         """Before a timed call, outside the judge's clock: the cache flushed, and the files

@@ -45,7 +45,7 @@ from typing import Any
 from ..verdict import TrialResult, Verdict
 from .. import gpulock
 from . import antihack, profile, sampler, timing
-from .arena import Arena, ArenaError, size_for
+from .arena import ArenaError, Mapped, size_for
 from .compare import Print, compare, same, stale_outputs, tolerance, within_reference_error
 from .exchange import (HAND_OVER_BYTES, WIDEN, can_peek, draw, hand_over, read_output, reveal,
                        tensors, widen, widened_how)
@@ -228,10 +228,11 @@ class Job:
         # (exchange.pin_output), until the round's check picks some
         self.pinned: list[list] = []
         self.round_inputs: Any = None   # the last round's picked calls' inputs, as left
-        # CUDA: the judge's arena the sandbox copies each timed call's outputs and inputs
-        # into (arena.py), each call's taken out at once into ``pinned``/``pinned_inputs``;
-        # None where it could not be mapped (``arena_note`` says why: the sandbox keeps them)
-        self.arena: Arena | None = None
+        # CUDA: the sandbox's arena, mapped here, which it copies each timed call's outputs
+        # and inputs into (arena.py), each call's taken out at once into ``pinned`` and
+        # ``pinned_inputs``; unused where it could not be mapped (``arena_note`` says why:
+        # the sandbox keeps them)
+        self.arena: Mapped | None = None
         self.arena_mapped = False
         self.arena_note = ""
         self.pinned_inputs: list[list] = []
@@ -408,37 +409,37 @@ class Job:
         return result
 
     def map_arena(self) -> None:
-        """CUDA: the judge's arena, mapped into the sandbox while it holds nothing of the
-        candidate (its reply is the harness's own). Sized for the inputs of a draw and the
-        reference's outputs, each tensor on its boundary."""
+        """CUDA: the sandbox's arena, mapped here while the sandbox holds nothing of the
+        candidate (its reply is the harness's own), and a token read back through it. Sized
+        for the inputs of a draw and the reference's outputs, each tensor on its boundary."""
         xs = self.draw(fresh_seed())
         sizes = [x.numel() * x.element_size() for x in xs if hasattr(x, "numel")]
         nbytes = size_for(sizes) + size_for([self.ref.out_bytes]) + ARENA_SPARE
         del xs
-        try:
-            self.arena = Arena(nbytes, self.device)
-        except (ArenaError, RuntimeError, TypeError) as e:   # no driver API, no IPC
-            self.arena_note = f"{type(e).__name__}: {e}"[:300]
-            return
-        reply = self.ask({"op": "arena", "handle": self.arena.handle_hex, "nbytes": nbytes})
-        self.arena_mapped = bool(reply.get("mapped"))
+        token = secrets.token_bytes(16)
+        reply = self.ask({"op": "arena", "nbytes": nbytes, "token": token.hex()})
+        if not reply.get("mapped"):
+            self.arena_note = str(reply.get("why", "the sandbox could not make it"))[:300]
+        else:
+            try:
+                self.arena = Mapped(str(reply.get("handle")), self.device)
+                (probe,) = self.arena.take(reply.get("probe"))
+                got = probe.read() if not probe.error else None
+                if got is None or bytes(got.cpu().numpy().tobytes()) != token:
+                    self.arena_note = "the token written into the arena did not read back"
+            except (ArenaError, RuntimeError, TypeError, ValueError) as e:   # IPC refused
+                self.arena_note = f"{type(e).__name__}: {e}"[:300]
+        self.arena_mapped = not self.arena_note
         if not self.arena_mapped:
-            self.arena_note = str(reply.get("why", "the sandbox could not map it"))[:300]
             print(f"timed calls' outputs stay in the sandbox until checked: {self.arena_note}",
                   file=sys.stderr)
 
     def free_arena(self) -> None:
-        """After the sandbox is destroyed: freed only where no process of it is left (a
-        mapping that outlived the free would reach whatever the judge put there next)."""
-        if self.arena is None:
-            return
-        box = self.box
-        if box is None or (not box.alive and not box.strays()):
-            self.arena.free()
-        else:
-            print("the candidate's process outlived its job: its arena is not freed",
-                  file=sys.stderr)
-        self.arena = None
+        """The mapping let go, once the sandbox is destroyed."""
+        if self.arena is not None:
+            with contextlib.suppress(ArenaError):
+                self.arena.close()
+            self.arena = None
 
     def calibrate(self) -> Calibration:
         """(The judge's clock - the sandbox's timer) per call, on the reference, in the

@@ -2,7 +2,7 @@
 by the judge, every entry the sandbox sends checked against the arena's bounds and its shape.
 
 The layout and the checks are the same on any device: here over one host tensor both sides see.
-The real thing (a driver allocation mapped into another process with CUDA IPC) is marked gpu."""
+The real thing (another process's allocation mapped with CUDA IPC) is marked gpu."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from stitchcuda_lab.verifier.arena import ALIGN, Arena, Mapped, size_for
 from stitchcuda_lab.verifier.exchange import Pinned, read_output
 
 
-def _pair(nbytes: int) -> tuple[Arena, Mapped]:
+def _pair(nbytes: int) -> tuple[Mapped, Arena]:
     """The judge's and the sandbox's side over one host buffer (no driver)."""
     whole = torch.zeros(nbytes, dtype=torch.uint8)
-    judge, box = Arena.__new__(Arena), Mapped.__new__(Mapped)
+    judge, box = Mapped.__new__(Mapped), Arena.__new__(Arena)
     judge.device, judge.nbytes, judge.whole = "cpu", nbytes, whole
     box.device, box.nbytes, box.whole = "cpu", nbytes, whole
     return judge, box
@@ -92,27 +92,44 @@ def test_the_arena_is_sized_for_each_tensor_on_its_boundary():
     assert size_for([1, 256, 257, 0]) == 256 + 256 + 512 + 256
 
 
-MAPPER = r"""
-import sys, torch
-from stitchcuda_lab.verifier.arena import Mapped
-m = Mapped(sys.argv[1], int(sys.argv[2]), "cuda")
+EXPORTER = r"""
+import json, sys, torch
+from stitchcuda_lab.verifier.arena import Arena
+a = Arena(int(sys.argv[1]), "cuda")
 x = torch.arange(1000, dtype=torch.float32, device="cuda") * 0.5
-print(__import__("json").dumps(m.put([[x]])))
+(entries,) = a.put([[x]])
 torch.cuda.synchronize()
+print(json.dumps({"handle": a.handle_hex, "entries": entries}), flush=True)
+sys.stdin.readline()            # alive until the judge has read: the allocation is its
+a.whole.fill_(7)                # written after the judge took its copy
+torch.cuda.synchronize()
+print("rewritten", flush=True)
+sys.stdin.readline()
 """
 
 
 @pytest.mark.gpu
-def test_another_process_writes_into_the_judges_arena_through_cuda_ipc():
+def test_the_judge_maps_another_processs_arena_through_cuda_ipc():
     import json
-    arena = Arena(1 << 20, "cuda")
+    proc = subprocess.Popen([sys.executable, "-c", EXPORTER, str(1 << 20)], text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        proc = subprocess.run([sys.executable, "-c", MAPPER, arena.handle_hex, str(1 << 20)],
-                              capture_output=True, text=True, timeout=120, check=False)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        (entries,) = json.loads(proc.stdout.strip().splitlines()[-1])
-        (got,) = arena.take(entries)
+        line = proc.stdout.readline()
+        assert line, "the exporting process said nothing"
+        sent = json.loads(line)
+        arena = Mapped(sent["handle"], "cuda")
+        # what the driver says the allocation holds, not what the sandbox claims
+        assert arena.nbytes >= 1 << 20
+        (got,) = arena.take(sent["entries"])
         want = torch.arange(1000, dtype=torch.float32, device="cuda") * 0.5
-        assert torch.equal(read_output(got, want), want)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "rewritten"
+        assert torch.equal(read_output(got, want), want)      # the copy taken before
+        (again,) = arena.take(sent["entries"])
+        assert torch.equal(read_output(again, want), torch.full_like(want, 0).view(
+            torch.uint8).fill_(7).view(torch.float32))         # the mapping sees the rewrite
+        arena.close()
     finally:
-        arena.free()
+        proc.kill()
+        proc.wait()

@@ -36,6 +36,9 @@ def test_cuda_pass_has_event_timings_compile_baseline_and_stream_lanes(gpu_worke
     lanes = {r["lane"] for r in v.profile["candidate"]}
     assert any(lane.startswith("stream ") for lane in lanes)
     assert any("fused" in k["name"] for k in v.profile["kernels"])
+    # the timed calls' outputs were taken through the arena (verifier/arena.py), not left in
+    # the candidate's process until the picks were known
+    assert not any(f.startswith("timed_outputs_kept_by_sandbox") for f in v.flags), v.flags
 
 
 def test_ncu_labels_kernels_when_available(gpu_worker):
