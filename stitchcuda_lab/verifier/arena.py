@@ -4,37 +4,62 @@ The sandbox is the candidate's process. Whatever it keeps of a timed call until 
 picks the calls it checks, the candidate can rewrite: a forward that computes nothing, and an
 ``outputs`` handler (found with ``gc``) that computes only the picked calls' outputs, outside
 every clock, passed. On the CPU the judge pins each call's output file, or reads it out of the
-frozen process, before its clock stops (exchange.py). On CUDA it is this arena: one device
-allocation the sandbox makes (``cuMemAlloc``, not torch's caching allocator) and exports with
-CUDA IPC before any candidate code is loaded; the judge maps it. After every timed call the
-sandbox copies the call's outputs and its inputs as the call left them into it, synchronises,
-and answers; the judge copies them out at once (``Mapped.take``), device to device, before its
-next command. What the candidate writes there later reaches nothing the judge reads.
+frozen process, before its clock stops (exchange.py). On CUDA it is this arena: device memory
+the sandbox makes with the driver's virtual memory API before any candidate code is loaded
+(``cuMemCreate``, exportable as a file descriptor), which the judge takes out of the sandbox's
+descriptor table (``pidfd_getfd``, as root or as the sandbox's parent), imports and maps for
+reading. After every timed call the sandbox copies the call's outputs and its inputs as the
+call left them into it, synchronises, and answers; the judge copies them out at once
+(``Mapped.take``), device to device, before its next command. What the candidate writes there
+later reaches nothing the judge reads.
 
-The sandbox exports and the judge maps, not the other way: a process that took another uid
-cannot open the judge's handle (``cudaErrorMapBufferObjectFailed`` on the H200), and the judge
-only ever reads through its mapping, within the allocation's size as the driver reports it
-(``cuMemGetAddressRange``), never the size the sandbox claims. Driver calls go through
-``ctypes`` on ``libcuda``; the handle's 64 bytes travel as hex in the channel's JSON.
+Why this way: the older IPC handles (``cuIpcGetMemHandle``) cannot cross users (a process
+that took another uid failed to open the judge's handle on the H200, and the driver checks
+the two processes' uid or pid), and reading through one is undefined once the exporter frees
+the memory. An imported descriptor is a reference of the judge's own: the memory lives until
+the judge lets it go, and the judge maps exactly the size it asked for (the driver refuses a
+larger one). Driver calls go through ``ctypes`` on ``libcuda``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
+import os
 from typing import Any
 
 ALIGN = 256          # each tensor's place in the arena starts on this boundary
-HANDLE_BYTES = 64    # CU_IPC_HANDLE_SIZE
-LAZY_PEER = 1        # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+MAX_TENSORS = 512    # outputs and inputs of one call, together
+MAX_DIMS = 64        # an entry's shape, before its elements are counted
+POSIX_FD = 1         # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+PINNED = 1           # CU_MEM_ALLOCATION_TYPE_PINNED
+ON_DEVICE = 1        # CU_MEM_LOCATION_TYPE_DEVICE
+READ, READ_WRITE = 1, 3   # CU_MEM_ACCESS_FLAGS_PROT_*
+PIDFD_GETFD = 438    # the syscall's number (x86-64 and arm64 alike)
 
 
 class ArenaError(RuntimeError):
-    """The arena cannot be made or mapped here (no driver, IPC refused across users, ...)."""
+    """The arena cannot be made or mapped here (no driver, no VMM export, refused, ...)."""
 
 
-class _Handle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * HANDLE_BYTES)]
+class _Location(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+class _AllocFlags(ctypes.Structure):
+    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
+                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+
+
+class _Prop(ctypes.Structure):   # CUmemAllocationProp
+    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int),
+                ("location", _Location), ("win32HandleMetaData", ctypes.c_void_p),
+                ("allocFlags", _AllocFlags)]
+
+
+class _Access(ctypes.Structure):  # CUmemAccessDesc
+    _fields_ = [("location", _Location), ("flags", ctypes.c_int)]
 
 
 _DRIVER: list = []
@@ -49,31 +74,43 @@ def _driver() -> Any:
     return _DRIVER[0]
 
 
-def _check(rc: int, what: str) -> None:
+def _call(name: str, *args: Any) -> None:
+    f = getattr(_driver(), name, None)
+    if f is None:
+        raise ArenaError(f"the CUDA driver has no {name}")
+    rc = f(*args)
     if rc != 0:
-        name = ctypes.c_char_p()
-        try:
-            _driver().cuGetErrorName(rc, ctypes.byref(name))
-        except Exception:  # noqa: BLE001  (the code alone still says it)
-            pass
-        raise ArenaError(f"{what} failed: {name.value.decode() if name.value else rc}")
+        err = ctypes.c_char_p()
+        with contextlib.suppress(Exception):
+            _driver().cuGetErrorName(rc, ctypes.byref(err))
+        raise ArenaError(f"{name} failed: {err.value.decode() if err.value else rc}")
 
 
-def _fn(*names: str) -> Any:
-    """The first of ``names`` the driver exports (``_v2`` entry points where there are)."""
-    lib = _driver()
-    for n in names:
-        f = getattr(lib, n, None)
-        if f is not None:
-            return f
-    raise ArenaError(f"the CUDA driver exports none of {', '.join(names)}")
-
-
-def _current_context(device: str) -> None:
-    """torch's primary context made current on this thread (the driver API needs one)."""
+def _device_index(device: str) -> int:
+    """torch's primary context made current on this thread (the driver API needs one); the
+    device's ordinal ("cuda" alone is the current device)."""
     import torch
-    torch.cuda.set_device(torch.device(device))
+    idx = torch.device(device).index
+    idx = torch.cuda.current_device() if idx is None else idx
+    torch.cuda.set_device(idx)
     torch.cuda.synchronize()
+    return idx
+
+
+def _prop(index: int) -> _Prop:
+    prop = _Prop()
+    prop.type, prop.requestedHandleTypes = PINNED, POSIX_FD
+    prop.location.type, prop.location.id = ON_DEVICE, index
+    return prop
+
+
+def granular(nbytes: int, device: str) -> int:
+    """``nbytes`` rounded up to what the driver allocates in (2 MiB on current GPUs)."""
+    g = ctypes.c_size_t(0)
+    _call("cuMemGetAllocationGranularity", ctypes.byref(g), ctypes.byref(
+        _prop(_device_index(device))), ctypes.c_int(0))
+    step = max(1, g.value)
+    return -(-max(ALIGN, nbytes) // step) * step
 
 
 def view(ptr: int, nbytes: int, device: str) -> Any:
@@ -91,19 +128,52 @@ def size_for(tensor_bytes: list[int]) -> int:
     return sum(-(-max(1, n) // ALIGN) * ALIGN for n in tensor_bytes)
 
 
+class _Memory:
+    """Device memory from an allocation handle: reserved, mapped, given access, and undone."""
+
+    def __init__(self, handle: int, nbytes: int, index: int, access: int):
+        self.handle, self.nbytes, self.ptr = handle, nbytes, ctypes.c_uint64(0)
+        self.mapped = False
+        try:
+            _call("cuMemAddressReserve", ctypes.byref(self.ptr), ctypes.c_size_t(nbytes),
+                  ctypes.c_size_t(0), ctypes.c_uint64(0), ctypes.c_uint64(0))
+            _call("cuMemMap", self.ptr, ctypes.c_size_t(nbytes), ctypes.c_size_t(0),
+                  ctypes.c_uint64(handle), ctypes.c_uint64(0))
+            self.mapped = True
+            desc = _Access()
+            desc.location.type, desc.location.id, desc.flags = ON_DEVICE, index, access
+            _call("cuMemSetAccess", self.ptr, ctypes.c_size_t(nbytes), ctypes.byref(desc),
+                  ctypes.c_size_t(1))
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        with contextlib.suppress(ArenaError):
+            if self.mapped:
+                _call("cuMemUnmap", self.ptr, ctypes.c_size_t(self.nbytes))
+            if self.ptr.value:
+                _call("cuMemAddressFree", self.ptr, ctypes.c_size_t(self.nbytes))
+            if self.handle:
+                _call("cuMemRelease", ctypes.c_uint64(self.handle))
+        self.mapped, self.ptr, self.handle = False, ctypes.c_uint64(0), 0
+
+
 class Arena:
-    """Sandbox side: the allocation, its IPC handle (``handle_hex``) and ``put``."""
+    """Sandbox side: the memory, the descriptor it is exported as (``fd``) and ``put``."""
 
     def __init__(self, nbytes: int, device: str):
-        _current_context(device)
-        self.device, self.nbytes = device, max(ALIGN, int(nbytes))
-        self.ptr = ctypes.c_uint64(0)
-        _check(_fn("cuMemAlloc_v2", "cuMemAlloc")(ctypes.byref(self.ptr),
-                                                   ctypes.c_size_t(self.nbytes)), "cuMemAlloc")
-        h = _Handle()
-        _check(_fn("cuIpcGetMemHandle")(ctypes.byref(h), self.ptr), "cuIpcGetMemHandle")
-        self.handle_hex = ctypes.string_at(ctypes.addressof(h), HANDLE_BYTES).hex()
-        self.whole = view(self.ptr.value, self.nbytes, device)
+        index = _device_index(device)
+        self.device, self.nbytes = device, granular(int(nbytes), device)
+        handle = ctypes.c_uint64(0)
+        _call("cuMemCreate", ctypes.byref(handle), ctypes.c_size_t(self.nbytes),
+              ctypes.byref(_prop(index)), ctypes.c_uint64(0))
+        self.memory = _Memory(handle.value, self.nbytes, index, READ_WRITE)
+        fd = ctypes.c_int(-1)
+        _call("cuMemExportToShareableHandle", ctypes.byref(fd), ctypes.c_uint64(handle.value),
+              ctypes.c_int(POSIX_FD), ctypes.c_uint64(0))
+        self.fd = fd.value
+        self.whole = view(self.memory.ptr.value, self.nbytes, device)
 
     def put(self, groups: list[list]) -> list[list[dict]]:
         """Each group's tensors (a call's outputs, its inputs) copied in one after another;
@@ -129,33 +199,27 @@ class Arena:
         return placed
 
 
-MAX_TENSORS = 512   # outputs and inputs of one call, together
-
-
 class Mapped:
-    """Judge side: the sandbox's arena mapped here; ``take`` copies a call's tensors out."""
+    """Judge side: the sandbox's arena imported and mapped here for reading; ``take`` copies a
+    call's tensors out."""
 
-    def __init__(self, handle_hex: str, device: str):
-        raw = bytes.fromhex(handle_hex)
-        if len(raw) != HANDLE_BYTES:
-            raise ArenaError("a malformed arena handle")
-        _current_context(device)
-        h = _Handle.from_buffer_copy(raw)
-        self.device = device
-        self.ptr = ctypes.c_uint64(0)
-        _check(_fn("cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle")(
-            ctypes.byref(self.ptr), h, ctypes.c_uint(LAZY_PEER)), "cuIpcOpenMemHandle")
-        try:   # the allocation's size as the driver has it: all the judge ever reads
-            base, size = ctypes.c_uint64(0), ctypes.c_size_t(0)
-            _check(_fn("cuMemGetAddressRange_v2", "cuMemGetAddressRange")(
-                ctypes.byref(base), ctypes.byref(size), self.ptr), "cuMemGetAddressRange")
-            self.nbytes = int(size.value) - (self.ptr.value - base.value)
-            if self.nbytes <= 0:
-                raise ArenaError("the mapped arena is empty")
-            self.whole = view(self.ptr.value, self.nbytes, device)
-        except BaseException:
-            self.close()
-            raise
+    def __init__(self, pid: int, fd: int, nbytes: int, device: str):
+        if not (isinstance(fd, int) and isinstance(nbytes, int) and 0 <= fd < 1 << 20
+                and 0 < nbytes < 1 << 50):
+            raise ArenaError("a malformed arena description")
+        index = _device_index(device)
+        self.device, self.nbytes = device, nbytes
+        self.memory: _Memory | None = None
+        mine = _take_fd(pid, fd)
+        try:
+            handle = ctypes.c_uint64(0)
+            _call("cuMemImportFromShareableHandle", ctypes.byref(handle),
+                  ctypes.c_void_p(mine), ctypes.c_int(POSIX_FD))
+        finally:
+            os.close(mine)
+        # the size the sandbox named: mapping more than the allocation holds is refused
+        self.memory = _Memory(handle.value, nbytes, index, READ)
+        self.whole = view(self.memory.ptr.value, nbytes, device)
 
     def take(self, entries: Any) -> list:
         """The tensors a reply says it put in the arena, copied out now as ``Pinned``
@@ -187,7 +251,8 @@ class Mapped:
             return f"output_count: {str(e['error'])[:200]}"
         at, nbytes, shape = e.get("at"), e.get("nbytes"), e.get("shape")
         if not (isinstance(at, int) and isinstance(nbytes, int) and isinstance(shape, list)
-                and all(isinstance(d, int) and d >= 0 for d in shape)):
+                and len(shape) <= MAX_DIMS
+                and all(isinstance(d, int) and 0 <= d < 1 << 48 for d in shape)):
             return "protocol: an arena entry without its place, size or shape"
         if at < 0 or nbytes < 0 or at % ALIGN or at + nbytes > self.nbytes:
             return "protocol: an arena entry outside the arena"
@@ -197,10 +262,24 @@ class Mapped:
         return ""
 
     def close(self) -> None:
-        """The mapping let go (the sandbox's allocation goes with its process)."""
+        """The mapping and the judge's reference let go (the memory goes with the last)."""
         self.whole = None
-        if self.ptr.value:
-            try:
-                _fn("cuIpcCloseMemHandle")(self.ptr)
-            finally:
-                self.ptr = ctypes.c_uint64(0)
+        if self.memory is not None:
+            self.memory.release()
+            self.memory = None
+
+
+def _take_fd(pid: int, fd: int) -> int:
+    """A duplicate, in this process, of descriptor ``fd`` of process ``pid``."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (OSError, AttributeError) as e:
+        raise ArenaError(f"pidfd_open: {e}") from None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        mine = libc.syscall(PIDFD_GETFD, pidfd, fd, 0)
+        if mine < 0:
+            raise ArenaError(f"pidfd_getfd: {os.strerror(ctypes.get_errno())}")
+        return int(mine)
+    finally:
+        os.close(pidfd)

@@ -296,9 +296,10 @@ class Harness:
                 "arena": placed}
 
     def map_arena(self, cmd: dict) -> dict:
-        """The arena (arena.py): made and exported before any candidate code is loaded, the
-        judge's token written into it so that the judge sees its mapping work; where it cannot
-        be, the judge keeps the older way and says so in the verdict."""
+        """The arena (arena.py): made and exported (a descriptor the judge takes) before any
+        candidate code is loaded, the judge's token written into it so that the judge sees its
+        mapping work; where it cannot be, the judge keeps the older way and says so in the
+        verdict."""
         import torch
 
         from .arena import Arena
@@ -311,7 +312,8 @@ class Harness:
         except Exception as e:  # noqa: BLE001  (ArenaError, or a driver without IPC)
             self.arena = None
             return {"mapped": False, "why": f"{type(e).__name__}: {e}"}
-        return {"mapped": True, "handle": self.arena.handle_hex, "probe": entries}
+        return {"mapped": True, "fd": self.arena.fd, "nbytes": self.arena.nbytes,
+                "probe": entries}
 
     def flush(self, cmd: dict) -> dict:
         """Before a timed call, outside the judge's clock: the cache flushed, and the files

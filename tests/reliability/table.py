@@ -284,9 +284,9 @@ or to outlive its job.
   cannot, it pins the output file the sandbox wrote, a few hundred pages sampled, and refuses
   one written again since), so outputs cannot be computed once the check names its calls
   (`candidates/timed_outputs_filled_when_picked.py`). On CUDA the sandbox copies each timed
-  call's outputs and inputs into an arena it exports with CUDA IPC before the candidate loads,
-  and the judge copies them out of its mapping as the call answers, reading only within the
-  allocation's size as the driver reports it (`verifier/arena.py`,
+  call's outputs and inputs into an arena it makes before the candidate loads (driver memory
+  exported as a file descriptor, which the judge takes, imports and maps for reading), and the
+  judge copies them out as the call answers (`verifier/arena.py`,
   `cuda/timed_outputs_filled_when_picked.py`); where the mapping fails the sandbox keeps them
   and the verdict says so (`timed_outputs_kept_by_sandbox`). The call's inputs
   reach the sandbox only once that clock runs. Timed calls get the memory checks of checked
@@ -486,12 +486,14 @@ TEMPLATE_TAIL = """
   flush comes before the inputs are drawn (the
   flush takes tens of milliseconds and varies with load), so inputs are warm there, for every
   contender alike.
-- **The judge maps memory the candidate owns (CUDA).** The arena a timed call's outputs cross
-  is the sandbox's allocation: CUDA leaves reads through a mapping undefined once the exporting
-  process frees it, and a candidate can free it. The judge only reads there, within the size
-  the driver reports, and copies out before it compares, so the most such a candidate gets is
-  garbage in its own checks or a judge that dies and is started again; no other verdict reads
-  that memory.
+- **The judge maps memory the candidate made (CUDA).** The arena a timed call's outputs cross
+  is the sandbox's allocation, imported by the judge as a reference of its own (the memory
+  lives until the judge lets it go) and mapped read-only at the size the sandbox named (the
+  driver refuses a mapping larger than the allocation). The candidate can write there at any
+  time, which is why the judge copies each call's part out as the call answers; what it
+  writes later reaches only the arena. Where the driver or the kernel refuses the import
+  (`pidfd_getfd` needs root or the sandbox's parent), the sandbox keeps the outputs until
+  the picks are known, as before, and the verdict is flagged `timed_outputs_kept_by_sandbox`.
 - **Inputs drawn in the candidate's process.** On the CPU the judge draws a timed call's inputs
   and hands them over as files the sandbox may read, not write (up to 256 MB; larger ones the
   sandbox draws). On CUDA, and for larger inputs, the sandbox draws them, inside the judge's

@@ -6,13 +6,14 @@ The real thing (another process's allocation mapped with CUDA IPC) is marked gpu
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from stitchcuda_lab.verifier.arena import ALIGN, Arena, Mapped, size_for
+from stitchcuda_lab.verifier.arena import ALIGN, Arena, ArenaError, Mapped, size_for
 from stitchcuda_lab.verifier.exchange import Pinned, read_output
 
 
@@ -93,43 +94,65 @@ def test_the_arena_is_sized_for_each_tensor_on_its_boundary():
 
 
 EXPORTER = r"""
-import json, sys, torch
+import json, os, sys, torch
 from stitchcuda_lab.verifier.arena import Arena
 a = Arena(int(sys.argv[1]), "cuda")
 x = torch.arange(1000, dtype=torch.float32, device="cuda") * 0.5
 (entries,) = a.put([[x]])
 torch.cuda.synchronize()
-print(json.dumps({"handle": a.handle_hex, "entries": entries}), flush=True)
-sys.stdin.readline()            # alive until the judge has read: the allocation is its
-a.whole.fill_(7)                # written after the judge took its copy
+print(json.dumps({"fd": a.fd, "nbytes": a.nbytes, "entries": entries}), flush=True)
+sys.stdin.readline()            # the judge has taken its copy
+a.whole.fill_(7)
 torch.cuda.synchronize()
 print("rewritten", flush=True)
 sys.stdin.readline()
 """
 
 
-@pytest.mark.gpu
-def test_the_judge_maps_another_processs_arena_through_cuda_ipc():
-    import json
+@pytest.fixture
+def exporter():
     proc = subprocess.Popen([sys.executable, "-c", EXPORTER, str(1 << 20)], text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        line = proc.stdout.readline()
-        assert line, "the exporting process said nothing"
-        sent = json.loads(line)
-        arena = Mapped(sent["handle"], "cuda")
-        # what the driver says the allocation holds, not what the sandbox claims
-        assert arena.nbytes >= 1 << 20
-        (got,) = arena.take(sent["entries"])
-        want = torch.arange(1000, dtype=torch.float32, device="cuda") * 0.5
-        proc.stdin.write("\n")
-        proc.stdin.flush()
-        assert proc.stdout.readline().strip() == "rewritten"
-        assert torch.equal(read_output(got, want), want)      # the copy taken before
-        (again,) = arena.take(sent["entries"])
-        assert torch.equal(read_output(again, want), torch.full_like(want, 0).view(
-            torch.uint8).fill_(7).view(torch.float32))         # the mapping sees the rewrite
-        arena.close()
-    finally:
-        proc.kill()
-        proc.wait()
+    line = proc.stdout.readline()
+    assert line, "the exporting process said nothing"
+    yield proc, json.loads(line)
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.gpu
+def test_the_judge_maps_another_processs_arena(exporter):
+    proc, sent = exporter
+    arena = Mapped(proc.pid, sent["fd"], sent["nbytes"], "cuda")
+    assert sent["nbytes"] >= 1 << 20 and sent["nbytes"] % (2 << 20) == 0   # whole granules
+    (got,) = arena.take(sent["entries"])
+    want = torch.arange(1000, dtype=torch.float32, device="cuda") * 0.5
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "rewritten"
+    assert torch.equal(read_output(got, want), want)          # the copy taken before
+    (again,) = arena.take(sent["entries"])
+    sevens = torch.full((4000,), 7, dtype=torch.uint8, device="cuda").view(torch.float32)
+    assert torch.equal(read_output(again, want), sevens)      # the mapping sees the rewrite
+    arena.close()
+
+
+@pytest.mark.gpu
+def test_the_judge_cannot_map_more_than_the_sandbox_allocated(exporter):
+    proc, sent = exporter
+    with pytest.raises(ArenaError):
+        Mapped(proc.pid, sent["fd"], sent["nbytes"] * 4, "cuda")
+
+
+@pytest.mark.gpu
+def test_the_memory_outlives_the_sandbox_that_made_it(exporter):
+    """The judge's import is a reference of its own: a sandbox that is gone (or freed its
+    side) leaves the judge's reads defined."""
+    proc, sent = exporter
+    arena = Mapped(proc.pid, sent["fd"], sent["nbytes"], "cuda")
+    proc.kill()
+    proc.wait()
+    (got,) = arena.take(sent["entries"])
+    want = torch.arange(1000, dtype=torch.float32, device="cuda") * 0.5
+    assert torch.equal(read_output(got, want), want)
+    arena.close()
