@@ -6,9 +6,9 @@ picks the calls it checks, the candidate can rewrite: a forward that computes no
 every clock, passed. On the CPU the judge pins each call's output file, or reads it out of the
 frozen process, before its clock stops (exchange.py). On CUDA it is this arena: device memory
 the sandbox makes with the driver's virtual memory API before any candidate code is loaded
-(``cuMemCreate``, exportable as a file descriptor), which the judge takes out of the sandbox's
-descriptor table (``pidfd_getfd``, as root or as the sandbox's parent), imports and maps for
-reading. After every timed call the sandbox copies the call's outputs and its inputs as the
+(``cuMemCreate``, exportable as a file descriptor) and sends over a Unix socket the judge
+listens on for that one connection (``SCM_RIGHTS``; the judge accepts only the sandbox's own
+process, by ``SO_PEERCRED``); the judge imports it and maps it for reading. After every timed call the sandbox copies the call's outputs and its inputs as the
 call left them into it, synchronises, and answers; the judge copies them out at once
 (``Mapped.take``), device to device, before its next command. What the candidate writes there
 later reaches nothing the judge reads.
@@ -27,6 +27,9 @@ import contextlib
 import ctypes
 import math
 import os
+import secrets
+import socket
+import struct
 from typing import Any
 
 ALIGN = 256          # each tensor's place in the arena starts on this boundary
@@ -36,7 +39,6 @@ POSIX_FD = 1         # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 PINNED = 1           # CU_MEM_ALLOCATION_TYPE_PINNED
 ON_DEVICE = 1        # CU_MEM_LOCATION_TYPE_DEVICE
 READ, READ_WRITE = 1, 3   # CU_MEM_ACCESS_FLAGS_PROT_*
-PIDFD_GETFD = 438    # the syscall's number (x86-64 and arm64 alike)
 
 
 class ArenaError(RuntimeError):
@@ -149,12 +151,15 @@ class _Memory:
             raise
 
     def release(self) -> None:
-        with contextlib.suppress(ArenaError):
-            if self.mapped:
+        """Each step on its own: one that fails does not keep the others from running."""
+        if self.mapped:
+            with contextlib.suppress(ArenaError):
                 _call("cuMemUnmap", self.ptr, ctypes.c_size_t(self.nbytes))
-            if self.ptr.value:
+        if self.ptr.value:
+            with contextlib.suppress(ArenaError):
                 _call("cuMemAddressFree", self.ptr, ctypes.c_size_t(self.nbytes))
-            if self.handle:
+        if self.handle:
+            with contextlib.suppress(ArenaError):
                 _call("cuMemRelease", ctypes.c_uint64(self.handle))
         self.mapped, self.ptr, self.handle = False, ctypes.c_uint64(0), 0
 
@@ -169,11 +174,25 @@ class Arena:
         _call("cuMemCreate", ctypes.byref(handle), ctypes.c_size_t(self.nbytes),
               ctypes.byref(_prop(index)), ctypes.c_uint64(0))
         self.memory = _Memory(handle.value, self.nbytes, index, READ_WRITE)
-        fd = ctypes.c_int(-1)
-        _call("cuMemExportToShareableHandle", ctypes.byref(fd), ctypes.c_uint64(handle.value),
-              ctypes.c_int(POSIX_FD), ctypes.c_uint64(0))
-        self.fd = fd.value
-        self.whole = view(self.memory.ptr.value, self.nbytes, device)
+        self.fd = -1
+        try:
+            fd = ctypes.c_int(-1)
+            _call("cuMemExportToShareableHandle", ctypes.byref(fd),
+                  ctypes.c_uint64(handle.value), ctypes.c_int(POSIX_FD), ctypes.c_uint64(0))
+            self.fd = fd.value
+            self.whole = view(self.memory.ptr.value, self.nbytes, device)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Given up (the judge could not use it): the memory and the descriptor let go."""
+        self.whole = None
+        self.memory.release()
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
 
     def put(self, groups: list[list]) -> list[list[dict]]:
         """Each group's tensors (a call's outputs, its inputs) copied in one after another;
@@ -203,23 +222,26 @@ class Mapped:
     """Judge side: the sandbox's arena imported and mapped here for reading; ``take`` copies a
     call's tensors out."""
 
-    def __init__(self, pid: int, fd: int, nbytes: int, device: str):
-        if not (isinstance(fd, int) and isinstance(nbytes, int) and 0 <= fd < 1 << 20
-                and 0 < nbytes < 1 << 50):
-            raise ArenaError("a malformed arena description")
-        index = _device_index(device)
-        self.device, self.nbytes = device, nbytes
+    def __init__(self, fd: int, nbytes: int, device: str):
+        """``fd``: the judge's own descriptor of the sandbox's memory (``receive_fd``), closed
+        here once imported."""
         self.memory: _Memory | None = None
-        mine = _take_fd(pid, fd)
         try:
+            if not (isinstance(nbytes, int) and 0 < nbytes < 1 << 50):
+                raise ArenaError("a malformed arena size")
+            index = _device_index(device)
+            self.device, self.nbytes = device, nbytes
             handle = ctypes.c_uint64(0)
             _call("cuMemImportFromShareableHandle", ctypes.byref(handle),
-                  ctypes.c_void_p(mine), ctypes.c_int(POSIX_FD))
+                  ctypes.c_void_p(fd), ctypes.c_int(POSIX_FD))
         finally:
-            os.close(mine)
-        # the size the sandbox named: mapping more than the allocation holds is refused
-        self.memory = _Memory(handle.value, nbytes, index, READ)
-        self.whole = view(self.memory.ptr.value, nbytes, device)
+            os.close(fd)
+        try:   # the size the sandbox named: mapping more than the allocation holds is refused
+            self.memory = _Memory(handle.value, nbytes, index, READ)
+            self.whole = view(self.memory.ptr.value, nbytes, device)
+        except BaseException:
+            self.close()
+            raise
 
     def take(self, entries: Any) -> list:
         """The tensors a reply says it put in the arena, copied out now as ``Pinned``
@@ -269,17 +291,45 @@ class Mapped:
             self.memory = None
 
 
-def _take_fd(pid: int, fd: int) -> int:
-    """A duplicate, in this process, of descriptor ``fd`` of process ``pid``."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (OSError, AttributeError) as e:
-        raise ArenaError(f"pidfd_open: {e}") from None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        mine = libc.syscall(PIDFD_GETFD, pidfd, fd, 0)
-        if mine < 0:
-            raise ArenaError(f"pidfd_getfd: {os.strerror(ctypes.get_errno())}")
-        return int(mine)
-    finally:
-        os.close(pidfd)
+def listen() -> tuple[socket.socket, str]:
+    """Judge side: a Unix socket in the abstract namespace, under a name drawn here, that
+    accepts one connection; (socket, name)."""
+    name = "stitch-arena-" + secrets.token_hex(16)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind("\0" + name)
+    sock.listen(4)
+    return sock, name
+
+
+def receive_fd(sock: socket.socket, pid: int, timeout: float = 10.0) -> int:
+    """Judge side: the one descriptor process ``pid`` sent over ``sock``. Abstract socket
+    names are listed in /proc/net/unix, so connections from any other process (another
+    candidate's) are refused by their peer's pid before a byte is read."""
+    sock.settimeout(timeout)
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except OSError as e:
+            raise ArenaError(f"the sandbox did not send the arena ({e})") from None
+        with conn:
+            cred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                   struct.calcsize("3i"))
+            if struct.unpack("3i", cred)[0] != pid:
+                continue
+            conn.settimeout(timeout)
+            try:
+                _, fds, _, _ = socket.recv_fds(conn, 16, 4)
+            except OSError as e:
+                raise ArenaError(f"the arena's descriptor did not arrive ({e})") from None
+            for extra in fds[1:]:
+                os.close(extra)
+            if not fds:
+                raise ArenaError("the sandbox sent no descriptor")
+            return fds[0]
+
+
+def send_fd(name: str, fd: int) -> None:
+    """Sandbox side: ``fd`` to the judge's socket ``name``."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect("\0" + name)
+        socket.send_fds(sock, [b"a"], [fd])

@@ -72,7 +72,8 @@ class Harness:
         self.kept_outputs: list = []  # the last round's outputs, until the judge picks some
         self.kept_inputs: list = []   # ... and the inputs each call left behind it
         self.last_call: list = []     # the last timed call's outputs themselves
-        self.arena: Any = None        # CUDA: the arena the judge maps (arena.py)
+        self.arena: Any = None        # CUDA: the arena the judge maps (arena.py), once in use
+        self.arena_made: Any = None   # ... made, until the judge says it can use it
         self.slot = 0                 # CPU: the timed call's place in its round (its files)
         self.sizes: list = []         # CPU: the bytes of the last timed call's outputs
         self.flags: dict = {}
@@ -296,24 +297,36 @@ class Harness:
                 "arena": placed}
 
     def map_arena(self, cmd: dict) -> dict:
-        """The arena (arena.py): made and exported (a descriptor the judge takes) before any
-        candidate code is loaded, the judge's token written into it so that the judge sees its
-        mapping work; where it cannot be, the judge keeps the older way and says so in the
-        verdict."""
+        """The arena (arena.py): made before any candidate code is loaded, its descriptor sent
+        to the judge's socket, the judge's token written into it so that the judge can see
+        its mapping work. Used only once the judge says so (``use_arena``); where it cannot
+        be made, the judge keeps the older way and says so in the verdict."""
         import torch
 
-        from .arena import Arena
+        from .arena import Arena, send_fd
         try:
             token = bytes.fromhex(str(cmd.get("token")))
-            self.arena = Arena(int(cmd.get("nbytes", 0)), self.device)
+            self.arena_made = Arena(int(cmd.get("nbytes", 0)), self.device)
+            send_fd(str(cmd.get("socket")), self.arena_made.fd)
             probe = torch.frombuffer(bytearray(token), dtype=torch.uint8).to(self.device)
-            (entries,) = self.arena.put([[probe]])
+            (entries,) = self.arena_made.put([[probe]])
             torch.cuda.current_stream().synchronize()
-        except Exception as e:  # noqa: BLE001  (ArenaError, or a driver without IPC)
-            self.arena = None
+        except Exception as e:  # noqa: BLE001  (ArenaError, or a driver without VMM export)
+            self.drop_arena()
             return {"mapped": False, "why": f"{type(e).__name__}: {e}"}
-        return {"mapped": True, "fd": self.arena.fd, "nbytes": self.arena.nbytes,
-                "probe": entries}
+        return {"mapped": True, "nbytes": self.arena_made.nbytes, "probe": entries}
+
+    def use_arena(self, cmd: dict) -> dict:
+        if cmd.get("use") and self.arena_made is not None:
+            self.arena = self.arena_made
+        else:
+            self.drop_arena()
+        return {"arena": self.arena is not None}
+
+    def drop_arena(self) -> None:
+        if self.arena_made is not None:
+            self.arena_made.close()
+        self.arena_made = self.arena = None
 
     def flush(self, cmd: dict) -> dict:
         """Before a timed call, outside the judge's clock: the cache flushed, and the files
@@ -573,7 +586,8 @@ def main(device: str, rfd: int, wfd: int, expose: dict | None = None) -> None:
     channel.die_with_parent()
     h = Harness(device, rfd, wfd)
     handlers = {"candidate": h.load_candidate, "trial": h.trial, "call": h.call,
-                "flush": h.flush, "outputs": h.outputs, "arena": h.map_arena}
+                "flush": h.flush, "outputs": h.outputs, "arena": h.map_arena,
+                "use_arena": h.use_arena}
     try:
         reply = h.load_problem(job)
     except BaseException as e:  # noqa: BLE001  (the candidate's fault, whatever it raised)

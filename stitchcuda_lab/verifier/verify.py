@@ -45,7 +45,7 @@ from typing import Any
 from ..verdict import TrialResult, Verdict
 from .. import gpulock
 from . import antihack, profile, sampler, timing
-from .arena import ArenaError, Mapped, size_for
+from .arena import ArenaError, Mapped, listen, receive_fd, size_for
 from .compare import Print, compare, same, stale_outputs, tolerance, within_reference_error
 from .exchange import (HAND_OVER_BYTES, WIDEN, can_peek, draw, hand_over, read_output, reveal,
                        tensors, widen, widened_how)
@@ -89,6 +89,7 @@ BASELINE_DRIFT = 0.3
 # arena bytes beyond the inputs' and the reference's outputs: each further output tensor's
 # alignment (arena.ALIGN), for references that return several
 ARENA_SPARE = 64 << 10
+ARENA_DRAWS, ARENA_MARGIN = 8, 1.5   # draws the arena is sized from, and the room beyond them
 MAX_OUTPUTS = 256           # tensors one timed call may say it returned (each read by the judge)
 CHECKED_CALLS = 5           # timed calls whose outputs are checked, picked after each round
 PROFILED_CALLS = 5          # timed calls under the profiler, per side; the tab shows the median
@@ -411,31 +412,38 @@ class Job:
     def map_arena(self) -> None:
         """CUDA: the sandbox's arena, mapped here while the sandbox holds nothing of the
         candidate (its reply is the harness's own), and a token read back through it. Sized
-        for the largest inputs of three draws and the reference's outputs, each tensor on its
-        boundary, and a quarter more."""
-        most = 0   # inputs whose size a draw decides: the largest of a few, and a margin
-        for _ in range(3):
+        for the largest inputs of ``ARENA_DRAWS`` draws and the reference's largest outputs,
+        each tensor on its boundary, with room beyond (``ARENA_MARGIN``)."""
+        most = 0   # inputs whose size a draw decides: the largest of several, and a margin
+        for _ in range(ARENA_DRAWS):
             xs = self.draw(fresh_seed())
             most = max(most, size_for([x.numel() * x.element_size() for x in xs
                                        if hasattr(x, "numel")]))
             del xs
-        nbytes = int(1.25 * (most + size_for([self.ref.out_bytes]))) + ARENA_SPARE
+        nbytes = int(ARENA_MARGIN * (most + size_for([self.ref.out_bytes]))) + ARENA_SPARE
         token = secrets.token_bytes(16)
-        reply = self.ask({"op": "arena", "nbytes": nbytes, "token": token.hex()})
-        if not reply.get("mapped"):
-            self.arena_note = str(reply.get("why", "the sandbox could not make it"))[:300]
-        else:
-            try:
-                fd, size = reply.get("fd"), reply.get("nbytes")
-                if not (isinstance(fd, int) and isinstance(size, int)):
-                    raise ArenaError("the reply does not name the arena's descriptor and size")
-                self.arena = Mapped(self.sandbox.proc.pid, fd, size, self.device)
+        listener, name = listen()
+        try:
+            reply = self.ask({"op": "arena", "nbytes": nbytes, "token": token.hex(),
+                              "socket": name})
+            if not reply.get("mapped"):
+                self.arena_note = str(reply.get("why", "the sandbox could not make it"))[:300]
+            else:
+                size = reply.get("nbytes")
+                self.arena = Mapped(receive_fd(listener, self.sandbox.proc.pid),
+                                    size if isinstance(size, int) else -1, self.device)
                 (probe,) = self.arena.take(reply.get("probe"))
                 got = probe.read() if not probe.error else None
                 if got is None or bytes(got.cpu().numpy().tobytes()) != token:
                     self.arena_note = "the token written into the arena did not read back"
-            except Exception as e:  # noqa: BLE001  (refused by the driver or the kernel)
-                self.arena_note = f"{type(e).__name__}: {e}"[:300]
+        except (Reject, Failed):
+            raise
+        except Exception as e:  # noqa: BLE001  (refused by the driver or the kernel)
+            self.arena_note = f"{type(e).__name__}: {e}"[:300]
+        finally:
+            listener.close()
+        # the sandbox uses it only if the judge can: else it keeps a round's outputs itself
+        self.ask({"op": "use_arena", "use": not self.arena_note})
         self.arena_mapped = not self.arena_note
         if not self.arena_mapped:
             print(f"timed calls' outputs stay in the sandbox until checked: {self.arena_note}",
@@ -1181,7 +1189,7 @@ class Job:
             for i in sorted(picked_calls, key=lambda i: seeds[i] in self.wide):
                 how = self.wide.get(seeds[i])
                 xs = widen(self.draw(seeds[i]), how, seeds[i])
-                self.check_timed_inputs(i, xs)
+                self.check_timed_inputs(i, xs, picked.get(str(i)))
                 with torch.no_grad():
                     ref_out = [r.detach() for r in tensors(self.ref.model(*xs))]
                 del xs
@@ -1207,10 +1215,12 @@ class Job:
             if isinstance(self.round_inputs, dict):   # the arena's copies (CUDA)
                 self.release(list(self.round_inputs.values()))
 
-    def check_timed_inputs(self, i: int, xs: list) -> None:
+    def check_timed_inputs(self, i: int, xs: list, outs: Any = None) -> None:
         """A picked timed call's inputs, as the call left them in the candidate's process,
         against the judge's own draw of them: a forward may not change its inputs in any call
-        (the checked trials look too, but a timed call can be told from a checked one)."""
+        (the checked trials look too, but a timed call can be told from a checked one).
+        ``outs``: the call's outputs as the judge took them (an arena too small for a draw's
+        inputs is believed only where the outputs placed before them leave no room)."""
         import torch
         want = [x for x in xs if isinstance(x, torch.Tensor)]
         entries = self.round_inputs.get(str(i)) if isinstance(self.round_inputs, dict) \
@@ -1219,12 +1229,29 @@ class Job:
             raise Reject("protocol_tampering", "the candidate's process did not give back the "
                          "inputs of a timed call the judge checks")
         for k, (entry, x) in enumerate(zip(entries, want)):
+            if self.arena_full(entry, want, outs):
+                continue
             got = read_output(entry, x, str(self.box.outputs) if self.box else None)
             if isinstance(got, str):
                 raise Reject("protocol_tampering", f"a timed call's input {k}: {got}")
             if not same(got, x):
                 raise Reject("input_mutation", f"a timed call changed its input {k} (found "
                              "after the round, against the judge's own draw of it)")
+
+    def arena_full(self, entry: Any, want: list, outs: Any) -> bool:
+        """Whether an input the sandbox says did not fit in the arena truly could not: the
+        call's outputs as placed and its inputs, each on its boundary, exceed the arena."""
+        if not (self.arena_mapped and self.arena is not None
+                and getattr(entry, "error", "").startswith("output_count:")):
+            return False
+        placed = [p.host.numel() for p in outs or [] if getattr(p, "host", None) is not None]
+        need = size_for(placed) + size_for([x.numel() * x.element_size() for x in want])
+        if need <= self.arena.nbytes:
+            raise Reject("protocol_tampering", "a timed call's inputs said not to fit in the "
+                         f"arena, which holds {self.arena.nbytes} bytes of the {need} needed")
+        print(f"a timed call's inputs ({need} bytes with its outputs) outgrew the arena "
+              f"({self.arena.nbytes}): not compared", file=sys.stderr)
+        return True
 
     def pin(self, entries: Any) -> None:
         """CPU: a timed call's outputs, read out of the frozen sandbox (exchange.peek_output),

@@ -285,7 +285,8 @@ or to outlive its job.
   one written again since), so outputs cannot be computed once the check names its calls
   (`candidates/timed_outputs_filled_when_picked.py`). On CUDA the sandbox copies each timed
   call's outputs and inputs into an arena it makes before the candidate loads (driver memory
-  exported as a file descriptor, which the judge takes, imports and maps for reading), and the
+  exported as a file descriptor and sent over a Unix socket the judge accepts from that
+  process alone, then imported and mapped for reading), and the
   judge copies them out as the call answers (`verifier/arena.py`,
   `cuda/timed_outputs_filled_when_picked.py`); where the mapping fails the sandbox keeps them
   and the verdict says so (`timed_outputs_kept_by_sandbox`). The call's inputs
@@ -491,9 +492,12 @@ TEMPLATE_TAIL = """
   lives until the judge lets it go) and mapped read-only at the size the sandbox named (the
   driver refuses a mapping larger than the allocation). The candidate can write there at any
   time, which is why the judge copies each call's part out as the call answers; what it
-  writes later reaches only the arena. Where the driver or the kernel refuses the import
-  (`pidfd_getfd` needs root or the sandbox's parent), the sandbox keeps the outputs until
-  the picks are known, as before, and the verdict is flagged `timed_outputs_kept_by_sandbox`.
+  writes later reaches only the arena. Where the driver refuses the export or the import, the
+  sandbox keeps the outputs until the picks are known, as before, and the verdict is flagged
+  `timed_outputs_kept_by_sandbox`: there a candidate that computes only the picked calls'
+  outputs passes. An arena too small for a draw's inputs (sized from 8 draws with half again
+  as much room) leaves that call's inputs unchecked, believed only where its outputs and
+  inputs truly exceed it.
 - **Inputs drawn in the candidate's process.** On the CPU the judge draws a timed call's inputs
   and hands them over as files the sandbox may read, not write (up to 256 MB; larger ones the
   sandbox draws). On CUDA, and for larger inputs, the sandbox draws them, inside the judge's

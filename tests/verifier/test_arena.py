@@ -7,13 +7,15 @@ The real thing (another process's allocation mapped with CUDA IPC) is marked gpu
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from stitchcuda_lab.verifier.arena import ALIGN, Arena, ArenaError, Mapped, size_for
+from stitchcuda_lab.verifier.arena import (ALIGN, Arena, ArenaError, Mapped, listen,
+                                          receive_fd, size_for)
 from stitchcuda_lab.verifier.exchange import Pinned, read_output
 
 
@@ -93,14 +95,56 @@ def test_the_arena_is_sized_for_each_tensor_on_its_boundary():
     assert size_for([1, 256, 257, 0]) == 256 + 256 + 512 + 256
 
 
+SENDER = r"""
+import sys, tempfile
+from stitchcuda_lab.verifier.arena import send_fd
+f = tempfile.TemporaryFile()
+f.write(sys.argv[2].encode())
+f.flush()
+send_fd(sys.argv[1], f.fileno())
+"""
+
+
+def _send(name: str, text: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", SENDER, name, text])
+
+
+def test_a_descriptor_crosses_to_the_judge_from_the_sandboxs_process_only():
+    """Abstract socket names can be read in /proc/net/unix: a process other than the
+    sandbox that connects first (another candidate's) is turned away by its pid."""
+    sock, name = listen()
+    try:
+        other = _send(name, "another candidate's")
+        assert other.wait(timeout=60) == 0
+        sandbox = _send(name, "the sandbox's")
+        fd = receive_fd(sock, sandbox.pid, timeout=60)
+        assert sandbox.wait(timeout=60) == 0
+        try:   # the sender's own open file, at its offset: read from the start
+            assert os.pread(fd, 64, 0) == b"the sandbox's"
+        finally:
+            os.close(fd)
+    finally:
+        sock.close()
+
+
+def test_no_descriptor_in_time_is_an_arena_error():
+    sock, _ = listen()
+    try:
+        with pytest.raises(ArenaError, match="did not send"):
+            receive_fd(sock, 1, timeout=0.2)
+    finally:
+        sock.close()
+
+
 EXPORTER = r"""
-import json, os, sys, torch
-from stitchcuda_lab.verifier.arena import Arena
-a = Arena(int(sys.argv[1]), "cuda")
+import json, sys, torch
+from stitchcuda_lab.verifier.arena import Arena, send_fd
+a = Arena(int(sys.argv[2]), "cuda")
+send_fd(sys.argv[1], a.fd)
 x = torch.arange(1000, dtype=torch.float32, device="cuda") * 0.5
 (entries,) = a.put([[x]])
 torch.cuda.synchronize()
-print(json.dumps({"fd": a.fd, "nbytes": a.nbytes, "entries": entries}), flush=True)
+print(json.dumps({"nbytes": a.nbytes, "entries": entries}), flush=True)
 sys.stdin.readline()            # the judge has taken its copy
 a.whole.fill_(7)
 torch.cuda.synchronize()
@@ -111,19 +155,25 @@ sys.stdin.readline()
 
 @pytest.fixture
 def exporter():
-    proc = subprocess.Popen([sys.executable, "-c", EXPORTER, str(1 << 20)], text=True,
+    """A process that makes an arena and sends it; (process, its message, the judge's fd)."""
+    sock, name = listen()
+    proc = subprocess.Popen([sys.executable, "-c", EXPORTER, name, str(1 << 20)], text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    line = proc.stdout.readline()
-    assert line, "the exporting process said nothing"
-    yield proc, json.loads(line)
-    proc.kill()
-    proc.wait()
+    try:
+        fd = receive_fd(sock, proc.pid, timeout=120)
+        line = proc.stdout.readline()
+        assert line, "the exporting process said nothing"
+        yield proc, json.loads(line), fd
+    finally:
+        sock.close()
+        proc.kill()
+        proc.wait()
 
 
 @pytest.mark.gpu
 def test_the_judge_maps_another_processs_arena(exporter):
-    proc, sent = exporter
-    arena = Mapped(proc.pid, sent["fd"], sent["nbytes"], "cuda")
+    proc, sent, fd = exporter
+    arena = Mapped(fd, sent["nbytes"], "cuda")
     assert sent["nbytes"] >= 1 << 20 and sent["nbytes"] % (2 << 20) == 0   # whole granules
     (got,) = arena.take(sent["entries"])
     want = torch.arange(1000, dtype=torch.float32, device="cuda") * 0.5
@@ -139,17 +189,17 @@ def test_the_judge_maps_another_processs_arena(exporter):
 
 @pytest.mark.gpu
 def test_the_judge_cannot_map_more_than_the_sandbox_allocated(exporter):
-    proc, sent = exporter
+    _, sent, fd = exporter
     with pytest.raises(ArenaError):
-        Mapped(proc.pid, sent["fd"], sent["nbytes"] * 4, "cuda")
+        Mapped(fd, sent["nbytes"] * 4, "cuda")
 
 
 @pytest.mark.gpu
 def test_the_memory_outlives_the_sandbox_that_made_it(exporter):
     """The judge's import is a reference of its own: a sandbox that is gone (or freed its
     side) leaves the judge's reads defined."""
-    proc, sent = exporter
-    arena = Mapped(proc.pid, sent["fd"], sent["nbytes"], "cuda")
+    proc, sent, fd = exporter
+    arena = Mapped(fd, sent["nbytes"], "cuda")
     proc.kill()
     proc.wait()
     (got,) = arena.take(sent["entries"])
