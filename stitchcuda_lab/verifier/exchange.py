@@ -72,10 +72,14 @@ WIDEN_FEW = 16          # at most this many elements per tensor, where only a fe
 
 def widened_how(how: str, seed: int) -> str:
     """How ``widen`` changes a draw, in words: "times -2" or "times -2 at a few places"."""
+    return f"times {WIDEN[how]:g}" + (" at a few places" if widens_few(seed) else "")
+
+
+def widens_few(seed: int) -> bool:
+    """Whether ``widen`` under ``seed`` scales a few places (else whole tensors)."""
     import torch
     g = torch.Generator().manual_seed(_widen_seed(seed))
-    few = bool(torch.randint(0, 2, (1,), generator=g))
-    return f"times {WIDEN[how]:g}" + (" at a few places" if few else "")
+    return bool(torch.randint(0, 2, (1,), generator=g))
 
 
 def _widen_seed(seed: int) -> int:

@@ -48,7 +48,7 @@ from . import antihack, profile, sampler, timing
 from .arena import ArenaError, Mapped, listen, receive_fd, size_for
 from .compare import Print, compare, same, stale_outputs, tolerance, within_reference_error
 from .exchange import (HAND_OVER_BYTES, WIDEN, can_peek, draw, hand_over, read_output, reveal,
-                       tensors, widen, widened_how)
+                       tensors, widen, widened_how, widens_few)
 from .options import VerifyOptions
 from .pool import Pool, Sandbox
 
@@ -86,6 +86,9 @@ DEVICE_SLACK = 1.5          # traced device time may exceed the timed median by 
 # eager timed again at a job's start, moved by more than this share since the baselines were
 # timed: all of them are timed again (CPU)
 BASELINE_DRIFT = 0.3
+# calls beyond the trial floor a CPU timing makes, at most, for a widened draw of the way the
+# range trial did not use (each call's seed decides its way: half of them have it)
+WIDE_WAIT_CALLS = 12
 # arena bytes beyond the inputs' and the reference's outputs: each further output tensor's
 # alignment (arena.ALIGN), for references that return several
 ARENA_SPARE = 64 << 10
@@ -243,6 +246,10 @@ class Job:
         self.wide: dict[int, str] = {}
         self.wide_next: int | None = None
         self.wide_round = 1
+        # the ways widened draws of this job scaled (a few places: True, whole tensors: False):
+        # the timed calls' widened draws include the way the range trial's did not, so that a
+        # guard fooled by one (8 sampled elements tell a whole-tensor scaling) meets the other
+        self.wide_ways: set[bool] = set()
         self.out_bytes = 0     # the largest outputs of a trial, for the rounds' size
         self.no_float64 = False   # the float64 reference ran out of memory in this job
         self.peek = False   # CPU: the judge reads timed calls' outputs from the sandbox (open)
@@ -510,6 +517,8 @@ class Job:
             if t == wide_trial:
                 how, ref_out = self.widened(seed, ref_out)
                 self.wide_how = how   # the timed calls' widened draws use it too
+                if how is not None:
+                    self.wide_ways.add(widens_few(seed))
             sizes = [r.numel() * r.element_size() for r in ref_out]
             self.out_bytes = max(self.out_bytes, sum(sizes))
             reply = self.ask_trial(seed, how, in_bytes,
@@ -933,6 +942,7 @@ class Job:
         seeds: list[int] = []
         seen_s: list[float] = []   # the judge's clock on every call, for when to sample
         sampled, sampled_s = 0, 0.0
+        waited = 0
         watch = self.sampler if end_round is not None else None   # the candidate's calls only
         most = max(SAMPLED_CALLS_MIN, self.opts.timing_trials // 2)
 
@@ -960,6 +970,9 @@ class Job:
             extra.append(seen - t)
             seeds.append(seed)
             enough = len(ms) >= self.opts.timing_trials and not more_samples()
+            if enough and end_round is not None and self.other_way_due() \
+                    and waited < WIDE_WAIT_CALLS:
+                enough, waited = False, waited + 1   # a few calls more for the other way
             if self.device.startswith("cuda"):
                 enough = enough and (sum(ms) >= TIME_BUDGET_MS or len(ms) >= MAX_TRIALS)
             done = enough or time.monotonic() > self.deadline - 5
@@ -1063,6 +1076,8 @@ class Job:
                                secrets.token_hex(8))
             if handed is None:   # drawn in the sandbox from the seed: not widened
                 self.wide.pop(seed, None)
+            elif seed in self.wide:
+                self.wide_ways.add(widens_few(seed))
         t0 = time.perf_counter()
         try:
             handed = reveal(handed, self.sandbox.inputs)
@@ -1105,9 +1120,17 @@ class Job:
         if self.wide_next > 0:
             self.wide_next -= 1
             return None
+        if len(self.wide_ways) == 1 and widens_few(seed) in self.wide_ways:
+            return None   # the way already met: the next call whose seed scales the other way
         self.wide_next = 1 + secrets.randbelow(2 * self.wide_round)
         self.wide[seed] = self.wide_how
         return self.wide_how
+
+    def other_way_due(self) -> bool:
+        """CPU: the way of widening the range trial did not use has not had a timed call yet
+        (``next_wide``)."""
+        return (not self.device.startswith("cuda") and self.wide_how is not None
+                and len(self.wide_ways) == 1)
 
     def time_candidate(self, traced: dict, calibration: Calibration) -> dict[str, float]:
         """The candidate's timed calls, some checked after the fact, and the clocks."""

@@ -347,3 +347,25 @@ def get_init_inputs():
     assert moved.status == "pass"
     assert any(f.startswith("baselines_retimed:eager") for f in moved.flags), moved.flags
     assert moved.timings["eager"] > 60 > first.timings["eager"]
+
+
+def test_timed_calls_widen_the_way_the_range_trial_did_not():
+    """A widened draw scales whole tensors or a few places, as its seed decides; a guard that
+    samples a few elements tells the first from a plain draw and misses the second. Whichever
+    way the range trial took, the first widened timed call takes the other."""
+    from stitchcuda_lab.verifier.exchange import widens_few
+    from stitchcuda_lab.verifier.verify import Job
+    seeds = list(range(1000, 1400))
+    for trial_way in (True, False):
+        j = Job.__new__(Job)
+        j.device, j.wide_how, j.wide, j.wide_round = "cpu", "-2x", {}, 4
+        j.wide_next, j.wide_ways = 0, {trial_way}
+        assert j.other_way_due()
+        widened = [sd for sd in seeds if j.next_wide(sd) is not None]
+        assert widened and widens_few(widened[0]) is not trial_way
+        assert all(widens_few(sd) is trial_way for sd in seeds[:seeds.index(widened[0])])
+        j.wide_ways.add(widens_few(widened[0]))    # as remote_call records it
+        assert not j.other_way_due()
+    cuda = Job.__new__(Job)
+    cuda.device, cuda.wide_how, cuda.wide_ways = "cuda", "-2x", {True}
+    assert not cuda.other_way_due()     # CUDA's timed calls are not widened: nothing to wait for
