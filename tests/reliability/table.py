@@ -298,8 +298,11 @@ or to outlive its job.
   finite as on the draw; exact in every float format), all of it or, as the call's seed
   decides, only 1-16 elements at random places: a guard that samples the input to tell a
   widened draw from a plain one misses those (`candidates/range_sampled_guard.py`, which passed
-  at 6.2x when every widened draw was scaled whole), and scaling all of it still catches an
-  error too small to see in a few elements once reduced over many. A kernel right only on the range
+  at 6.2x when every widened draw was scaled whole, and in about one job in five while only
+  chance decided how the range trial and the few widened timed calls were scaled: on the CPU
+  the first widened timed call is now always scaled the other way from the range trial), and
+  scaling all of it still catches an error too small to see in a few elements once reduced
+  over many. A kernel right only on the range
   `get_inputs()` draws from (|x| dropped on torch.rand's draws, a polynomial good on [0, 1)) is
   `input_range`; a fast path guarded by a check of the data is legitimate and passes.
 - **Clocks outside the candidate.** Before the candidate is loaded, the judge times the sandbox's
