@@ -30,6 +30,7 @@ import os
 import secrets
 import socket
 import struct
+import time
 from typing import Any
 
 ALIGN = 256          # each tensor's place in the arena starts on this boundary
@@ -305,8 +306,12 @@ def receive_fd(sock: socket.socket, pid: int, timeout: float = 10.0) -> int:
     """Judge side: the one descriptor process ``pid`` sent over ``sock``. Abstract socket
     names are listed in /proc/net/unix, so connections from any other process (another
     candidate's) are refused by their peer's pid before a byte is read."""
-    sock.settimeout(timeout)
+    deadline = time.monotonic() + timeout   # however many others connect meanwhile
     while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ArenaError("the sandbox did not send the arena (timed out)")
+        sock.settimeout(left)
         try:
             conn, _ = sock.accept()
         except OSError as e:
@@ -316,7 +321,7 @@ def receive_fd(sock: socket.socket, pid: int, timeout: float = 10.0) -> int:
                                    struct.calcsize("3i"))
             if struct.unpack("3i", cred)[0] != pid:
                 continue
-            conn.settimeout(timeout)
+            conn.settimeout(max(0.1, deadline - time.monotonic()))
             try:
                 _, fds, _, _ = socket.recv_fds(conn, 16, 4)
             except OSError as e:
