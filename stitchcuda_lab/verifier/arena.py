@@ -7,9 +7,10 @@ every clock, passed. On the CPU the judge pins each call's output file, or reads
 frozen process, before its clock stops (exchange.py). On CUDA it is this arena: device memory
 the sandbox makes with the driver's virtual memory API before any candidate code is loaded
 (``cuMemCreate``, exportable as a file descriptor) and sends over a Unix socket the judge
-listens on for that one connection (``SCM_RIGHTS``; the judge accepts only the sandbox's own
-process, by ``SO_PEERCRED``); the judge imports it and maps it for reading. After every timed call the sandbox copies the call's outputs and its inputs as the
-call left them into it, synchronises, and answers; the judge copies them out at once
+listens on in the sandbox's own folder (``SCM_RIGHTS``; the judge accepts only the sandbox's
+process, by ``SO_PEERCRED``); the judge imports it and maps it for reading. After every
+timed call the sandbox copies the call's outputs and its inputs as the call left them into
+it, synchronises, and answers; the judge copies them out at once
 (``Mapped.take``), device to device, before its next command. What the candidate writes there
 later reaches nothing the judge reads.
 
@@ -27,7 +28,6 @@ import contextlib
 import ctypes
 import math
 import os
-import secrets
 import socket
 import struct
 import time
@@ -255,8 +255,13 @@ class Mapped:
         if not isinstance(entries, list) or len(entries) > MAX_TENSORS:
             return [Pinned([], "", "protocol: a timed call's reply without its arena entries")]
         out = []
+        total = 0   # what one call's entries copy out, together: no more than the arena holds
         for e in entries:
             bad = self.bad_entry(e)
+            if not bad:
+                total += e["nbytes"]
+                if total > self.nbytes:
+                    bad = "protocol: arena entries larger together than the arena"
             if bad:
                 out.append(Pinned([], "", bad))
                 continue
@@ -292,20 +297,26 @@ class Mapped:
             self.memory = None
 
 
-def listen() -> tuple[socket.socket, str]:
-    """Judge side: a Unix socket in the abstract namespace, under a name drawn here, that
-    accepts one connection; (socket, name)."""
-    name = "stitch-arena-" + secrets.token_hex(16)
+def listen(path: str, uid: int | None = None) -> socket.socket:
+    """Judge side: a Unix socket at ``path`` (in the sandbox's own folder, which no other
+    candidate's user can enter: a name in the abstract namespace is listed in /proc/net/unix,
+    and any process could fill its backlog), connectable by ``uid`` alone."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind("\0" + name)
-    sock.listen(4)
-    return sock, name
+    try:
+        sock.bind(path)
+        os.chmod(path, 0o600)
+        if uid is not None:
+            os.chown(path, uid, uid)
+        sock.listen(1)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def receive_fd(sock: socket.socket, pid: int, timeout: float = 10.0) -> int:
-    """Judge side: the one descriptor process ``pid`` sent over ``sock``. Abstract socket
-    names are listed in /proc/net/unix, so connections from any other process (another
-    candidate's) are refused by their peer's pid before a byte is read."""
+    """Judge side: the one descriptor process ``pid`` sent over ``sock``; a connection from any
+    other process is refused by its peer's pid before a byte is read."""
     deadline = time.monotonic() + timeout   # however many others connect meanwhile
     while True:
         left = deadline - time.monotonic()
@@ -333,8 +344,9 @@ def receive_fd(sock: socket.socket, pid: int, timeout: float = 10.0) -> int:
             return fds[0]
 
 
-def send_fd(name: str, fd: int) -> None:
-    """Sandbox side: ``fd`` to the judge's socket ``name``."""
+def send_fd(path: str, fd: int, timeout: float = 10.0) -> None:
+    """Sandbox side: ``fd`` to the judge's socket at ``path``."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.connect("\0" + name)
+        sock.settimeout(timeout)
+        sock.connect(path)
         socket.send_fds(sock, [b"a"], [fd])

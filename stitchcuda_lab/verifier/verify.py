@@ -250,6 +250,8 @@ class Job:
         # the timed calls' widened draws include the way the range trial's did not, so that a
         # guard fooled by one (8 sampled elements tell a whole-tensor scaling) meets the other
         self.wide_ways: set[bool] = set()
+        self.other_way_ok = False   # the reference stays as finite scaled the other way too
+        self.no_hand_over = False   # CPU: this problem's inputs cannot be handed over
         self.out_bytes = 0     # the largest outputs of a trial, for the rounds' size
         self.no_float64 = False   # the float64 reference ran out of memory in this job
         self.peek = False   # CPU: the judge reads timed calls' outputs from the sandbox (open)
@@ -429,10 +431,12 @@ class Job:
             del xs
         nbytes = int(ARENA_MARGIN * (most + size_for([self.ref.out_bytes]))) + ARENA_SPARE
         token = secrets.token_bytes(16)
-        listener, name = listen()
+        # a socket in the sandbox's own folder (its uid's alone): no other process can reach it
+        path = str(self.sandbox.folder / f"arena-{secrets.token_hex(8)}.sock")
+        listener = listen(path, self.sandbox.uid)
         try:
             reply = self.ask({"op": "arena", "nbytes": nbytes, "token": token.hex(),
-                              "socket": name})
+                              "socket": path})
             if not reply.get("mapped"):
                 self.arena_note = str(reply.get("why", "the sandbox could not make it"))[:300]
             else:
@@ -449,6 +453,10 @@ class Job:
             self.arena_note = f"{type(e).__name__}: {e}"[:300]
         finally:
             listener.close()
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        if self.arena_note:
+            self.free_arena()
         # the sandbox uses it only if the judge can: else it keeps a round's outputs itself
         self.ask({"op": "use_arena", "use": not self.arena_note})
         self.arena_mapped = not self.arena_note
@@ -519,6 +527,7 @@ class Job:
                 self.wide_how = how   # the timed calls' widened draws use it too
                 if how is not None:
                     self.wide_ways.add(widens_few(seed))
+                    self.other_way_ok = self.vets_other_way(how, widens_few(seed))
             sizes = [r.numel() * r.element_size() for r in ref_out]
             self.out_bytes = max(self.out_bytes, sum(sizes))
             reply = self.ask_trial(seed, how, in_bytes,
@@ -598,6 +607,31 @@ class Job:
             if [r.shape for r in out] == [r.shape for r in plain] and non_finite(out) <= allowed:
                 return how, out
         return None, plain
+
+    def vets_other_way(self, how: str, way: bool) -> bool:
+        """Whether ``how`` keeps the reference's shapes and as finite as on the draw when it
+        scales the other way (``way``: the range trial's, a few places or not): on a draw whose
+        seed scales that way, as ``widened`` vetted the range trial's. Only a CPU's timed calls
+        are widened, so only there is it asked."""
+        import torch
+        if self.device.startswith("cuda"):
+            return False
+        seed = fresh_seed()
+        while widens_few(seed) == way:
+            seed = fresh_seed()
+
+        def non_finite(outs: list) -> int:
+            return sum(int((~torch.isfinite(r)).sum()) for r in outs
+                       if r.is_floating_point() or r.is_complex())
+        try:
+            with torch.no_grad():
+                plain = [r.detach() for r in tensors(self.ref.model(*self.draw(seed)))]
+                out = [r.detach() for r in
+                       tensors(self.ref.model(*widen(self.draw(seed), how, seed)))]
+        except Exception:  # noqa: BLE001  (a reference that refuses it: that way is not used)
+            return False
+        return [r.shape for r in out] == [r.shape for r in plain] \
+            and non_finite(out) <= non_finite(plain)
 
     def truth(self, seed: int, how: str | None = None) -> Any:
         """A function giving the reference's outputs on the draw of ``seed`` computed in
@@ -1076,6 +1110,7 @@ class Job:
                                secrets.token_hex(8))
             if handed is None:   # drawn in the sandbox from the seed: not widened
                 self.wide.pop(seed, None)
+                self.no_hand_over = True
             elif seed in self.wide:
                 self.wide_ways.add(widens_few(seed))
         t0 = time.perf_counter()
@@ -1120,7 +1155,10 @@ class Job:
         if self.wide_next > 0:
             self.wide_next -= 1
             return None
-        if len(self.wide_ways) == 1 and widens_few(seed) in self.wide_ways:
+        way = widens_few(seed)
+        if not self.other_way_ok and way not in self.wide_ways:
+            return None   # only the way the range trial vetted: the next seed that scales so
+        if self.other_way_ok and len(self.wide_ways) == 1 and way in self.wide_ways:
             return None   # the way already met: the next call whose seed scales the other way
         self.wide_next = 1 + secrets.randbelow(2 * self.wide_round)
         self.wide[seed] = self.wide_how
@@ -1130,7 +1168,7 @@ class Job:
         """CPU: the way of widening the range trial did not use has not had a timed call yet
         (``next_wide``)."""
         return (not self.device.startswith("cuda") and self.wide_how is not None
-                and len(self.wide_ways) == 1)
+                and self.other_way_ok and not self.no_hand_over and len(self.wide_ways) == 1)
 
     def time_candidate(self, traced: dict, calibration: Calibration) -> dict[str, float]:
         """The candidate's timed calls, some checked after the fact, and the clocks."""
@@ -1251,9 +1289,13 @@ class Job:
         if not isinstance(entries, list) or len(entries) != len(want):
             raise Reject("protocol_tampering", "the candidate's process did not give back the "
                          "inputs of a timed call the judge checks")
+        at = size_for([p.host.numel() for p in outs or []   # where put() began the inputs
+                       if getattr(p, "host", None) is not None])
         for k, (entry, x) in enumerate(zip(entries, want)):
-            if self.arena_full(entry, want, outs):
+            n = x.numel() * x.element_size()
+            if self.arena_full(entry, at, n):
                 continue
+            at += size_for([n])
             got = read_output(entry, x, str(self.box.outputs) if self.box else None)
             if isinstance(got, str):
                 raise Reject("protocol_tampering", f"a timed call's input {k}: {got}")
@@ -1261,19 +1303,18 @@ class Job:
                 raise Reject("input_mutation", f"a timed call changed its input {k} (found "
                              "after the round, against the judge's own draw of it)")
 
-    def arena_full(self, entry: Any, want: list, outs: Any) -> bool:
-        """Whether an input the sandbox says did not fit in the arena truly could not: the
-        call's outputs as placed and its inputs, each on its boundary, exceed the arena."""
+    def arena_full(self, entry: Any, at: int, n: int) -> bool:
+        """Whether an input the sandbox says did not fit in the arena truly could not: placed
+        where ``put`` would have put it (``at``, after the outputs and the inputs before it),
+        its ``n`` bytes run past the arena."""
         if not (self.arena_mapped and self.arena is not None
                 and getattr(entry, "error", "").startswith("output_count:")):
             return False
-        placed = [p.host.numel() for p in outs or [] if getattr(p, "host", None) is not None]
-        need = size_for(placed) + size_for([x.numel() * x.element_size() for x in want])
-        if need <= self.arena.nbytes:
-            raise Reject("protocol_tampering", "a timed call's inputs said not to fit in the "
-                         f"arena, which holds {self.arena.nbytes} bytes of the {need} needed")
-        print(f"a timed call's inputs ({need} bytes with its outputs) outgrew the arena "
-              f"({self.arena.nbytes}): not compared", file=sys.stderr)
+        if at + n <= self.arena.nbytes:
+            raise Reject("protocol_tampering", "a timed call's input said not to fit in the "
+                         f"arena, where {n} bytes at {at} fit in its {self.arena.nbytes}")
+        print(f"a timed call's input of {n} bytes outgrew the arena ({self.arena.nbytes} "
+              "bytes): not compared", file=sys.stderr)
         return True
 
     def pin(self, entries: Any) -> None:

@@ -85,6 +85,14 @@ def test_a_malformed_entry_is_a_protocol_error_not_a_read(entry, why):
     assert got.error.startswith("protocol:") and why in got.error
 
 
+def test_entries_larger_together_than_the_arena_are_refused():
+    """Each within the arena, all of them the whole of it: the judge would copy the arena out
+    over and over, beyond its memory."""
+    judge, _ = _pair(4096)
+    got = judge.take([{"at": 0, "nbytes": 4096, "shape": [1024], "dtype": "float32"}] * 3)
+    assert not got[0].error and all(g.error.startswith("protocol:") for g in got[1:])
+
+
 def test_a_reply_with_too_many_entries_is_refused():
     judge, _ = _pair(4096)
     got = judge.take([{"at": 0, "nbytes": 4, "shape": [1], "dtype": "float32"}] * 10_000)
@@ -109,10 +117,11 @@ def _send(name: str, text: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", SENDER, name, text])
 
 
-def test_a_descriptor_crosses_to_the_judge_from_the_sandboxs_process_only():
-    """Abstract socket names can be read in /proc/net/unix: a process other than the
-    sandbox that connects first (another candidate's) is turned away by its pid."""
-    sock, name = listen()
+def test_a_descriptor_crosses_to_the_judge_from_the_sandboxs_process_only(tmp_path):
+    """A process other than the sandbox that connects first (one that could reach the
+    socket) is turned away by its pid."""
+    name = str(tmp_path / "arena.sock")
+    sock = listen(name)
     try:
         other = _send(name, "another candidate's")
         assert other.wait(timeout=60) == 0
@@ -127,8 +136,18 @@ def test_a_descriptor_crosses_to_the_judge_from_the_sandboxs_process_only():
         sock.close()
 
 
-def test_no_descriptor_in_time_is_an_arena_error():
-    sock, _ = listen()
+def test_the_socket_is_its_sandboxs_users_alone(tmp_path):
+    import stat
+    path = tmp_path / "arena.sock"
+    sock = listen(str(path))
+    try:
+        assert stat.S_ISSOCK(path.stat().st_mode) and stat.S_IMODE(path.stat().st_mode) == 0o600
+    finally:
+        sock.close()
+
+
+def test_no_descriptor_in_time_is_an_arena_error(tmp_path):
+    sock = listen(str(tmp_path / "arena.sock"))
     try:
         with pytest.raises(ArenaError, match="did not send"):
             receive_fd(sock, 1, timeout=0.2)
@@ -154,9 +173,10 @@ sys.stdin.readline()
 
 
 @pytest.fixture
-def exporter():
+def exporter(tmp_path):
     """A process that makes an arena and sends it; (process, its message, the judge's fd)."""
-    sock, name = listen()
+    name = str(tmp_path / "arena.sock")
+    sock = listen(name)
     proc = subprocess.Popen([sys.executable, "-c", EXPORTER, name, str(1 << 20)], text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:

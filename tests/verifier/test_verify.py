@@ -349,6 +349,15 @@ def get_init_inputs():
     assert moved.timings["eager"] > 60 > first.timings["eager"]
 
 
+def _widening_job(trial_way: bool, other_ok: bool = True):
+    from stitchcuda_lab.verifier.verify import Job
+    j = Job.__new__(Job)
+    j.device, j.wide_how, j.wide, j.wide_round = "cpu", "-2x", {}, 4
+    j.wide_next, j.wide_ways = 0, {trial_way}
+    j.other_way_ok, j.no_hand_over = other_ok, False
+    return j
+
+
 def test_timed_calls_widen_the_way_the_range_trial_did_not():
     """A widened draw scales whole tensors or a few places, as its seed decides; a guard that
     samples a few elements tells the first from a plain draw and misses the second. Whichever
@@ -357,9 +366,7 @@ def test_timed_calls_widen_the_way_the_range_trial_did_not():
     from stitchcuda_lab.verifier.verify import Job
     seeds = list(range(1000, 1400))
     for trial_way in (True, False):
-        j = Job.__new__(Job)
-        j.device, j.wide_how, j.wide, j.wide_round = "cpu", "-2x", {}, 4
-        j.wide_next, j.wide_ways = 0, {trial_way}
+        j = _widening_job(trial_way)
         assert j.other_way_due()
         widened = [sd for sd in seeds if j.next_wide(sd) is not None]
         assert widened and widens_few(widened[0]) is not trial_way
@@ -368,4 +375,38 @@ def test_timed_calls_widen_the_way_the_range_trial_did_not():
         assert not j.other_way_due()
     cuda = Job.__new__(Job)
     cuda.device, cuda.wide_how, cuda.wide_ways = "cuda", "-2x", {True}
+    cuda.other_way_ok, cuda.no_hand_over = True, False
     assert not cuda.other_way_due()     # CUDA's timed calls are not widened: nothing to wait for
+
+
+def test_a_way_the_reference_was_not_vetted_on_is_never_used():
+    """Where the reference is not as finite scaled the other way, timed calls keep to the way
+    the range trial vetted, and nothing waits for the other."""
+    from stitchcuda_lab.verifier.exchange import widens_few
+    j = _widening_job(True, other_ok=False)
+    assert not j.other_way_due()
+    widened = [sd for sd in range(1000, 1400) if j.next_wide(sd) is not None]
+    assert widened and all(widens_few(sd) for sd in widened)
+    handed_none = _widening_job(True)
+    handed_none.no_hand_over = True     # inputs too large to hand over: never widened
+    assert not handed_none.other_way_due()
+
+
+def test_an_input_said_not_to_fit_in_the_arena_is_believed_only_where_it_could_not():
+    """Replaying where the sandbox's put() placed the call's outputs and the inputs before it:
+    a small input said not to fit beside a large one that truly did not is a protocol error."""
+    import types
+
+    from stitchcuda_lab.verifier.exchange import Pinned
+    from stitchcuda_lab.verifier.verify import Job, Reject
+    j = Job.__new__(Job)
+    j.arena_mapped, j.arena, j.box = True, types.SimpleNamespace(nbytes=4096), None
+    small, big = torch.zeros(64), torch.zeros(2048)            # 256 and 8192 bytes
+    outs = [Pinned([256], "float32", host=torch.zeros(1024, dtype=torch.uint8))]
+    full = Pinned([], "", "output_count: a tensor of 8192 bytes past the arena's 4096")
+    j.round_inputs = {"0": [Pinned([64], "float32", host=torch.zeros(256, dtype=torch.uint8)),
+                            full]}
+    j.check_timed_inputs(0, [small, big], outs)                # the big one truly did not fit
+    j.round_inputs = {"0": [full, full]}
+    with pytest.raises(Reject, match="fit"):
+        j.check_timed_inputs(0, [small, big], outs)            # the small one would have
