@@ -285,8 +285,8 @@ or to outlive its job.
   one written again since), so outputs cannot be computed once the check names its calls
   (`candidates/timed_outputs_filled_when_picked.py`). On CUDA the sandbox copies each timed
   call's outputs and inputs into an arena it makes before the candidate loads (driver memory
-  exported as a file descriptor and sent over a Unix socket the judge accepts from that
-  process alone, then imported and mapped for reading), and the
+  exported as a file descriptor and sent over a Unix socket in the sandbox's own folder,
+  accepted from that process alone, then imported and mapped for reading), and the
   judge copies them out as the call answers (`verifier/arena.py`,
   `cuda/timed_outputs_filled_when_picked.py`); where the mapping fails the sandbox keeps them
   and the verdict says so (`timed_outputs_kept_by_sandbox`). The call's inputs
