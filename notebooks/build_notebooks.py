@@ -137,7 +137,10 @@ APPROVE_THEN_VERIFY = APPROVE_PLAN.rsplit("\n", 1)[0] + "\n\n" + VERIFY_WAITING
 
 def _nb(cells: list, title: str) -> nbformat.NotebookNode:
     nb = new_notebook(cells=cells, metadata={
-        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        # the name JupyterLab gives ipykernel's spec: another one marks the notebook changed
+        # as soon as it is opened
+        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
+                       "name": "python3"},
         "language_info": {"name": "python"},
         "title": title,
     })

@@ -439,27 +439,34 @@ class Session(Shown):
         """Why the reference program is kept (None when a candidate beats eager): the ops the
         plan left to PyTorch, each as ``"<op>: <why>"``, then what the candidates did (slower
         than eager, or none passed). The CLI, the bench row and the panel all show this."""
+        kept = self.kept_parts()
+        return None if kept is None else "; ".join(kept[0] + kept[1]) or "no candidate beat eager"
+
+    def kept_parts(self) -> tuple[list[str], list[str]] | None:
+        """``kept_reason`` in its two parts: (the ops left to PyTorch, each ``"<op>: <why>"``;
+        what the candidates did). None when a candidate beats eager."""
         if not self.keeps_reference():
             return None
         plan = self.state.plan
-        parts = plan.blockers()[:MAX_BLOCKERS] if plan is not None else []
+        blockers = plan.blockers()[:MAX_BLOCKERS] if plan is not None else []
+        outcome: list[str] = []
         best = self.best()
         if best is not None:
             sp = best[1].speedup_vs_eager
-            parts.append("no candidate beat eager" + (f" (best {sp:.2f}x)" if sp else ""))
+            outcome.append("no candidate beat eager" + (f" (best {sp:.2f}x)" if sp else ""))
         else:
             last = self.state.last_verdict()
             if last is not None:
-                parts.append(f"no candidate passed (last: {last.status}"
-                             + (f": {last.reason}" if last.reason else "") + ")")
+                outcome.append(f"no candidate passed (last: {last.status}"
+                               + (f": {last.reason}" if last.reason else "") + ")")
             elif plan is not None and not plan.active():
                 kept = [t.reason for t in plan.tasks if t.kind == "keep" and t.reason]
-                if not parts and kept:
-                    parts.append(kept[0])
-                parts.append("the plan has no kernel to write")
+                if not blockers and kept:
+                    blockers.append(kept[0])
+                outcome.append("the plan has no kernel to write")
             elif self.state.message:
-                parts.append(self.state.message)
-        return "; ".join(parts) if parts else "no candidate beat eager"
+                outcome.append(self.state.message)
+        return blockers, outcome
 
     def model(self, device: str | None = None) -> torch.nn.Module:
         """The best candidate's ModelNew, built in this process (seeded like the reference)."""

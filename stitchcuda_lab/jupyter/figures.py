@@ -665,10 +665,13 @@ def history_figure(points: Sequence[Mapping[str, Any]], *, title: str = "Speedup
                                  legendgroup=label, line={"color": color, "shape": "hv"},
                                  hoverinfo="skip"))
     if any(p.get("origin") == "user" for p in points):
-        # what the diamonds are, in the legend (a marker symbol per point has no entry)
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="your edits",
-                                 marker={"color": "#57606a", "symbol": "diamond", "size": 9},
-                                 hoverinfo="skip"))
+        # what the diamonds are, in the legend (a marker symbol per point has no entry): an
+        # open one, since an edit's diamond takes the colour of its series (a grey filled one
+        # read as a colour no point had)
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers",
+                                 name="your edits (diamonds, in each series' colour)",
+                                 marker={"color": "#57606a", "symbol": "diamond-open",
+                                         "size": 9}, hoverinfo="skip"))
     failed = [(it, p) for it, p in zip(its, points) if p.get("status") not in (None, "pass")]
     if failed:
         fig.add_trace(go.Scatter(

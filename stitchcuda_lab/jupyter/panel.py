@@ -924,7 +924,8 @@ def summary_html(session: Any) -> str:
         slower = (" It is not faster than eager PyTorch: keeping the reference is the honest "
                   "result." if (v.speedup_vs_eager or 0) <= 1.0 and not kept else "")
         parts.append(f"<b>Best:</b> <code>{html.escape(c.id)}</code> ({html.escape(origin)}): "
-                     f"{html.escape(sp)}, verified correct on {len(v.trials)} trial(s); "
+                     f"{html.escape(sp)}{_retimed_mark(v)}, verified correct on "
+                     f"{len(v.trials)} trial(s); "
                      f"{why} ({html.escape(_counts(session))}).{slower}")
     elif vs:
         parts.append(f"<b>No candidate has passed yet</b> ({html.escape(_counts(session))}): "
@@ -1008,26 +1009,33 @@ def versions_html(session: Any) -> str:
     rows: list[str] = []
 
     def walk(parent: str | None, depth: int, seen: set[str]) -> None:
-        for c in children.get(parent, []):
+        kids = [c for c in children.get(parent, []) if c.id not in seen]
+        for n, c in enumerate(kids):
             if c.id in seen:
                 continue            # the loop keeps versions a tree; a view never loops
             seen.add(c.id)
             v = vs.get(c.id)
             star = "★" if best and best[0].id == c.id else ""
-            sp = f"{v.speedup_vs_eager:.2f}x" if v and v.speedup_vs_eager is not None else "-"
+            sp = (f"{v.speedup_vs_eager:.2f}x{_retimed_mark(v)}" if v
+                  and v.speedup_vs_eager is not None else "-")
             what = ("your edit" if c.origin == "user"
                     else str(c.params.get("variant", "")) if isinstance(c.params, dict) else "")
-            indent = "&nbsp;&nbsp;&nbsp;" * depth + ("└ " if depth else "")
-            rows.append(f"<tr><td>{star}</td><td>{indent}<code>{html.escape(c.id)}</code></td>"
+            glyph = ("└ " if n == len(kids) - 1 else "├ ") if depth else ""
+            indent = "&nbsp;&nbsp;&nbsp;" * depth + glyph
+            rows.append(f"<tr><td>{star}</td><td style='white-space:nowrap'>{indent}"
+                        f"<code>{html.escape(c.id)}</code></td>"
                         f"<td>{c.iteration}</td><td>{html.escape(c.origin)}</td>"
                         f"<td>{html.escape(c.parent or '-')}</td>"
-                        f"<td>{html.escape(v.status if v else _waiting(session, c))}</td>"
-                        f"<td>{sp}</td><td><small>{html.escape(what)}</small></td></tr>")
+                        f"<td style='white-space:nowrap'>"
+                        f"{html.escape(v.status if v else _waiting(session, c))}</td>"
+                        f"<td style='white-space:nowrap'>{sp}</td>"
+                        f"<td><small>{html.escape(what)}</small></td></tr>")
             walk(c.id, depth + 1, seen)
 
     walk(None, 0, set())
     return ("<table class='stitch-versions'><thead><tr><th></th><th>candidate</th><th>iter</th>"
-            "<th>origin</th><th>parent</th><th>status</th><th>vs eager</th><th>what</th></tr>"
+            "<th>origin</th><th>parent</th><th>status</th>"
+            "<th style='white-space:nowrap'>vs eager</th><th>what</th></tr>"
             f"</thead><tbody>{''.join(rows)}</tbody></table>")
 
 
@@ -1178,12 +1186,31 @@ def _show(out: W.Output, fig: Any) -> None:
                     "data": figures.mimebundle(fig)},)
 
 
+RETIMED_NOTE = ("† eager was timed again in this job: the host's load had moved by over 30% "
+                "since the baselines were timed, so this ratio is against eager as it ran then, "
+                "and compares loosely with the others")
+
+
+def _retimed_mark(v: Verdict) -> str:
+    """A dagger (with the why on hover) on a speedup whose baselines were timed again."""
+    if any(str(f).startswith("baselines_retimed") for f in (v.flags or [])):
+        return f"<span title='{html.escape(RETIMED_NOTE)}'>†</span>"
+    return ""
+
+
 def _kept_reason(session: Any) -> str | None:
-    """Which op stopped the agent (``Session.kept_reason``); None when a candidate beats eager."""
+    """Why the reference is kept (``Session.kept_parts``), what the candidates did first and
+    then the ops left to PyTorch, said as such: one line that began with an op read as if
+    that op were the reason. None when a candidate beats eager."""
     try:
-        return session.kept_reason()
+        parts = session.kept_parts()
     except Exception:  # noqa: BLE001 - a view never fails on a half-made session
         return None
+    if parts is None:
+        return None
+    blockers, outcome = parts
+    text = "; ".join(outcome) or "no candidate beat eager"
+    return text + (". Left to PyTorch: " + "; ".join(blockers) if blockers else "")
 
 
 def _best(session: Any) -> tuple[Candidate, Verdict] | None:

@@ -221,7 +221,9 @@ def test_history_draws_the_best_so_far_and_marks_edits_and_failures():
     by = {t.name: t for t in fig.data}
     assert list(by["best so far vs eager"].y) == [2.5, 2.5]    # never drops
     assert list(by["vs eager"].marker.symbol) == ["circle", "diamond", "circle"]
-    assert by["your edits"].marker.symbol == "diamond"      # the diamonds, named in the legend
+    edits = next(t for n, t in by.items() if n.startswith("your edits"))
+    assert edits.marker.symbol == "diamond-open"   # the diamonds, named in the legend, open:
+    assert "each series' colour" in edits.name     # a point's diamond takes its series' colour
     assert list(by["failed (on the axis)"].x) == [0] and list(by["failed (on the axis)"].y) == [0.0]
 
 
@@ -233,7 +235,7 @@ def test_history_shows_each_failure_of_an_iteration_apart():
     assert len(set(xs)) == 4 and xs[3] == 1
     assert all(1.5 < x < 2.5 for x in xs[:3]) and abs(sum(xs[:3]) / 3 - 2) < 1e-9
     assert [c[0] for c in failed.customdata] == [2, 2, 2, 1]   # the hover says the iteration
-    assert "your edits" not in {t.name for t in figures.history_figure(pts).data}
+    assert not any(t.name.startswith("your edits") for t in figures.history_figure(pts).data)
 
 
 def test_nested_ops_draw_thinner_inside_their_parent():

@@ -355,9 +355,12 @@ def test_the_summary_names_the_op_that_kept_the_reference(panel):
     from stitchcuda_lab.jupyter.panel import summary_html
     _approve_plan(panel)
     panel.kernel_approve.click()
-    panel.session.kept_reason = lambda: "cumsum: no scan template"
-    assert "Reference kept:</b> cumsum: no scan template" in summary_html(panel.session)
-    panel.session.kept_reason = lambda: None
+    panel.session.kept_parts = lambda: (["cumsum: no scan template"],
+                                        ["no candidate beat eager (best 0.83x)"])
+    # what the candidates did first, then the op, named as left to PyTorch (not as the reason)
+    assert ("Reference kept:</b> no candidate beat eager (best 0.83x). Left to PyTorch: "
+            "cumsum: no scan template.") in summary_html(panel.session)
+    panel.session.kept_parts = lambda: None
     assert "Reference kept" not in summary_html(panel.session)
 
 
@@ -445,3 +448,28 @@ def test_a_verdict_whose_baselines_were_timed_again_says_why_in_words():
     text = verdict_html(v)
     assert "load changed" in text and "81.2 ms" in text and "20.3 ms before" in text
     assert "load changed" not in verdict_html(Verdict(status="pass", speedup_vs_eager=1.4))
+
+
+def test_history_draws_siblings_as_a_tree_and_marks_a_retimed_speedup(panel):
+    from stitchcuda_lab.jupyter.panel import summary_html, versions_html
+    _approve_plan(panel)
+    panel.kernel_approve.click()
+    first = panel.selected()
+    code = first.kernels[0].code
+    kids = []
+    for tag in ("/* one */", "/* two */"):          # two edits, both of the first version
+        panel.select(first.id)
+        panel.edit_kernel("fused_0", code.replace("+ 1.0f", f"+ 1.0f {tag}"))
+        panel.kernel_approve.click()
+        kids.append(panel.selected().id)
+    rows = {r.split("<code>")[1].split("</code>")[0]: r
+            for r in versions_html(panel.session).split("<tr>")[2:]}
+    assert "├ " in rows[kids[0]] and "└ " in rows[kids[1]]   # the last sibling closes the branch
+    assert "white-space:nowrap" in rows[kids[0]]
+    v = panel.session.state.verdicts[kids[1]]
+    assert "†" not in rows[kids[1]]
+    v.flags.append("baselines_retimed:eager 0.788->2.76 ms")
+    marked = versions_html(panel.session)
+    assert "†" in marked and "timed again" in marked
+    best = panel.session.best()
+    assert ("†" in summary_html(panel.session)) == (best is not None and best[0].id == kids[1])
