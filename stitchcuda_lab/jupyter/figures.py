@@ -257,11 +257,14 @@ def agreement_html(profile: Mapping[str, Any] | None, timings: Mapping[str, floa
                        "own process (the reference in the judge's, the candidate in its "
                        "sandbox), so a host whose load changes moves the two sides apart; "
                        "compare one side's bars with each other rather than across sides.")
-        return ("<div class='stitch-agreement' style='color:#9a6700'>⚠ The timeline (traced "
-                f"forwards, the profiler's own cost included) does not match the verdict's "
-                f"timing for {' and '.join(off)} ({'; '.join(parts)}). {' '.join(why)} Read "
-                "the speedup from the verdict; read the bars for the shape of the work (what "
-                "runs, in which order, the gaps).</div>")
+        # one line, the why folded under it: six lines above every CPU verdict's timeline
+        # read as a wall of warning
+        return ("<div class='stitch-agreement' style='color:#9a6700'>⚠ The timeline does not "
+                f"match the verdict's timing for {' and '.join(off)} ({'; '.join(parts)}): "
+                "read the speedup from the verdict, the bars for the shape of the work."
+                "<details><summary>why</summary>The timeline shows traced forwards, the "
+                f"profiler's own cost included. {' '.join(why)} The bars show what runs, in "
+                "which order, and the gaps.</details></div>")
     return (f"<div class='stitch-agreement'>The timeline agrees with the verdict's timing within "
             f"{tolerance:.0%}: {'; '.join(parts)}.</div>")
 

@@ -70,6 +70,8 @@ def test_timed_medians_sit_beside_the_trace_and_agreement_compares_them():
     assert round(agree["candidate"]["ratio"], 2) == 2.5
     note = figures.agreement_html(prof, timings)
     assert "does not match" in note and "candidate" in note and "+150%" in note
+    head, _, why = note.partition("<details>")   # one line; the why folded under it
+    assert "+150%" in head and "own process" not in head and "own process" in why
     # a CPU trace: the note names the host's load and the two processes, not launches
     assert "own process" in note and "launch" not in note and "quieter" not in note
     quiet = figures.agreement_html(prof, {"eager": 0.040, "ours": 0.0105})
