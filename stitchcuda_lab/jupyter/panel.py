@@ -359,7 +359,7 @@ class SessionPanel:
             text = drafts.get(k.name, k.code)
             ed = make_editor(text, lang=k.lang, original=prev_code.get(k.name), diagnostics=mine,
                              read_only=done, kind=self.editor_kind,
-                             focus_line=_focus_line(text, k, mine))
+                             focus_line=_focus_line(text, k, mine, prev_code.get(k.name)))
             ed.add_class("stitch-kernel-editor")
             ed.observe(lambda ch, c_id=c.id, name=k.name: self._on_typed(c_id, name, ch["new"]),
                        names="value")
@@ -1121,12 +1121,19 @@ def _plain(markup: str) -> str:
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup or "")).split())
 
 
-def _focus_line(text: str, k: Any, diags: list[dict]) -> int:
-    """Where the editor opens: the first error, else the entry function (after the helpers)."""
+def _focus_line(text: str, k: Any, diags: list[dict], parent: str | None = None) -> int:
+    """Where the editor opens: the first error, else the first line that differs from the
+    parent's code (an edit just verified: the view stayed where the entry was, and the edit
+    sat below it, out of sight), else the entry function (after the helpers)."""
     errors = [d["line"] for d in diags if d["severity"] == "error"]
     if errors:
         return max(1, min(errors) - 3)
     lines = text.splitlines()
+    if parent is not None and parent != text:
+        old = parent.splitlines()
+        first = next((i for i, (a, b) in enumerate(zip(lines, old), 1) if a != b),
+                     min(len(lines), len(old)) + 1)
+        return max(1, first - 3)
     for name in k.entry or [k.name]:
         pat = re.compile(rf"\b{re.escape(name)}\s*\(")
         for i, ln in enumerate(lines, 1):

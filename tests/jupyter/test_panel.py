@@ -473,3 +473,20 @@ def test_history_draws_siblings_as_a_tree_and_marks_a_retimed_speedup(panel):
     assert "†" in marked and "timed again" in marked
     best = panel.session.best()
     assert ("†" in summary_html(panel.session)) == (best is not None and best[0].id == kids[1])
+
+
+def test_the_editor_opens_at_the_edit_not_the_entry():
+    """After an edit is verified the editor opens at its first changed line (the diff against
+    the parent), not at the entry function with the edit out of sight below it."""
+    import types
+
+    from stitchcuda_lab.jupyter.panel import _focus_line
+    parent = "\n".join(["// helper"] * 5 + ["void fused(float* x) {"] + ["  x[0] += 1;"] * 60
+                       + ["}"])
+    edited = parent.replace("  x[0] += 1;\n}", "  x[0] += 1; /* mine */\n}")
+    k = types.SimpleNamespace(entry=["fused"], name="fused")
+    assert _focus_line(parent, k, []) == 4                     # the entry, two lines above
+    assert _focus_line(edited, k, [], parent) == 66 - 3        # the edit at line 66
+    assert _focus_line(parent, k, [], parent) == 4             # nothing changed: the entry
+    err = [{"line": 20, "severity": "error"}]
+    assert _focus_line(edited, k, err, parent) == 17           # an error comes first
