@@ -1181,7 +1181,16 @@ _CODE_CSS = (f"<style>.stitch-code textarea{{font-family:{_MONO}!important;font-
              "border-left:.2em solid #57606a;border-right:.2em solid #57606a}</style>")
 _PANEL_CSS = ("<style>.stitch-panel table{border-collapse:collapse;margin:4px 0}"
               ".stitch-panel td,.stitch-panel th{padding:1px 10px 1px 0;text-align:left;"
-              "line-height:1.4}.stitch-panel th{border-bottom:1px solid #d0d7de}</style>")
+              "line-height:1.4}.stitch-panel th{border-bottom:1px solid #d0d7de}"
+              # a panel whose kernel restarted: ipywidgets marks every view of it
+              # disconnected; its buttons would still look live and do nothing when clicked
+              ".stitch-panel.jupyter-widgets-disconnected button{opacity:.4;"
+              "pointer-events:none}"
+              ".stitch-panel.jupyter-widgets-disconnected::after{content:'This panel lost its "
+              "kernel (restarted or shut down): it shows the session as it was and its buttons "
+              "do nothing. %stitch_open reopens the session where it stopped.';display:block;"
+              "order:-1;margin:2px 0 6px 0;padding:4px 8px;border-radius:4px;"
+              "background:#fff8c5;border:1px solid #d4a72c;color:#4d2d00}</style>")
 
 
 def _show(out: W.Output, fig: Any) -> None:

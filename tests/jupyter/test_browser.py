@@ -353,6 +353,15 @@ def test_the_interactive_path_in_jupyterlab(jupyterlab):
             page.locator(".jp-Dialog .jp-mod-accept").click()
             page.wait_for_timeout(2000)
             w.idle(120_000)
+            # the panel of before says it lost its kernel, and its buttons take no clicks
+            old = page.locator(".jp-Cell").nth(1).locator(".stitch-panel")
+            expect(old).to_have_class(re.compile("jupyter-widgets-disconnected"),
+                                      timeout=60_000)
+            banner = old.evaluate("e => getComputedStyle(e, '::after').content")
+            assert "lost its kernel" in banner and "%stitch_open" in banner, banner
+            assert old.locator("button").first.evaluate(
+                "b => getComputedStyle(b).pointerEvents") == "none"
+            old.screenshot(path=str(ARTIFACTS / "browser_disconnected.png"))
             w.run_cell(0)
             w.idle()
             w.run_cell(3)
