@@ -786,9 +786,12 @@ class _TaskRow:
         self.approve = W.Checkbox(value=task.status != "skipped", indent=False,
                                   description="", layout=W.Layout(width="28px"),
                                   disabled=not editable or keep)
-        self.technique = W.Text(value=task.technique, placeholder="technique",
-                                layout=W.Layout(flex="1 1 auto", min_width="320px"),
-                                disabled=not editable)
+        # a text area that shows the whole technique (a one-line box cut long ones off
+        # mid-word: "... (row kernel (32 rc…"), as many rows as it takes at about 60 chars
+        self.technique = W.Textarea(value=task.technique, placeholder="technique",
+                                    rows=max(1, min(4, -(-len(task.technique) // 60))),
+                                    layout=W.Layout(flex="1 1 auto", min_width="320px"),
+                                    disabled=not editable)
         self.params = make_editor(json.dumps(task.params or {}, indent=1),
                                   lang="json", read_only=not editable, height="auto",
                                   kind=editor)

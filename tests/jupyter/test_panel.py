@@ -490,3 +490,18 @@ def test_the_editor_opens_at_the_edit_not_the_entry():
     assert _focus_line(parent, k, [], parent) == 4             # nothing changed: the entry
     err = [{"line": 20, "severity": "error"}]
     assert _focus_line(edited, k, err, parent) == 17           # an error comes first
+
+
+def test_a_long_technique_is_shown_whole():
+    import dataclasses
+
+    from stitchcuda_lab.jupyter.panel import _TaskRow
+    from stitchcuda_lab.plan import Task
+    long = ("library aten.conv2d.default + one fused epilogue kernel (row kernel (32 rows per "
+            "block), bias, relu and the residual add in one pass)")
+    task = Task(id="t1", kind="gemm_epilogue", ops=["conv2d"], technique=long)
+    row = _TaskRow(task, lambda *_: None, editable=True, editor="textarea")
+    assert row.technique.value == long and row.technique.rows >= 2
+    short = _TaskRow(dataclasses.replace(task, technique="one pass"), lambda *_: None,
+                     editable=True, editor="textarea")
+    assert short.technique.rows == 1
