@@ -234,7 +234,6 @@ TAIL_FLOOR = 1e-3   # ... its errors relative to their element's size, at least 
 TAIL_MISSES = 2.0
 
 
-
 def _reference_errors(r: Any, b: Any) -> tuple:
     """The reference ``r``'s errors against float64 ``b`` (flat): the largest (absolute,
     and relative to each element's size), the norm of ``b``, the relative norm error, the

@@ -47,8 +47,8 @@ from .. import gpulock
 from . import antihack, profile, sampler, timing
 from .arena import ArenaError, Mapped, listen, receive_fd, size_for
 from .compare import Print, compare, same, stale_outputs, tolerance, within_reference_error
-from .exchange import (HAND_OVER_BYTES, WIDEN, can_peek, draw, hand_over, read_output, reveal,
-                       tensors, widen, widened_how, widens_few)
+from .exchange import (HAND_OVER_BYTES, WIDEN, Pinned, can_peek, draw, hand_over, read_output,
+                       reveal, tensors, widen, widened_how, widens_few)
 from .options import VerifyOptions
 from .pool import Pool, Sandbox
 
@@ -591,47 +591,47 @@ class Job:
         reference raises nothing, keeps its output shapes and is as finite as on the draw itself
         (``plain``); (None, plain) when there is none. An output right on get_inputs()'s range only (|x| = x on
         torch.rand's draws, a polynomial good on [0, 1)) is wrong there: ``input_range``."""
-        import torch
-
-        def non_finite(outs: list) -> int:
-            return sum(int((~torch.isfinite(r)).sum()) for r in outs
-                       if r.is_floating_point() or r.is_complex())
-        allowed = non_finite(plain)
         for how in WIDEN:
-            try:
-                with torch.no_grad():
-                    out = [r.detach() for r in
-                           tensors(self.ref.model(*widen(self.draw(seed), how, seed)))]
-            except Exception:  # noqa: BLE001  (a reference that refuses them: the next way)
-                continue
-            if [r.shape for r in out] == [r.shape for r in plain] and non_finite(out) <= allowed:
+            out = self.widened_outputs(seed, how, plain)
+            if out is not None:
                 return how, out
         return None, plain
 
-    def vets_other_way(self, how: str, way: bool) -> bool:
-        """Whether ``how`` keeps the reference's shapes and as finite as on the draw when it
-        scales the other way (``way``: the range trial's, a few places or not): on a draw whose
-        seed scales that way, as ``widened`` vetted the range trial's. Only a CPU's timed calls
-        are widened, so only there is it asked."""
+    def widened_outputs(self, seed: int, how: str, plain: list) -> list | None:
+        """The reference's outputs on the draw of ``seed`` widened ``how``, or None where it
+        raises, changes its output shapes or is less finite than on the draw (``plain``)."""
         import torch
-        if self.device.startswith("cuda"):
-            return False
-        seed = fresh_seed()
-        while widens_few(seed) == way:
-            seed = fresh_seed()
 
         def non_finite(outs: list) -> int:
             return sum(int((~torch.isfinite(r)).sum()) for r in outs
                        if r.is_floating_point() or r.is_complex())
         try:
             with torch.no_grad():
-                plain = [r.detach() for r in tensors(self.ref.model(*self.draw(seed)))]
                 out = [r.detach() for r in
                        tensors(self.ref.model(*widen(self.draw(seed), how, seed)))]
-        except Exception:  # noqa: BLE001  (a reference that refuses it: that way is not used)
+        except Exception:  # noqa: BLE001  (a reference that refuses it: not that way)
+            return None
+        if [r.shape for r in out] != [r.shape for r in plain] \
+                or non_finite(out) > non_finite(plain):
+            return None
+        return out
+
+    def vets_other_way(self, how: str, way: bool) -> bool:
+        """Whether ``how`` suits the reference (``widened_outputs``) when it scales the other
+        way from the range trial's (``way``: a few places or not), on a draw whose seed scales
+        so. Only a CPU's timed calls are widened, so only there is it asked."""
+        import torch
+        if self.device.startswith("cuda"):
             return False
-        return [r.shape for r in out] == [r.shape for r in plain] \
-            and non_finite(out) <= non_finite(plain)
+        seed = fresh_seed()
+        while widens_few(seed) == way:
+            seed = fresh_seed()
+        try:
+            with torch.no_grad():
+                plain = [r.detach() for r in tensors(self.ref.model(*self.draw(seed)))]
+        except Exception:  # noqa: BLE001  (a draw the reference refuses: that way is not used)
+            return False
+        return self.widened_outputs(seed, how, plain) is not None
 
     def truth(self, seed: int, how: str | None = None) -> Any:
         """A function giving the reference's outputs on the draw of ``seed`` computed in
@@ -1322,7 +1322,7 @@ class Job:
         or its output files pinned (exchange.pin_output) before the judge's clock stops. Only what they held then is checked: the sandbox (the candidate's
         process) could otherwise compute a call's outputs once the check asks for them, after
         the call and outside every clock."""
-        from .exchange import Pinned, peek_output, pin_output
+        from .exchange import peek_output, pin_output
         if not isinstance(entries, list):
             entries = [None]
         # what one call's outputs may claim of the judge's memory, all of them together
@@ -1343,7 +1343,6 @@ class Job:
 
     def take(self, placed: Any) -> None:
         """CUDA: a timed call's outputs and inputs, copied out of the arena as it answered."""
-        from .exchange import Pinned
         if not (isinstance(placed, list) and len(placed) == 2):
             missing = [Pinned([], "", "protocol: a timed call's reply without its arena entries")]
             self.pinned.append(missing)
