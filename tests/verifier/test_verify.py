@@ -410,3 +410,8 @@ def test_an_input_said_not_to_fit_in_the_arena_is_believed_only_where_it_could_n
     j.round_inputs = {"0": [full, full]}
     with pytest.raises(Reject, match="fit"):
         j.check_timed_inputs(0, [small, big], outs)            # the small one would have
+    # the inputs placed before count: 1024 of outputs, then 2048, leave too little for 1536
+    mid, late = torch.zeros(512), torch.zeros(384)
+    j.round_inputs = {"0": [Pinned([512], "float32", host=torch.zeros(2048, dtype=torch.uint8)),
+                            full]}
+    j.check_timed_inputs(0, [mid, late], outs)
