@@ -134,19 +134,26 @@ def size_for(tensor_bytes: list[int]) -> int:
 class _Memory:
     """Device memory from an allocation handle: reserved, mapped, given access, and undone."""
 
-    def __init__(self, handle: int, nbytes: int, index: int, access: int):
+    def __init__(self, handle: int, nbytes: int, index: int, access: tuple[int, ...]):
         self.handle, self.nbytes, self.ptr = handle, nbytes, ctypes.c_uint64(0)
-        self.mapped = False
+        self.mapped, self.access = False, 0
         try:
             _call("cuMemAddressReserve", ctypes.byref(self.ptr), ctypes.c_size_t(nbytes),
                   ctypes.c_size_t(0), ctypes.c_uint64(0), ctypes.c_uint64(0))
             _call("cuMemMap", self.ptr, ctypes.c_size_t(nbytes), ctypes.c_size_t(0),
                   ctypes.c_uint64(handle), ctypes.c_uint64(0))
             self.mapped = True
-            desc = _Access()
-            desc.location.type, desc.location.id, desc.flags = ON_DEVICE, index, access
-            _call("cuMemSetAccess", self.ptr, ctypes.c_size_t(nbytes), ctypes.byref(desc),
-                  ctypes.c_size_t(1))
+            for i, flags in enumerate(access):   # the first the driver accepts
+                desc = _Access()
+                desc.location.type, desc.location.id, desc.flags = ON_DEVICE, index, flags
+                try:
+                    _call("cuMemSetAccess", self.ptr, ctypes.c_size_t(nbytes),
+                          ctypes.byref(desc), ctypes.c_size_t(1))
+                    self.access = flags
+                    break
+                except ArenaError:
+                    if i == len(access) - 1:
+                        raise
         except BaseException:
             self.release()
             raise
@@ -174,7 +181,7 @@ class Arena:
         handle = ctypes.c_uint64(0)
         _call("cuMemCreate", ctypes.byref(handle), ctypes.c_size_t(self.nbytes),
               ctypes.byref(_prop(index)), ctypes.c_uint64(0))
-        self.memory = _Memory(handle.value, self.nbytes, index, READ_WRITE)
+        self.memory = _Memory(handle.value, self.nbytes, index, (READ_WRITE,))
         self.fd = -1
         try:
             fd = ctypes.c_int(-1)
@@ -238,7 +245,9 @@ class Mapped:
         finally:
             os.close(fd)
         try:   # the size the sandbox named: mapping more than the allocation holds is refused
-            self.memory = _Memory(handle.value, nbytes, index, READ)
+            # Read-only where the driver maps device memory so; else read-write (the judge's
+            # own access is no boundary: what the sandbox can do to the memory is the same).
+            self.memory = _Memory(handle.value, nbytes, index, (READ, READ_WRITE))
             self.whole = view(self.memory.ptr.value, nbytes, device)
         except BaseException:
             self.close()

@@ -2,7 +2,8 @@
 by the judge, every entry the sandbox sends checked against the arena's bounds and its shape.
 
 The layout and the checks are the same on any device: here over one host tensor both sides see.
-The real thing (another process's allocation mapped with CUDA IPC) is marked gpu."""
+The real thing (another process's allocation exported as a descriptor and mapped here) is
+marked gpu."""
 
 from __future__ import annotations
 
@@ -194,6 +195,7 @@ def exporter(tmp_path):
 def test_the_judge_maps_another_processs_arena(exporter):
     proc, sent, fd = exporter
     arena = Mapped(fd, sent["nbytes"], "cuda")
+    print("the judge's mapping:", {1: "read-only", 3: "read-write"}[arena.memory.access])
     assert sent["nbytes"] >= 1 << 20 and sent["nbytes"] % (2 << 20) == 0   # whole granules
     (got,) = arena.take(sent["entries"])
     want = torch.arange(1000, dtype=torch.float32, device="cuda") * 0.5
