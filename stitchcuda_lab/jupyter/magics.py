@@ -157,6 +157,11 @@ class StitchMagics(_SettingTraits):
                     panel._run("Planning", lambda: None)
             if handle is not None:
                 handle.update(panel)   # the text/HTML snapshot papermill keeps shows the result
+        elif not advance:   # opened: the bar says where the session stood, not an empty line
+            panel.progress.layout.visibility = "visible"
+            panel._finish_progress("Opened where it stopped", True)
+            if _finished(session):
+                panel.progress_label.value = "Opened: the session has finished"
         panel.threaded = True
         err = panel.last_exception
         if isinstance(err, StitchUsageError):

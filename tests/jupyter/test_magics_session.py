@@ -62,6 +62,7 @@ def test_stitch_auto_runs_to_done_and_the_session_reopens(shell):
     magics = shell.magics_manager.registry["StitchMagics"]
     magics.sessions.clear()
     shell.run_line_magic("stitch_open", sid)
+    assert magics.panels[sid].progress_label.value == "Opened: the session has finished"
     reopened = magics.sessions[sid]
     assert reopened.state.phase == "done" and reopened.best()[0].id == s.best()[0].id
 
@@ -86,6 +87,9 @@ def test_after_a_restart_stitch_open_resumes_the_newest_session(shell):
     s2, p = shell.user_ns["s"], shell.user_ns.pop("p")
     assert s2 is not s and s2.id == sid and s2.state.pending == pending
     assert "Approve" in p.next_step.value
+    assert p.progress.layout.visibility == "visible" and p.progress.value == 100
+    assert p.progress_label.value == ("Opened where it stopped: coded; the kernel waits for your "
+                                      "approval in Kernels"), p.progress_label.value
     shell.run_line_magic("stitch_approve", "")                  # carries on where it stopped
     assert s2.best() is not None
 
