@@ -109,11 +109,15 @@ def test_summary_by_suite_counts_what_the_yardstick_asks():
             row("2_b.py", "level1", 1.0, 1.04, 1.0),                # within 5%: not faster
             row("3_c.py", "level1", 1.0, 0.5, 1.1),                 # slower than eager
             row("1_d.py", "level3", 4.0, 3.0, 2.0, overhead=1.0,    # reduce-overhead wins
-                bound="memory", ceiling_share=0.81)]
+                bound="memory", ceiling_share=0.81),
+            row("2_e.py", "level3", 1.0, 1.0, 0.99, tasks=[{"kind": "keep"}]),  # PyTorch's
+            row("3_f.py", "level3", 1.0, 1.0, 0.5, tasks=[{"kind": "keep"},
+                                                          {"kind": "cuda_graph"}])]
     s = bench.summarise(rows)
     l1, l3 = s["suites"]["level1"], s["suites"]["level3"]
     assert (l1["problems"], l1["faster_than_compile"], l1["slower_than_eager"]) == (3, 1, 1)
-    assert math.isclose(l3["geomean_vs_best_compile"], 0.5)
+    assert math.isclose(l3["geomean_vs_best_compile"], (0.5 * (1 / 0.99) * 2) ** (1 / 3))
+    assert (l1["own_kernel"], l3["own_kernel"]) == (3, 2)   # not the one that keeps every op
     md = bench.markdown({"environment": {}, "modes": "default", "command": "x", "rows": rows,
                          "summary": s, "complete": False})
     assert "## level1" in md and "## level3" in md and "partial" in md
