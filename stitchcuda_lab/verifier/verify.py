@@ -284,30 +284,25 @@ class Job:
         box.send(dict(msg, tag=tag))
         self.frozen_s = 0.0
         sent = time.perf_counter()
+        early: dict | None = None   # a reply that came before the last stop
         for at in stops or []:
-            if self.sampler is None or box.readable(
+            if self.sampler is None:
+                break
+            while early is None and box.readable(
                     sent + self.frozen_s + at - time.perf_counter()):
-                break   # answered (or a build asked for) before this moment
+                got = self.receive()
+                if got.get("op") == "build":   # served, and the stops go on: a build asked
+                    box.send(self.build(got))  # for mid-call must not end the sampling
+                else:
+                    early = got
+            if early is not None:
+                break   # answered before this moment
             t0 = time.perf_counter()
             with box.frozen():
                 self.sampler.sample()
             self.frozen_s += time.perf_counter() - t0
         while True:
-            try:
-                reply = box.recv(max(0.0, self.deadline - time.monotonic()))
-            except Exception as e:  # noqa: BLE001  (channel.ProtocolError)
-                raise Reject("protocol_tampering", f"the candidate's process sent {e}") from None
-            if reply is None:
-                if box.alive and time.monotonic() < self.deadline:
-                    try:   # the pipe closed before the process was gone: let it finish dying
-                        box.proc.wait(timeout=5)
-                    except Exception:  # noqa: BLE001  (still alive: a timeout below)
-                        pass
-                if box.alive:
-                    raise Failed("timeout", "timeout", "the job ran past its time limit and the "
-                                 "candidate's process was killed")
-                raise Failed("runtime_error", "crash", f"the candidate's process died "
-                             f"({box.exit_reason()})", box.log_tail())
+            reply, early = (early, None) if early is not None else (self.receive(), None)
             if reply.get("op") == "build":
                 box.send(self.build(reply))
                 continue
@@ -324,6 +319,27 @@ class Job:
                              "judge's arrived from the candidate's process")
             self.last_reply = reply
             return reply
+
+    def receive(self) -> dict:
+        """The sandbox's next message; its death, its silence past the deadline or a garbled
+        frame is the job's verdict."""
+        box = self.sandbox
+        try:
+            reply = box.recv(max(0.0, self.deadline - time.monotonic()))
+        except Exception as e:  # noqa: BLE001  (channel.ProtocolError)
+            raise Reject("protocol_tampering", f"the candidate's process sent {e}") from None
+        if reply is None:
+            if box.alive and time.monotonic() < self.deadline:
+                try:   # the pipe closed before the process was gone: let it finish dying
+                    box.proc.wait(timeout=5)
+                except Exception:  # noqa: BLE001  (still alive: a timeout below)
+                    pass
+            if box.alive:
+                raise Failed("timeout", "timeout", "the job ran past its time limit and the "
+                             "candidate's process was killed")
+            raise Failed("runtime_error", "crash", f"the candidate's process died "
+                         f"({box.exit_reason()})", box.log_tail())
+        return reply
 
     def build(self, req: dict) -> dict:
         """A kernel the sandbox asked for: compiled here, copied into its folder."""
