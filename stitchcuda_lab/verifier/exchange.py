@@ -58,7 +58,29 @@ def draw(prob: Any, device: str, seed: int) -> list:
 # two and a sign change round nothing, so the reference is as well defined on them as on the
 # draw. The judge tries them in this order and uses the first on which the reference stays
 # finite (log or sqrt of torch.rand's draws refuse a sign change, not a doubling).
-WIDEN = {"-2x": -2.0, "2x": 2.0, "-x": -1.0}
+WIDEN = {"-2x": -2.0, "2x": 2.0, "-x": -1.0,
+         # far: a program right only near the draw's range (a polynomial good to |x| = 2, a
+         # series for log good from 1/2 on) is wrong here; powers of two scale exactly
+         "16x": 16.0, "-16x": -16.0, "x/16": 1 / 16, "-x/16": -1 / 16,
+         # far both ways at once: each element times one or the other (a coin drawn per element)
+         "16x|x/16": (16.0, 1 / 16), "-16x|-x/16": (-16.0, -1 / 16),
+         # integer tensors (not bool), where no floating one is drawn: a kernel that saturates
+         # or narrows where PyTorch wraps is wrong there (products wrap as PyTorch's do)
+         "-2x int": -2, "2x int": 2}
+NEAR = ("-2x", "2x", "-x", "-2x int", "2x int")   # the range trial's, in this order: the first
+FAR = (("16x|x/16", "-16x|-x/16"),                 # that suits; the far trial's, each group in
+       ("16x", "-16x", "x/16", "-x/16"))           # an order drawn per job
+
+
+def scales(x: Any, how: str) -> bool:
+    """Whether ``widen(..., how)`` scales tensor ``x``: floating and complex ones, or (the
+    ``int`` ways) integer ones."""
+    import torch
+    if not isinstance(x, torch.Tensor):
+        return False
+    if how.endswith(" int"):
+        return not (x.is_floating_point() or x.is_complex() or x.dtype == torch.bool)
+    return x.is_floating_point() or x.is_complex()
 
 
 # How much of a tensor a widened draw scales: all of it, or a few elements at random places
@@ -72,7 +94,11 @@ WIDEN_FEW = 16          # at most this many elements per tensor, where only a fe
 
 def widened_how(how: str, seed: int) -> str:
     """How ``widen`` changes a draw, in words: "times -2" or "times -2 at a few places"."""
-    return f"times {WIDEN[how]:g}" + (" at a few places" if widens_few(seed) else "")
+    what = "its integers " if how.endswith(" int") else ""
+    k = WIDEN[how]
+    by = (f"times {k[0]:g} or {k[1]:g}, element by element" if isinstance(k, tuple)
+          else f"times {k:g}")
+    return f"{what}{by}" + (" at a few places" if widens_few(seed) else "")
 
 
 def widens_few(seed: int) -> bool:
@@ -87,9 +113,9 @@ def _widen_seed(seed: int) -> int:
 
 
 def widen(xs: list, how: str | None, seed: int = 0) -> list:
-    """The floating (and complex) tensors of ``xs`` times ``WIDEN[how]``, whole or at a few
-    places (decided by ``seed``); the rest untouched (indices, masks, sizes). ``how`` None:
-    ``xs`` itself."""
+    """The floating (and complex) tensors of ``xs`` times ``WIDEN[how]`` (the ``int`` ways:
+    the integer ones), whole or at a few places (decided by ``seed``); the rest untouched
+    (indices, masks, sizes). ``how`` None: ``xs`` itself."""
     import torch
     if how is None:
         return xs
@@ -98,19 +124,34 @@ def widen(xs: list, how: str | None, seed: int = 0) -> list:
     few = bool(torch.randint(0, 2, (1,), generator=g))
     out = []
     for x in xs:
-        if not (isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())):
+        if not scales(x, how):
             out.append(x)
             continue
         if not few or x.numel() == 0:
-            out.append(x * k)
+            out.append(x * _factor(k, x.shape, x, g))
             continue
         n = 1 + int(torch.randint(0, WIDEN_FEW, (1,), generator=g))
         places = torch.randint(0, x.numel(), (n,), generator=g).to(x.device)
         y = x.clone()
         at = torch.unravel_index(places, x.shape)
-        y[at] = x[at] * k
+        y[at] = x[at] * _factor(k, (n,), x, g)
         out.append(y)
     return out
+
+
+def _factor(k: Any, shape: Any, x: Any, g: Any) -> Any:
+    """``k`` itself, or for a pair one of the two per element of ``shape``, by a coin drawn
+    on ``x``'s device from a generator seeded from ``g`` (the judge and a sandbox that draws
+    for itself get the same)."""
+    import torch
+    if not isinstance(k, tuple):
+        return k
+    on = torch.Generator(device=x.device).manual_seed(
+        int(torch.randint(0, 1 << 62, (1,), generator=g)))
+    coin = torch.randint(0, 2, tuple(shape), generator=on, device=x.device, dtype=torch.uint8)
+    real = x.real.dtype if x.is_complex() else x.dtype
+    return torch.where(coin.bool(), torch.tensor(k[0], dtype=real, device=x.device),
+                       torch.tensor(k[1], dtype=real, device=x.device))
 
 
 def tensors(out: Any) -> list:

@@ -47,8 +47,8 @@ from .. import gpulock
 from . import antihack, profile, sampler, timing
 from .arena import ArenaError, Mapped, listen, receive_fd, size_for
 from .compare import Print, compare, same, stale_outputs, tolerance, within_reference_error
-from .exchange import (HAND_OVER_BYTES, WIDEN, Pinned, can_peek, draw, hand_over, read_output,
-                       reveal, tensors, widen, widened_how, widens_few)
+from .exchange import (FAR, HAND_OVER_BYTES, NEAR, Pinned, can_peek, draw, hand_over,
+                       read_output, reveal, scales, tensors, widen, widened_how, widens_few)
 from .options import VerifyOptions
 from .pool import Pool, Sandbox
 
@@ -523,14 +523,15 @@ class Job:
     def trials(self) -> tuple[list[TrialResult], dict, list, list]:
         import torch
         n = max(1, self.opts.trials)
-        # one trial more, at a place picked here (never the first), on inputs outside the range
-        # get_inputs() draws from; the profiler's trial is one of the others
-        wide_trial = 1 + secrets.randbelow(n)
-        traced_trial = secrets.randbelow(n)
-        traced_trial += traced_trial >= wide_trial
+        # two trials more, at places picked here (never the first), on inputs outside the range
+        # get_inputs() draws from: near it (times -2, 2 or -1) and far from it (times 16 or
+        # 1/16, either sign); the profiler's trial is one of the others
+        wide_trial, far_trial = secrets.SystemRandom().sample(range(1, n + 2), 2)
+        others = [t for t in range(n + 2) if t not in (wide_trial, far_trial)]
+        traced_trial = others[secrets.randbelow(len(others))]
         trials, outs, refs = [], [], []
         traced: dict[str, Any] = {}
-        for t in range(n + 1):
+        for t in range(n + 2):
             seed = fresh_seed()
             xs = self.draw(seed)
             in_bytes = sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
@@ -544,6 +545,8 @@ class Job:
                 if how is not None:
                     self.wide_ways.add(widens_few(seed))
                     self.other_way_ok = self.vets_other_way(how, widens_few(seed))
+            elif t == far_trial:
+                how, ref_out = self.widened(seed, ref_out, far=True)
             sizes = [r.numel() * r.element_size() for r in ref_out]
             self.out_bytes = max(self.out_bytes, sum(sizes))
             reply = self.ask_trial(seed, how, in_bytes,
@@ -602,12 +605,23 @@ class Job:
                 if "path" in e:
                     os.unlink(e["path"])
 
-    def widened(self, seed: int, plain: list) -> tuple[str | None, list]:
-        """(how, the reference's outputs) for the first of ``exchange.WIDEN`` on which the
-        reference raises nothing, keeps its output shapes and is as finite as on the draw itself
-        (``plain``); (None, plain) when there is none. An output right on get_inputs()'s range only (|x| = x on
+    def widened(self, seed: int, plain: list, far: bool = False) -> tuple[str | None, list]:
+        """(how, the reference's outputs) for the first way (``exchange.NEAR`` in its order;
+        ``far``: ``exchange.FAR`` in an order drawn here) on which the reference raises nothing,
+        keeps its output shapes and is as finite as on the draw itself (``plain``); (None,
+        plain) when there is none. An output right on get_inputs()'s range only (|x| = x on
         torch.rand's draws, a polynomial good on [0, 1)) is wrong there: ``input_range``."""
-        for how in WIDEN:
+        ways = list(NEAR)
+        if far:
+            ways = []
+            for group in FAR:
+                group = list(group)
+                secrets.SystemRandom().shuffle(group)
+                ways += group
+        drawn = self.draw(seed)
+        ways = [w for w in ways if any(scales(x, w) for x in drawn)]   # not one that changes
+        del drawn                                                      # nothing
+        for how in ways:
             out = self.widened_outputs(seed, how, plain)
             if out is not None:
                 return how, out
