@@ -15,7 +15,9 @@ Nothing the candidate does inside its process changes what the samples say: they
 the kernel's record of a stopped thread, and which calls are sampled, and when, is known only
 to the judge until the stop. A copy of a library under a new name is told by its build id.
 What it cannot see: compute shorter than the gap between samples, and code generated at run
-time (anonymous memory), which counts as the candidate's own.
+time (anonymous memory), which counts as a vendor library's (oneDNN's CPU kernels are made so).
+An address a library held before the candidate's code was loaded is named by that library
+whatever is mapped there later.
 """
 
 from __future__ import annotations
@@ -255,6 +257,10 @@ class Sampler:
         self.readable = True
         self._trusted = _trusted_folders()
         self._known_ids = _known_build_ids()
+        # the files mapped before the candidate's code loads (the Sampler is made then): an
+        # address one of them held is named by it even if the candidate maps other memory
+        # over it later (PyTorch's code copied to anonymous memory and moved back in place)
+        self.before = [m for m in mappings(pid) if m.path]
 
     def sample(self) -> None:
         """One sample of a frozen process (the caller holds it stopped)."""
@@ -277,6 +283,9 @@ class Sampler:
         if m is None:
             self.maps = mappings(self.pid)
             m = self._find(pc)
+        was = next((b for b in self.before if b.start <= pc < b.end), None)
+        if was is not None and (m is None or m.path != was.path):
+            m = was
         if m is None or not m.path:
             # generated at run time: oneDNN's convolution and GEMM kernels on the CPU (so a
             # vendor library's), or the candidate's own, which cannot be told apart
