@@ -301,6 +301,14 @@ class Job:
             with box.frozen():
                 self.sampler.sample()
             self.frozen_s += time.perf_counter() - t0
+            # a process the candidate started, running in the middle of a call: work no
+            # sample of its own process shows, and gone before any check after the call
+            # when it is reaped by the kernel (SIGCHLD ignored: no CPU time counted either)
+            strays = box.strays()
+            if strays:
+                raise Reject("subprocess", "a process the candidate started (pid "
+                             f"{', '.join(map(str, strays[:4]))}) was running in the middle "
+                             "of a timed call")
         while True:
             reply, early = (early, None) if early is not None else (self.receive(), None)
             if reply.get("op") == "build":
