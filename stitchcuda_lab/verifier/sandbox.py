@@ -58,6 +58,14 @@ class Refused(Exception):
 HELD_BYTES = {"cuda": 8 << 30, "cpu": 2 << 30}
 
 
+# Why a pool is refused too: a worker that finishes a call's outputs a moment after the call
+# answers cannot be told from one that waited, by the outputs alone (the judge reads them after
+# the reply, and a pointwise pass over a small tensor takes microseconds).
+THREADS_HINT = (" (a forward may start threads but must join them before it returns: a thread "
+                "pool's workers count too; parallelise inside the kernel, with OpenMP in C or "
+                "the GPU's blocks, instead)")
+
+
 class Harness:
     def __init__(self, device: str, rfd: int, wfd: int):
         self.device, self.rfd, self.wfd = device, rfd, wfd
@@ -197,7 +205,7 @@ class Harness:
         started = new_threads(self.threads)
         if started:
             raise Refused("background_thread", "threads still running after the call: "
-                          + ", ".join(started[:4]))
+                          + ", ".join(started[:4]) + THREADS_HINT)
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()    # now every stream has finished
             if any(not same(o, s) for o, s in zip(out, snap)):
@@ -257,7 +265,7 @@ class Harness:
         started = new_threads(self.threads)
         if started:
             raise Refused("background_thread", "threads still running after a timed call: "
-                          + ", ".join(started[:4]))
+                          + ", ".join(started[:4]) + THREADS_HINT)
         # the memory checks of a checked call, here too: a timed call is told apart from a
         # checked one easily (deterministic mode), so it must not be where memory is reused
         if any(overlaps(o, x) for o in out for x in xs if isinstance(x, torch.Tensor)):
