@@ -312,6 +312,13 @@ class Sampler:
     def _file_kind(self, path: str, base: str) -> str:
         if path.startswith(self.own_folders):
             return self._copied(path) or OWN
+        if not path.startswith(self._trusted):
+            # a file where the candidate may write: a known library under a name that the
+            # rules below would call neutral (numpy's code as .../torch/x.so or as libm.so.6)
+            # is what its build id says
+            copied = self._copied(path)
+            if copied:
+                return copied
         if (PYTHON_LIBS.match(base) or "/lib-dynload/" in path
                 or path == os.path.realpath(sys.executable)):
             return PYTHON

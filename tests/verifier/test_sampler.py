@@ -105,6 +105,19 @@ def test_a_copy_of_a_known_library_under_a_new_name_is_that_library(tmp_path):
     assert s._file_kind(exe, os.path.basename(exe)) == PYTHON
 
 
+def test_a_copy_named_as_neutral_code_outside_the_installed_folders_is_what_it_copies(tmp_path):
+    """numpy's core under a folder named torch, or named as the C runtime, where the candidate
+    may write (not its own folders): by its build id, not by its name."""
+    import numpy  # noqa: F401
+    core = next(m.path for m in sampler.mappings(os.getpid()) if "_multiarray_umath" in m.path)
+    s = Sampler(os.getpid(), (str(tmp_path / "own"),))
+    for where in (tmp_path / "x" / "torch" / "lib" / "libtorch_extra.so",
+                  tmp_path / "y" / "libm.so.6"):
+        where.parent.mkdir(parents=True)
+        shutil.copy(core, where)
+        assert s._file_kind(str(where), where.name) == PACKAGE, where
+
+
 def test_the_verdict_needs_a_share_of_the_working_samples():
     # the interpreter and PyTorch's bookkeeping say nothing either way
     r = {"kinds": {PYTHON: 40, TORCH: 10, OWN: 3, PACKAGE: 2}, "where": {PACKAGE: {"x.so": 2}}}
