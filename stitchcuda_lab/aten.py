@@ -82,6 +82,7 @@ _COPIES = _words("contiguous clone copy _to_copy to _copy_from _copy_from_and_re
 _METADATA = _words("""
 _local_scalar_dense item is_same_size _has_compatible_shallow_copy_type record_stream sym_size
 sym_stride sym_numel sym_storage_offset dim size stride numel is_contiguous result_type
+_nnpack_available
 """)
 CHEAP = VIEWS | _ALLOCATION | _OTHER_VIEWS | _COPIES | _METADATA
 
@@ -92,6 +93,8 @@ mm addmm bmm baddbmm addbmm mv addmv dot vdot matmul linear _int_mm _scaled_mm
 convolution _convolution convolution_overrideable cudnn_convolution
 cudnn_convolution_transpose mkldnn_convolution miopen_convolution _slow_conv2d_forward
 slow_conv3d_forward slow_conv_transpose2d slow_conv_transpose3d _nnpack_spatial_convolution
+thnn_conv2d _slow_conv2d slow_conv3d slow_conv_dilated2d slow_conv_dilated3d
+_convolution_mode _mps_convolution
 conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d
 scaled_dot_product_attention _scaled_dot_product_flash_attention
 _scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention
