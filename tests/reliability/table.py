@@ -302,9 +302,16 @@ or to outlive its job.
   chance decided how the range trial and the few widened timed calls were scaled: on the CPU
   the first widened timed call is now always scaled the other way from the range trial), and
   scaling all of it still catches an error too small to see in a few elements once reduced
-  over many. A kernel right only on the range
-  `get_inputs()` draws from (|x| dropped on torch.rand's draws, a polynomial good on [0, 1)) is
-  `input_range`; a fast path guarded by a check of the data is legitimate and passes.
+  over many. A second such call goes far from the range: each element times 16 or 1/16 (a
+  coin per element; of either sign, or, where the reference is less finite so, one factor for
+  all), so a polynomial good to twice the draw's range or a series good from half its lower
+  bound fails too (`candidates/range_poly_within_2x.py`,
+  `candidates/range_never_probed_toward_zero.py`). A problem that draws no floating input has
+  its integers widened (times -2 or 2, wrapping as PyTorch's do): a kernel that saturates
+  where PyTorch wraps fails (`candidates/int_range_never_widened.py`). A kernel right only on
+  the range `get_inputs()` draws from (|x| dropped on torch.rand's draws, a polynomial good on
+  [0, 1)) is `input_range`; a fast path guarded by a check of the data is legitimate and
+  passes (`candidates/pass_exp_fast_path_in_pass.py`).
 - **Clocks outside the candidate.** Before the candidate is loaded, the judge times the sandbox's
   own call path on the reference. The verdict's time is never less than what the judge's clock
   saw on the candidate's quietest timed call, that path's least cost taken off, nor less than
@@ -328,7 +335,9 @@ or to outlive its job.
   around its compiled graphs), device-to-host copies in the forward
   (`device_to_host`) and a trace without any of the candidate's own launches
   (`untraced_compute`) are rejections. `KEPT_OPS` may name library ops (GEMM, convolution,
-  attention) only.
+  attention) only, and a file's library work must be of a family the reference runs: a GEMM
+  on a problem that has none is a fallback whatever `KEPT_OPS` says, and `mm` where the
+  reference runs `addmm` is not (`aten.library_family`).
 - **Samples from outside, on the CPU** (`verifier/sampler.py`). The profiler runs inside the
   candidate's process, where a program can see it is on, and numpy shows in no trace. So in
   timed calls the judge picks (one in four, then more until 24 stops landed inside calls or
@@ -349,7 +358,15 @@ or to outlive its job.
   being done is judged alone too, and a program that hands its work to PyTorch until it is
   sampled and computes itself after (`candidates/sampled_then_honest_big.py`) is caught
   there (4 of 4 jobs) whenever that stop lands in its forward rather than in the call around
-  it. Sampled calls are left out of the medians.
+  it. Sampled calls are left out of the medians. A build the candidate asks for in the middle
+  of a call is served and the call's stops go on (a request used to end them:
+  `candidates/sampler_cancelled_by_build_request.py`); an address a library held before the
+  candidate's code loaded is named by that library whatever is mapped there later (PyTorch's
+  code copied to anonymous memory and moved back in place:
+  `candidates/torch_code_remapped_anonymous.py`); a file outside the installed folders is
+  named by its build id before its name; and a process the candidate started, running at a
+  stop, is `subprocess` (a child reaped by the kernel, under an ignored SIGCHLD, leaves no CPU
+  time and no process to find after the call: `candidates/autoreaped_child_compute.py`).
 - **Tolerance per dtype and per scale** (`verifier/compare.py`): fp32 1e-4, fp16/bf16 1e-2,
   float64 1e-9, integers exact (in their own type: float64 holds 53 bits); each output must also be within rtol of the reference in relative
   norm, so a low-precision computation cannot hide under atol. The verdict states the tolerance
