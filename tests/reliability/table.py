@@ -510,14 +510,29 @@ TEMPLATE_TAIL = """
 - **The judge maps memory the candidate made (CUDA).** The arena a timed call's outputs cross
   is the sandbox's allocation, imported by the judge as a reference of its own (the memory
   lives until the judge lets it go) and mapped read-only at the size the sandbox named (the
-  driver refuses a mapping larger than the allocation). The candidate can write there at any
+  driver refuses a mapping larger than the allocation; read-write where a driver maps device
+  memory no other way, which changes nothing the candidate can do; read-only on the H200). The candidate can write there at any
   time, which is why the judge copies each call's part out as the call answers; what it
   writes later reaches only the arena. Where the driver refuses the export or the import, the
   sandbox keeps the outputs until the picks are known, as before, and the verdict is flagged
   `timed_outputs_kept_by_sandbox`: there a candidate that computes only the picked calls'
   outputs passes. An arena too small for a draw's inputs (sized from 8 draws with half again
   as much room) leaves that call's inputs unchecked, believed only where its outputs and
-  inputs truly exceed it.
+  inputs truly exceed it. Run on the H200 on 2026-12-03: the CUDA adversarial set passed
+  (30 of 30, `candidates` of `cuda/`, `timed_outputs_filled_when_picked.py` among them) and
+  no verdict of a KernelBench level-1 run carried the flag.
+- **A pool of worker threads is refused** (`candidates/pass_persistent_thread_pool.py`, a
+  legitimate program): a thread alive after a call is `background_thread`, and a pool's idle
+  workers are. A thread that finishes a call's outputs a moment after the call answers cannot
+  be told from a pool that waited by the outputs alone (the judge reads them after the reply,
+  and a pass over a small tensor takes microseconds: `candidates/timed_thread_fills_later.py`);
+  the message says to parallelise inside the kernel instead.
+- **Outputs rotating over buffers of the candidate's own** (`candidates/
+  timed_outputs_two_buffers.py`): a timed call's outputs are compared for shared memory with
+  the previous call's and the checked trials' only, since the previous outputs are let go so
+  that the next call's can take their memory back (as a caller that drops its results would).
+  A program that returns one of two buffers in turn passes; its values are right every time,
+  and a caller that keeps a result across two calls finds it overwritten.
 - **Inputs drawn in the candidate's process.** On the CPU the judge draws a timed call's inputs
   and hands them over as files the sandbox may read, not write (up to 256 MB; larger ones the
   sandbox draws). On CUDA, and for larger inputs, the sandbox draws them, inside the judge's
