@@ -519,7 +519,7 @@ TEMPLATE_TAIL = """
   outputs passes. An arena too small for a draw's inputs (sized from 8 draws with half again
   as much room) leaves that call's inputs unchecked, believed only where its outputs and
   inputs truly exceed it. Run on the H200 on 2026-12-03: the CUDA adversarial set passed
-  (30 of 30, `candidates` of `cuda/`, `timed_outputs_filled_when_picked.py` among them) and
+  (30 of 30 in `cuda/`, `timed_outputs_filled_when_picked.py` among them) and
   no verdict of a KernelBench level-1 run carried the flag.
 - **A pool of worker threads is refused** (`candidates/pass_persistent_thread_pool.py`, a
   legitimate program): a thread alive after a call is `background_thread`, and a pool's idle
