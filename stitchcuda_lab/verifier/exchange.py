@@ -66,8 +66,8 @@ WIDEN = {"-2x": -2.0, "2x": 2.0, "-x": -1.0,
          "16x|x/16": (16.0, 1 / 16), "-16x|-x/16": (-16.0, -1 / 16),
          # integer tensors (not bool), where no floating one is drawn: a kernel that saturates
          # or narrows where PyTorch wraps is wrong there (products wrap as PyTorch's do)
-         "-2x int": -2, "2x int": 2}
-NEAR = ("-2x", "2x", "-x", "-2x int", "2x int")   # the range trial's, in this order: the first
+         "2x int": 2, "-2x int": -2}
+NEAR = ("-2x", "2x", "-x", "2x int", "-2x int")   # the range trial's, in this order: the first
 FAR = (("16x|x/16", "-16x|-x/16"),                 # that suits; the far trial's, each group in
        ("16x", "-16x", "x/16", "-x/16"))           # an order drawn per job
 
@@ -131,10 +131,12 @@ def widen(xs: list, how: str | None, seed: int = 0) -> list:
             out.append(x * _factor(k, x.shape, x, g))
             continue
         n = 1 + int(torch.randint(0, WIDEN_FEW, (1,), generator=g))
-        places = torch.randint(0, x.numel(), (n,), generator=g).to(x.device)
+        # each place once: a place drawn twice would get two factors, and which one a write
+        # with repeated indices keeps is not defined (the judge and a sandbox must agree)
+        places = torch.randint(0, x.numel(), (n,), generator=g).unique().to(x.device)
         y = x.clone()
         at = torch.unravel_index(places, x.shape)
-        y[at] = x[at] * _factor(k, (n,), x, g)
+        y[at] = x[at] * _factor(k, x[at].shape, x, g)
         out.append(y)
     return out
 

@@ -42,6 +42,9 @@ PACKAGE = "package"          # another package's compiled code: numpy, scipy, a 
 # code that computes; the interpreter, PyTorch's bookkeeping and the C runtime say nothing
 # either way of who computed
 WORKING = (OWN, TORCH_COPY, TORCH_COMPUTE, LIBRARY, PACKAGE)
+# the kinds from the most to the least telling of a fallback: where an address can be named two
+# ways, the first of these is what it is called
+GRAVITY = (TORCH_COMPUTE, PACKAGE, TORCH_COPY, LIBRARY, OWN, TORCH, RUNTIME, PYTHON)
 LABELS = {OWN: "the candidate's own code", TORCH_COMPUTE: "PyTorch's CPU kernels",
           LIBRARY: "a vendor library (GEMM, convolution)", PACKAGE: "another package's compiled "
           "code (numpy, scipy, a system BLAS)", TORCH_COPY: "PyTorch's copies and fills",
@@ -283,16 +286,23 @@ class Sampler:
         if m is None:
             self.maps = mappings(self.pid)
             m = self._find(pc)
+        named = self._name_in(m, pc)
         was = next((b for b in self.before if b.start <= pc < b.end), None)
         if was is not None and (m is None or m.path != was.path):
-            m = was
+            # mapped over since the candidate loaded: named both ways, the graver kept (a
+            # copy of PyTorch's code moved back in place, numpy's over the interpreter's)
+            before = self._name_in(was, pc)
+            named = min(named, before, key=lambda kw: GRAVITY.index(kw[0]))
+        return named
+
+    def _name_in(self, m: Mapping | None, pc: int) -> tuple[str, str]:
         if m is None or not m.path:
             # generated at run time: oneDNN's convolution and GEMM kernels on the CPU (so a
             # vendor library's), or the candidate's own, which cannot be told apart
             return LIBRARY, "code generated at run time"
         base = os.path.basename(m.path)
         kind = self._file_kind(m.path, base)
-        if kind != TORCH or not base.startswith("libtorch_cpu"):
+        if kind != TORCH or not self._is_torch_cpu(m.path, base):
             return kind, base
         img = image(m.path)
         vaddr = img.vaddr(pc - m.start + m.offset) if img else None
@@ -302,6 +312,14 @@ class Sampler:
         if KERNEL_SYMBOLS.search(sym):
             return (TORCH_COPY if CHEAP_SYMBOLS.search(sym) else TORCH_COMPUTE), _short(sym)
         return TORCH, _short(sym) or base
+
+    def _is_torch_cpu(self, path: str, base: str) -> bool:
+        """PyTorch's CPU library, under its name or, by its build id, under another."""
+        if base.startswith("libtorch_cpu"):
+            return True
+        img = image(path)
+        known = self._known_ids.get(img.build_id) if img is not None and img.build_id else None
+        return bool(known) and os.path.basename(known).startswith("libtorch_cpu")
 
     def _find(self, pc: int) -> Mapping | None:
         for m in self.maps:

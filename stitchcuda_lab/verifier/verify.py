@@ -285,14 +285,17 @@ class Job:
         self.frozen_s = 0.0
         sent = time.perf_counter()
         early: dict | None = None   # a reply that came before the last stop
+        built = 0.0                 # time the judge spent building for it meanwhile
         for at in stops or []:
             if self.sampler is None:
                 break
             while early is None and box.readable(
-                    sent + self.frozen_s + at - time.perf_counter()):
+                    sent + self.frozen_s + built + at - time.perf_counter()):
                 got = self.receive()
-                if got.get("op") == "build":   # served, and the stops go on: a build asked
-                    box.send(self.build(got))  # for mid-call must not end the sampling
+                if got.get("op") == "build":   # served, and the stops go on (from where the
+                    t0 = time.perf_counter()   # build left the call): a build asked for
+                    box.send(self.build(got))  # mid-call must not end the sampling
+                    built += time.perf_counter() - t0
                 else:
                     early = got
             if early is not None:
@@ -627,8 +630,13 @@ class Job:
                 secrets.SystemRandom().shuffle(group)
                 ways += group
         drawn = self.draw(seed)
-        ways = [w for w in ways if any(scales(x, w) for x in drawn)]   # not one that changes
-        del drawn                                                      # nothing
+        floating = any(scales(x, "-x") for x in drawn)
+        # not one that changes nothing, nor integers beside floating inputs (index tensors:
+        # targets, positions), nor integers on a GPU, where an index out of range is a
+        # device-side assert that would end the judge's CUDA context, not an exception
+        ways = [w for w in ways if any(scales(x, w) for x in drawn) and not (
+            w.endswith(" int") and (floating or self.device.startswith("cuda")))]
+        del drawn
         for how in ways:
             out = self.widened_outputs(seed, how, plain)
             if out is not None:
@@ -853,6 +861,8 @@ class Job:
             # a library op stands for its family (aten.library_family)
             ref_lib = {antihack.norm(o) for o in ref_ops if antihack.op_class(o) == "library"}
             families = {antihack.library_family(o) for o in ref_lib} - {None}
+            if families & {"convolution", "attention"}:
+                families.add("gemm")   # how those are computed too (im2col, a 1x1 filter, bmm)
             extra = sorted(op for op in ops if antihack.op_class(op) == "library"
                            and op not in ref_lib and antihack.library_family(op) not in families)
             if extra:

@@ -306,8 +306,9 @@ or to outlive its job.
   coin per element; of either sign, or, where the reference is less finite so, one factor for
   all), so a polynomial good to twice the draw's range or a series good from half its lower
   bound fails too (`candidates/range_poly_within_2x.py`,
-  `candidates/range_never_probed_toward_zero.py`). A problem that draws no floating input has
-  its integers widened (times -2 or 2, wrapping as PyTorch's do): a kernel that saturates
+  `candidates/range_never_probed_toward_zero.py`). On the CPU a problem that draws no
+  floating input has its integers widened (times 2 or -2, wrapping as PyTorch's do; not on a
+  GPU, where an index out of range is a device-side assert, not an exception): a kernel that saturates
   where PyTorch wraps fails (`candidates/int_range_never_widened.py`). A kernel right only on
   the range `get_inputs()` draws from (|x| dropped on torch.rand's draws, a polynomial good on
   [0, 1)) is `input_range`; a fast path guarded by a check of the data is legitimate and
@@ -337,7 +338,8 @@ or to outlive its job.
   (`untraced_compute`) are rejections. `KEPT_OPS` may name library ops (GEMM, convolution,
   attention) only, and a file's library work must be of a family the reference runs: a GEMM
   on a problem that has none is a fallback whatever `KEPT_OPS` says, and `mm` where the
-  reference runs `addmm` is not (`aten.library_family`).
+  reference runs `addmm` is not (`aten.library_family`; a GEMM where the reference convolves
+  or attends is not either: im2col, a 1x1 filter, attention as `bmm`).
 - **Samples from outside, on the CPU** (`verifier/sampler.py`). The profiler runs inside the
   candidate's process, where a program can see it is on, and numpy shows in no trace. So in
   timed calls the judge picks (one in four, then more until 24 stops landed inside calls or
@@ -521,6 +523,12 @@ TEMPLATE_TAIL = """
   inputs truly exceed it. Run on the H200 on 2026-12-03: the CUDA adversarial set passed
   (30 of 30 in `cuda/`, `timed_outputs_filled_when_picked.py` among them) and
   no verdict of a KernelBench level-1 run carried the flag.
+- **A helper process seen only at the end, on CUDA.** On the CPU a process the candidate
+  started, running at any sampling stop, is `subprocess`; on CUDA there are no stops, and a
+  helper that does the forward's work in a process of its own (its kernels in no trace of the
+  candidate's) and exits before the job's end is seen only by the CPU time of the children the
+  candidate waited for. Its work is inside the timed calls, so its speed is real; only "which
+  code computed it" can be misattributed.
 - **A pool of worker threads is refused** (`candidates/pass_persistent_thread_pool.py`, a
   legitimate program): a thread alive after a call is `background_thread`, and a pool's idle
   workers are. A thread that finishes a call's outputs a moment after the call answers cannot

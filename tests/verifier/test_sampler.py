@@ -166,3 +166,30 @@ def test_mangled_names_read_as_their_identifiers():
            "TensorIteratorBaseEN3c106ScalarE")
     assert sampler._short(sym).startswith("clamp_min_scalar_kernel_impl")
     assert sampler._short("mkl_blas_avx512_sgemm_kernel_0") == "mkl_blas_avx512_sgemm_kernel_0"
+
+
+def test_an_address_mapped_over_since_the_candidate_loaded_is_named_the_graver_way(tmp_path):
+    """numpy's code where the interpreter's was (a copy mapped over a library the Sampler saw
+    first), or the interpreter's name kept for it: the graver of the two names counts."""
+    import numpy  # noqa: F401
+    core = next(m.path for m in sampler.mappings(os.getpid()) if "_multiarray_umath" in m.path)
+    s = Sampler(os.getpid(), (str(tmp_path),))
+    copy = tmp_path / "x.so"
+    shutil.copy(core, copy)
+    exe = os.path.realpath(sys.executable)
+    first = next(b for b in s.before if b.path == exe)
+    s.before = [first]
+    s.maps = [sampler.Mapping(first.start, first.end, first.offset, str(copy))]
+    assert s.name(first.start)[0] == PACKAGE
+    s.maps = [sampler.Mapping(first.start, first.end, first.offset, "")]   # anonymous now
+    assert s.name(first.start)[0] == sampler.LIBRARY   # graver than the interpreter
+
+
+def test_a_renamed_copy_of_pytorchs_cpu_library_is_read_by_its_symbols(tmp_path):
+    import torch  # noqa: F401
+    lib = next(m for m in sampler.mappings(os.getpid())
+               if os.path.basename(m.path).startswith("libtorch_cpu"))
+    s = Sampler(os.getpid(), (str(tmp_path / "own"),))
+    copy = tmp_path / "libfoo.so"
+    os.symlink(lib.path, copy)   # the same file by another name (a copy reads the same)
+    assert s._is_torch_cpu(str(copy), copy.name)
