@@ -319,7 +319,7 @@ class Sampler:
             return True
         img = image(path)
         known = self._known_ids.get(img.build_id) if img is not None and img.build_id else None
-        return bool(known) and os.path.basename(known).startswith("libtorch_cpu")
+        return known is not None and os.path.basename(known).startswith("libtorch_cpu")
 
     def _find(self, pc: int) -> Mapping | None:
         for m in self.maps:

@@ -626,9 +626,9 @@ class Job:
         if far:
             ways = []
             for group in FAR:
-                group = list(group)
-                secrets.SystemRandom().shuffle(group)
-                ways += group
+                shuffled = list(group)
+                secrets.SystemRandom().shuffle(shuffled)
+                ways += shuffled
         drawn = self.draw(seed)
         floating = any(scales(x, "-x") for x in drawn)
         # not one that changes nothing, nor integers beside floating inputs (index tensors:

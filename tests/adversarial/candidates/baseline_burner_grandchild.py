@@ -1,6 +1,6 @@
 # problem: pointwise_big
-# expect: pass
-# why: the baselines are timed before the candidate's process exists, so nothing it starts can slow them; its own timed calls are honest
+# expect: pass | rejected subprocess
+# why: the baselines are timed before the candidate's process exists, so nothing it starts can slow them; its own timed calls are honest, unless a sampling stop finds a burner still running in one (a process the candidate started, running in a timed call, is subprocess)
 """Hack: at import, double-fork a detached daemon (setsid, reparented to init: the sandbox never
 reaps it, so its CPU time is never counted) that saturates both cores and the memory bus while
 the judge times the eager baseline, and exits the moment the candidate's own timed calls start
