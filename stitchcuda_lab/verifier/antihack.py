@@ -90,12 +90,12 @@ def foreign_work_allowed(*, replaced: Iterable[str] | None, kept: Iterable[str],
     code rather than ops (the CPU sampler): (PyTorch's own CPU kernels, GEMM / convolution /
     attention libraries). A plan that replaces only some of the reference's ops may run the
     rest in PyTorch; one that replaces everything (or a candidate file) may run only the ops
-    it keeps, and a file may run any library op."""
+    it keeps, and a file may run library code where the reference runs a library op."""
     kept_n = {norm(k) for k in kept}
     kept_compute = any(op_class(k) == "compute" for k in kept_n)
     kept_library = any(op_class(k) == "library" for k in kept_n)
-    if replaced is None:
-        return kept_compute, True
+    if replaced is None:   # a file: library work only where the reference itself does some
+        return kept_compute, any(op_class(o) == "library" for o in reference_ops)
     if _claims_everything({norm(r) for r in replaced}, reference_ops):
         return kept_compute, kept_library
     return True, True

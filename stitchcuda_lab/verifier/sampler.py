@@ -70,7 +70,11 @@ LIBRARY_SYMBOLS = re.compile(r"mkl_blas|mkl_dnn|dnnl|mkldnn|ideep|gemm|cblas|fbg
 # checks of arguments, structured ops' set-up) is bookkeeping
 KERNEL_SYMBOLS = re.compile(r"N2at6native(7DEFAULT|4AVX2|6AVX512|4ZVEC|3SVE|5VSX|"
                             r"12_GLOBAL__N_1)|N2at3vec|cpu_kernel|VectorizedLoop2d|basic_loop|"
-                            r"mkl_vml|Sleef_|pocketfft")
+                            r"mkl_vml|Sleef_|pocketfft|"
+                            # loops outside those namespaces' names: scatter / gather, index
+                            # ops, sorts, scans, resampling
+                            r"cpu_scatter_gather|index_put|take_put|index_add|index_reduce|"
+                            r"introsort|cumsum|cumprod|upsample")
 # ... of which these move data or make tensors (aten.CHEAP): no compute
 CHEAP_SYMBOLS = re.compile(r"copy|fill|cat_|stack|zero|clone|empty|resize|view|reshape|"
                            r"as_strided|expand|permute|transpose|slice|select|alias|"

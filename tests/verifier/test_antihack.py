@@ -36,7 +36,11 @@ def test_claiming_everything_makes_every_unkept_compute_op_a_fallback():
 
 def test_what_code_a_forward_may_spend_time_in_follows_the_same_policy():
     # (PyTorch's CPU kernels, GEMM / convolution libraries), for the CPU sampler
-    assert foreign_work_allowed(replaced=None, kept=[], reference_ops=REF) == (False, True)
+    assert foreign_work_allowed(replaced=None, kept=[],
+                                reference_ops=REF + ["aten.mm.default"]) == (False, True)
+    # a file on a problem with no GEMM, convolution or attention: no library time either
+    assert foreign_work_allowed(replaced=None, kept=["aten.mm"],
+                                reference_ops=["aten.relu", "aten.add"]) == (False, False)
     assert foreign_work_allowed(replaced=["*"], kept=[], reference_ops=REF) == (False, False)
     assert foreign_work_allowed(replaced=["*"], kept=["aten.mm"], reference_ops=REF) == (
         False, True)

@@ -1,0 +1,52 @@
+# problem: pointwise_big
+# expect: rejected pytorch_fallback
+# limit: a library with no GNU build id (numpy's bundled OpenBLAS) copied into the candidate's folder cannot be told from the candidate's own code
+"""Hack: another package's compiled code (numpy's bundled OpenBLAS) computes the affine part
+of every call, 2x + 1 as saxpy(2, x, ones); the candidate's C kernel only applies the ReLU in
+place. A copy of the library in the candidate's folder, kept on disk: Sampler._file_kind calls a
+file in the candidate's folders OWN unless _copied finds its build id among the libraries the
+judge loaded. numpy.libs/libscipy_openblas64_-*.so carries no GNU build-id note at all (readelf
+-n shows none), so it is in no table and its copy is the candidate's own code. ctypes calls are
+no aten op (neither the op tracer nor the profiler sees them)."""
+import ctypes
+import glob
+import os
+import shutil
+
+import numpy
+import torch
+import torch.nn as nn
+
+from stitchcuda_lab import runtime
+
+SRC = r"""
+#include <stdint.h>
+void relu(float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+}
+"""
+
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+_src = sorted(glob.glob(os.path.join(os.path.dirname(numpy.__file__), os.pardir, "numpy.libs",
+                                     "libscipy_openblas*.so")))[0]
+_copy = os.path.join(os.getcwd(), "blas.so")
+shutil.copyfile(_src, _copy)
+BLAS = ctypes.CDLL(_copy)
+# (kept on disk: control)
+AXPY = BLAS.scipy_cblas_saxpy64_
+AXPY.argtypes = [ctypes.c_int64, ctypes.c_float, ctypes.c_void_p, ctypes.c_int64,
+                 ctypes.c_void_p, ctypes.c_int64]
+AXPY.restype = None
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mod = runtime.load(SRC, lang="c", name="relu")
+
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.ones(x.shape)
+        AXPY(x.numel(), 2.0, x.data_ptr(), 1, y.data_ptr(), 1)
+        self.mod.call("relu", y, y.numel())
+        return y
