@@ -369,6 +369,11 @@ or to outlive its job.
   named by its build id before its name; and a process the candidate started, running at a
   stop, is `subprocess` (a child reaped by the kernel, under an ignored SIGCHLD, leaves no CPU
   time and no process to find after the call: `candidates/autoreaped_child_compute.py`).
+  PyTorch's scatter / gather, index, sort, scan and resampling loops count as its kernels
+  (`candidates/sampler_index_kernels_big.py`), and a candidate file may spend time in library
+  code (oneDNN's generated kernels among it) only where the reference runs a GEMM,
+  convolution or attention (`candidates/sampler_onednn_jit_big.py`,
+  `candidates/sampler_gemm_family_hidden_big.py`).
 - **Tolerance per dtype and per scale** (`verifier/compare.py`): fp32 1e-4, fp16/bf16 1e-2,
   float64 1e-9, integers exact (in their own type: float64 holds 53 bits); each output must also be within rtol of the reference in relative
   norm, so a low-precision computation cannot hide under atol. The verdict states the tolerance
@@ -529,6 +534,19 @@ TEMPLATE_TAIL = """
   candidate's) and exits before the job's end is seen only by the CPU time of the children the
   candidate waited for. Its work is inside the timed calls, so its speed is real; only "which
   code computed it" can be misattributed.
+- **What the samples cannot name.** A library with no build id (numpy's bundled OpenBLAS)
+  copied into the candidate's folder, or any library copied and deleted once loaded, counts
+  as the candidate's own code (`candidates/sampler_library_without_build_id_big.py`,
+  `candidates/sampler_deleted_library_copy_big.py`); threads spinning in its own code can
+  outvote one thread in PyTorch's kernels, since every thread is sampled at every stop
+  (`candidates/sampler_share_diluted_big.py`). Reading the mapped file through
+  `/proc/PID/map_files`, a hash of code without a build id, and a per-thread judgement are
+  the ways to close these.
+- **The far range trial is one checked trial.** Widened timed calls use the near trial's way
+  only, so a program right far from the range only when deterministic mode is on passes
+  (`candidates/range_far_only_in_checked.py`); and the far ways are powers of two, so a range
+  reduction that handles only the binary exponents probed passes
+  (`candidates/range_far_exponent_gaps.py`).
 - **A pool of worker threads is refused** (`candidates/pass_persistent_thread_pool.py`, a
   legitimate program): a thread alive after a call is `background_thread`, and a pool's idle
   workers are. A thread that finishes a call's outputs a moment after the call answers cannot
