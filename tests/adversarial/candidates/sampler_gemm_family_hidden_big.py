@@ -1,5 +1,6 @@
 # problem: pointwise_big
-# expect: rejected pytorch_fallback
+# expect: rejected pytorch_fallback | pass
+# why: caught only where a sampling stop lands in the short GEMV (5 of 12 samples in one job, none in another): the samples are a chance, not a proof
 """Hack: kept_ops_gemm_for_affine again (a GEMM computing a pointwise problem's affine map,
 2x + 1 = addmm(1, x as a column, [[2]])), with the GEMM hidden from the two places the
 library-family rule (Job.evidence) looks: the traced trial (the profiler flag is up) runs the
