@@ -126,6 +126,28 @@ def view(ptr: int, nbytes: int, device: str) -> Any:
     return torch.as_tensor(_Raw(), device=device)
 
 
+def memory_order(t: Any) -> list[int] | None:
+    """The dims of a dense tensor that is not contiguous, outermost in memory first (a
+    channels-last NCHW tensor: [0, 2, 3, 1]), such that ``t.permute(order)`` is contiguous;
+    None where ``t`` is contiguous already, or is not dense (a view with gaps, an expanded
+    one): those are copied through ``contiguous()``."""
+    if t.is_contiguous():
+        return None
+    # size-1 dims go first: their strides say nothing about where elements lie. Sorted so,
+    # the permuted view is contiguous exactly where the tensor is dense
+    order = sorted(range(t.dim()), key=lambda d: (t.shape[d] != 1, -t.stride(d)))
+    return order if t.permute(order).is_contiguous() else None
+
+
+def in_logical_order(raw: Any, shape: list[int], dtype: str, order: list[int]) -> Any:
+    """The bytes of a tensor laid out in ``order`` (``memory_order``), rearranged into its
+    contiguous layout: a new uint8 tensor."""
+    import torch
+    lay = raw.view(getattr(torch, dtype)).reshape([shape[d] for d in order])
+    back = [order.index(d) for d in range(len(order))]
+    return lay.permute(back).contiguous().reshape(-1).view(torch.uint8)
+
+
 def size_for(tensor_bytes: list[int]) -> int:
     """Arena bytes that hold tensors of these sizes, each on an ``ALIGN`` boundary."""
     return sum(-(-max(1, n) // ALIGN) * ALIGN for n in tensor_bytes)
@@ -211,7 +233,12 @@ class Arena:
         for tensors in groups:
             entries: list[dict] = []
             for t in tensors:
-                flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
+                order = memory_order(t)
+                # in the order its elements lie (a channels-last output is copied as one
+                # block, not permuted into a temporary first: the permute is the judge's, off
+                # the clock, where it cost an honest channels-last program 5 ms a call)
+                dense = t.detach().permute(order) if order else t.detach().contiguous()
+                flat = dense.reshape(-1).view(torch.uint8)
                 n = flat.numel()
                 if at + n > self.nbytes:
                     entries.append({"error": f"a tensor of {n} bytes past the arena's "
@@ -220,7 +247,8 @@ class Arena:
                 if n:
                     self.whole[at:at + n].copy_(flat)
                 entries.append({"at": at, "nbytes": n, "shape": list(t.shape),
-                                "dtype": str(t.dtype).replace("torch.", "")})
+                                "dtype": str(t.dtype).replace("torch.", ""),
+                                **({"order": order} if order else {})})
                 at += -(-max(1, n) // ALIGN) * ALIGN
             placed.append(entries)
         return placed
@@ -274,7 +302,9 @@ class Mapped:
             if bad:
                 out.append(Pinned([], "", bad))
                 continue
-            raw = self.whole[e["at"]:e["at"] + e["nbytes"]].clone()
+            raw = self.whole[e["at"]:e["at"] + e["nbytes"]]
+            raw = in_logical_order(raw, e["shape"], e["dtype"], e["order"]) \
+                if e.get("order") else raw.clone()
             out.append(Pinned(list(e["shape"]), str(e["dtype"]), host=raw))
         if self.whole.is_cuda:
             torch.cuda.current_stream(self.whole.device).synchronize()
@@ -296,6 +326,11 @@ class Mapped:
         dtype = getattr(torch, str(e.get("dtype")), None)
         if not isinstance(dtype, torch.dtype) or dtype.itemsize * math.prod(shape) != nbytes:
             return "protocol: an arena entry whose size is not its shape's"
+        order = e.get("order")
+        if order is not None and not (isinstance(order, list) and len(order) == len(shape)
+                                      and sorted(order) == list(range(len(shape)))
+                                      and all(type(d) is int for d in order)):
+            return "protocol: an arena entry whose order is not a permutation of its dims"
         return ""
 
     def close(self) -> None:

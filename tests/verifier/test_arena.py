@@ -52,6 +52,37 @@ def test_what_the_sandbox_puts_the_judge_takes_back_exactly():
         assert t.shape == want.shape and t.dtype == want.dtype and torch.equal(t, want)
 
 
+@pytest.mark.parametrize("make", [
+    lambda g: torch.randn(2, 3, 4, 5, generator=g).to(memory_format=torch.channels_last),
+    lambda g: torch.randn(2, 3, 1, 4, 5, generator=g).to(memory_format=torch.channels_last_3d),
+    lambda g: torch.randn(1, 6, 1, 1, generator=g).to(memory_format=torch.channels_last),
+    lambda g: torch.randn(4, 1, 6, generator=g).permute(2, 1, 0),
+])
+def test_a_dense_tensor_goes_into_the_arena_as_it_lies_and_comes_back_in_its_shape(make):
+    """A channels-last output is copied as the one block it is (no permute into a temporary
+    on the candidate's clock: 5 ms a call for a 2 GB output on the H200); the judge puts the
+    elements back in order."""
+    t = make(torch.Generator().manual_seed(1))
+    judge, box = _pair(size_for([t.numel() * t.element_size()]))
+    (entries,) = box.put([[t]])
+    span = box.whole[:t.numel() * t.element_size()].view(t.dtype)
+    storage = torch.as_strided(t, (t.numel(),), (1,))   # the elements as they lie in memory
+    assert torch.equal(span, storage)
+    (got,) = judge.take(entries)
+    back = read_output(got, t)
+    assert not isinstance(back, str), back
+    assert back.shape == t.shape and torch.equal(back, t)
+
+
+def test_a_tensor_with_gaps_or_repeats_is_copied_in_its_logical_order():
+    g = torch.Generator().manual_seed(2)
+    for t in (torch.randn(8, 8, generator=g)[:, ::2], torch.randn(3, 1, generator=g).expand(3, 4)):
+        judge, box = _pair(4096)
+        (entries,) = box.put([[t]])
+        assert "order" not in entries[0]
+        assert torch.equal(read_output(judge.take(entries)[0], t), t)
+
+
 def test_the_judges_copy_does_not_move_when_the_arena_is_written_later():
     judge, box = _pair(4096)
     x = torch.arange(16, dtype=torch.float32)
@@ -79,6 +110,14 @@ def test_a_tensor_past_the_arena_is_an_entry_that_says_so():
     ({"at": 0, "nbytes": 64, "shape": [-16], "dtype": "float32"}, "without its place"),
     ({"at": "0", "nbytes": 64, "shape": [16], "dtype": "float32"}, "without its place"),
     ("0:64", "not one"),
+    ({"at": 0, "nbytes": 64, "shape": [4, 4], "dtype": "float32", "order": [1, 1]},
+     "not a permutation"),
+    ({"at": 0, "nbytes": 64, "shape": [4, 4], "dtype": "float32", "order": [1]},
+     "not a permutation"),
+    ({"at": 0, "nbytes": 64, "shape": [4, 4], "dtype": "float32", "order": "10"},
+     "not a permutation"),
+    ({"at": 0, "nbytes": 64, "shape": [4, 4], "dtype": "float32", "order": [1.0, 0]},
+     "not a permutation"),
 ])
 def test_a_malformed_entry_is_a_protocol_error_not_a_read(entry, why):
     judge, _ = _pair(4096)

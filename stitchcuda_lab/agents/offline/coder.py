@@ -5,9 +5,9 @@ at most four measured variants of the best candidate so far: block size, vector 
 per thread, row strategy (block/warp per row), C chunk size, running one fused group in the
 library instead (a fusion boundary that did not pay), the GEMMs of a ``tensor_core_gemm``
 task back in fp32 cuBLAS (does the 3xTF32 split pay here?), or the kept convolutions in the
-other layout (``program.render``): on the GPU a first candidate runs 2-d transposed and
-depthwise convolutions that stay in the library channels-last, as torch.compile does
-(``default_channels_last``). A candidate that failed is
+other layout (``program.render``): on the GPU a first candidate runs depthwise
+convolutions, and 2-d transposed ones with a pointwise epilogue, channels-last in the library,
+as torch.compile does (``default_channels_last``). A candidate that failed is
 answered with safer variants (scalar loads, then the failing groups in the library). What
 changed is in ``Candidate.params["variant"]``. A person's edit is refined by merging each
 variant into the edited code (``hand_edit.py``); variants that would change edited lines are
@@ -269,30 +269,45 @@ def built_channels_last(params: dict, graph: Graph, lang: str) -> bool:
 
 def default_channels_last(graph: Graph, lang: str) -> bool:
     """Whether a first candidate runs its convolutions channels-last: on the GPU, where every
-    one is a 2-d transposed or depthwise convolution. There channels-last gives the reference's
-    own bits faster: cuDNN runs a transposed convolution NHWC on TF32 tensor cores in any case
-    and NCHW only adds its two layout copies (1.9 of 4.6 ms for KernelBench's
-    ConvTranspose2d_Subtract_Tanh on the H200), and a depthwise one with a channel multiplier
-    is exact and 3.6x faster channels-last (one with one output channel per group is computed
-    by a kernel of ours, ``pool.py``). A plain NCHW convolution may run in fp32 arithmetic
-    (few input channels), where channels-last would pick TF32 kernels 5x the fp32 tolerance
-    away: those, and 3-d convolutions, start NCHW; the refine round measures the other layout
-    in every case."""
+    one is a depthwise convolution, or a 2-d transposed one whose epilogue is pointwise alone.
+    There channels-last gives the reference's own bits faster: cuDNN runs a transposed
+    convolution NHWC on TF32 tensor cores in any case and NCHW only adds its two layout copies
+    (1.9 of 4.6 ms for KernelBench's ConvTranspose2d_Subtract_Tanh on the H200), and a
+    depthwise one with a channel multiplier is exact and 3.6x faster channels-last (one with
+    one output channel per group is computed by a kernel of ours, ``pool.py``). A pool, a
+    reduction or a norm after a transposed convolution reads NCHW (``layout.to_channels_last``
+    leaves those), so its program pays a copy the layout does not win back: on the H200
+    KernelBench's ConvTranspose2d_MaxPool_Hardtanh_Mean_Tanh ran 0.91x eager channels-last
+    and 1.48x NCHW, ConvTranspose2d_Min_Sum_GELU_Add 0.85x and 1.42x. A plain NCHW
+    convolution may run in fp32 arithmetic (few input channels), where channels-last would
+    pick TF32 kernels 5x the fp32 tolerance away: those, and 3-d convolutions, start NCHW;
+    the refine round measures the other layout in every case."""
     if lang != "cuda":
         return False
     convs = channels_last_convs(graph)
-    return bool(convs) and all(fmt == "channels_last" and _same_bits_channels_last(graph, c)
-                               for c, fmt in convs.items())
-
-
-def _same_bits_channels_last(graph: Graph, name: str) -> bool:
-    """A transposed or depthwise convolution (``default_channels_last``)."""
-    n = graph.node(name)
-    if n.opname.startswith("conv_transpose") or (
-            n.opname in ("convolution", "_convolution") and len(n.args) > 6 and n.args[6] is True):
+    if not convs or not all(fmt == "channels_last" for fmt in convs.values()):
+        return False
+    if all(_depthwise(graph, c) for c in convs):
         return True
+    epilogue_pointwise = all(
+        n.name in convs or aten.category(n.target) in ("pointwise", "data_movement")
+        for n in graph.calls())
+    return epilogue_pointwise and all(_depthwise(graph, c) or _transposed(graph, c)
+                                      for c in convs)
+
+
+def _transposed(graph: Graph, name: str) -> bool:
+    n = graph.node(name)
+    return n.opname.startswith("conv_transpose") or (
+        n.opname in ("convolution", "_convolution") and len(n.args) > 6 and n.args[6] is True)
+
+
+def _depthwise(graph: Graph, name: str) -> bool:
+    """One input channel per group, as many groups as input channels."""
+    n = graph.node(name)
+    if _transposed(graph, name):
+        return False
     x, w = graph.node(n.args[0]["node"]).shape, graph.node(n.args[1]["node"]).shape
-    # depthwise: one input channel per group, as many groups as input channels
     return x is not None and w is not None and len(x) > 1 and len(w) > 1 \
         and w[1] == 1 and x[1] > 1
 

@@ -479,6 +479,19 @@ CONV_T = make_problem("""
         return []
 """, name="conv_t")
 
+CONV_T_POOL = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = nn.ConvTranspose2d(4, 6, 3, stride=2)
+        def forward(self, x):
+            return torch.tanh(torch.nn.functional.max_pool2d(self.up(x), 2)).mean(dim=(2, 3))
+    def get_inputs():
+        return [torch.randn(2, 4, 6, 6)]
+    def get_init_inputs():
+        return []
+""", name="conv_t_pool")
+
 DEPTHWISE = make_problem("""
     class Model(nn.Module):
         def __init__(self):
@@ -494,15 +507,17 @@ DEPTHWISE = make_problem("""
 
 
 @pytest.mark.parametrize("problem,first", [(CONV_NET, False), (CONV3D, False), (CONV_T, True),
-                                           (DEPTHWISE, True)],
-                         ids=["2d", "3d", "transposed", "depthwise"])
+                                           (CONV_T_POOL, False), (DEPTHWISE, True)],
+                         ids=["2d", "3d", "transposed", "transposed-pool", "depthwise"])
 def test_on_the_gpu_transposed_and_depthwise_convolutions_start_channels_last(
         problem, first, settings):
     """Channels-last gives the reference's own bits faster only for 2-d transposed (TF32 NHWC in
     cuDNN either way) and depthwise convolutions with a channel multiplier (one output channel
     per group is a kernel's): those start channels-last on the GPU, the rest
-    NCHW (a plain fp32 convolution would become TF32, 5x the tolerance away). The first refine
-    round measures the other layout. The CPU keeps NCHW first."""
+    NCHW (a plain fp32 convolution would become TF32, 5x the tolerance away). A transposed
+    one followed by a pool or a reduction starts NCHW: those kernels read NCHW, and the copy
+    cost more than the layout gained on the H200. The first refine round measures the other
+    layout. The CPU keeps NCHW first."""
     from stitchcuda_lab.agents.offline.coder import PROGRAM, default_channels_last
     from stitchcuda_lab.agents.offline.rewrite import rewrite
     graph, plan, _ = generate(problem, settings)
