@@ -296,7 +296,7 @@ or to outlive its job.
 - **The whole input range, not only get_inputs()'s.** One more checked call, at a place the judge
   picks, gets the draw scaled by -2 (or 2, or -1: the first on which the reference stays as
   finite as on the draw; exact in every float format), all of it or, as the call's seed
-  decides, only 1-16 elements at random places: a guard that samples the input to tell a
+  decides, only 8-32 elements at random places: a guard that samples the input to tell a
   widened draw from a plain one misses those (`candidates/range_sampled_guard.py`, which passed
   at 6.2x when every widened draw was scaled whole, and in about one job in five while only
   chance decided how the range trial and the few widened timed calls were scaled: on the CPU
