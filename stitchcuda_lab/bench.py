@@ -19,6 +19,7 @@ import math
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import threading
@@ -382,15 +383,16 @@ def _apply_cpu_slice(spec: str | None) -> None:
 
 
 def _spawn(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int | None,
-           cpus: list[int] | None = None, gpu_lock: str | None = None) -> dict:
-    row = _spawn_row(problem, out_dir, args, gpu, cpus, gpu_lock)
+           cpus: list[int] | None = None, gpu_lock: str | None = None,
+           cap: float | None = None) -> dict:
+    row = _spawn_row(problem, out_dir, args, gpu, cpus, gpu_lock, cap)
     row.setdefault("suite", problem.parent.name)
     return row
 
 
 def _spawn_row(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int | None,
-               cpus: list[int] | None, gpu_lock: str | None) -> dict:
-    timeout = args.timeout
+               cpus: list[int] | None, gpu_lock: str | None, cap: float | None = None) -> dict:
+    timeout = min(args.timeout, cap) if cap else args.timeout
     deadline = getattr(args, "deadline", None)
     if deadline is not None:
         left = deadline - time.perf_counter()
@@ -544,6 +546,30 @@ def _footprints_main(argv: list[str]) -> None:
     print(json.dumps(sizes))
 
 
+# A problem's share of the budget is never cut below this (a first candidate's verdict takes
+# about this long on a shared H200), unless less than this is left at all.
+LEAST_SHARE = 45.0
+
+
+def fair_share(left: float, waiting: int, slots: int) -> float:
+    """Seconds a problem starting now may run, so that the ``waiting`` problems not started
+    yet (this one among them) each get a like part of the ``left`` budget, ``slots`` at a
+    time. On the H200 a level-2 run of 20 problems, each given its whole --timeout in turn,
+    left the last three 28 s of a 555 s budget (they kept the reference); shared, each gets
+    ``left`` over the waves still to run."""
+    waves = math.ceil(waiting / max(1, slots))
+    return max(min(LEAST_SHARE, left), left / max(1, waves))
+
+
+def expected_slots(needs: list[int], memory: float, jobs: int, gpus: int) -> int:
+    """How many problems are likely to run at once: ``jobs`` per GPU, or fewer where the GPU's
+    ``memory`` holds fewer problems of the median footprint (``needs``, bytes)."""
+    per_gpu = jobs
+    if memory and needs:
+        per_gpu = min(jobs, max(1, int(memory // max(1, statistics.median(needs)))))
+    return per_gpu * max(1, gpus)
+
+
 def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
               progress=print, on_row=None) -> list[dict]:
     gpus = _local_gpus(args.device)
@@ -582,10 +608,14 @@ def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
             asked[g] = (time.monotonic(), free_now)
         return free_now is None or need <= free_now
 
-    def work(p: Path, slot: tuple, need: int) -> None:
+    needs = [sizes.get(p.name, 0) + (PER_PROBLEM if sizes else 0) for p in problems]
+    slots = expected_slots(needs, memory, jobs, len(gpus))
+    deadline = getattr(args, "deadline", None)
+
+    def work(p: Path, slot: tuple, need: int, cap: float | None) -> None:
         g, cpus = slot
         try:
-            row = _spawn(p, out_dir, args, g, cpus, gpu_lock=locks.get(g))
+            row = _spawn(p, out_dir, args, g, cpus, gpu_lock=locks.get(g), cap=cap)
         except Exception as e:  # noqa: BLE001 - one problem's failure is its row, not the run's
             row = {"problem": p.name, "category": category_of(p), "suite": p.parent.name,
                    "status": "error", "correct": False, "error": f"{type(e).__name__}: {e}"}
@@ -604,8 +634,7 @@ def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
                 on_row(row)
 
     threads = []
-    for p in problems:
-        need = sizes.get(p.name, 0) + (PER_PROBLEM if sizes else 0)
+    for i, (p, need) in enumerate(zip(problems, needs)):
         with cond:
             while not (slot := next((s for s in free if fits(s[0], need)), None)):
                 cond.wait(timeout=2.0)   # memory others free is not announced
@@ -615,7 +644,9 @@ def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
             if active[slot[0]]:
                 shared.update(active[slot[0]] | {p.name})
             active[slot[0]].add(p.name)
-        t = threading.Thread(target=work, args=(p, slot, need))
+        cap = None if deadline is None else fair_share(deadline - time.perf_counter(),
+                                                       len(problems) - i, slots)
+        t = threading.Thread(target=work, args=(p, slot, need, cap))
         t.start()
         threads.append(t)
     for t in threads:

@@ -594,3 +594,21 @@ def test_an_early_baseline_that_fails_is_left_to_the_session(monkeypatch, tmp_pa
     settings = Settings(device="cpu", compile_modes="default", cache_dir=str(tmp_path))
     bench.early_baseline(PROBLEM, settings, _report(8)).join(10)
     assert len(judge.asked) == 1 and raised == []
+
+
+def test_a_budget_is_shared_by_the_problems_still_to_start():
+    """Each problem starting gets the budget left over the waves still to run, not the whole
+    --timeout in turn (which left the last problems of a run seconds)."""
+    assert bench.fair_share(555.0, 20, 4) == pytest.approx(111.0)    # five waves of four
+    assert bench.fair_share(555.0, 20, 8) == pytest.approx(185.0)    # three waves of eight
+    assert bench.fair_share(215.0, 3, 8) == pytest.approx(215.0)     # the last wave: all of it
+    assert bench.fair_share(400.0, 100, 1) == bench.LEAST_SHARE       # never below a verdict's
+    assert bench.fair_share(20.0, 100, 1) == pytest.approx(20.0)      # ... unless less is left
+
+
+def test_problems_at_once_are_as_many_as_the_gpus_memory_holds():
+    gb = 2**30
+    assert bench.expected_slots([30 * gb] * 5, 120 * gb, jobs=8, gpus=1) == 4
+    assert bench.expected_slots([30 * gb] * 5, 120 * gb, jobs=2, gpus=2) == 4
+    assert bench.expected_slots([500 * gb], 120 * gb, jobs=8, gpus=1) == 1
+    assert bench.expected_slots([], 0, jobs=6, gpus=1) == 6           # sizes not known
