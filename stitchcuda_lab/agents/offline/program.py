@@ -334,10 +334,11 @@ def _kernel_call(graph: Graph, c: KernelCall, lang: str,
 
 
 def render_fallback(problem_source: str, problem_name: str, cuda_graph: bool,
-                    notes: list[str]) -> str:
-    """A program that runs the problem's own forward (graph capture failed): honest baseline,
-    optionally replayed through a CUDA graph."""
-    lines = [f'"""stitchcuda-lab offline candidate for {problem_name} (no captured graph).', ""]
+                    notes: list[str], title: str = "no captured graph") -> str:
+    """A program that runs the problem's own forward (graph capture failed, or the variant
+    that keeps the reference's arithmetic): honest baseline, optionally replayed through a
+    CUDA graph."""
+    lines = [f'"""stitchcuda-lab offline candidate for {problem_name} ({title}).', ""]
     lines += [f"- {n}" for n in notes]
     lines += ['"""', "import torch", "import torch.nn as nn", "",
               f"_PROBLEM_SOURCE = {_pystr(problem_source)}", "",

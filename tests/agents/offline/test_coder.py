@@ -582,3 +582,48 @@ def test_saved_parameters_without_a_layout_rebuild_nchw(settings):
     tid = next(t.id for t in plan.tasks if t.kind in ("pointwise_fusion", "gemm_epilogue"))
     old = coder.candidate(CONV_T, graph, plan, {tid: {"block": 256}}, iteration=1)
     assert "memory_format=torch.channels_last" not in old.module_source()
+
+
+MANY_LAUNCHES = make_problem("""
+    class Model(nn.Module):
+        def forward(self, x):
+            for _ in range(30):
+                x = torch.tanh(x * 1.01 + 0.1)
+            return x
+    def get_inputs():
+        return [torch.randn(4, 32)]
+    def get_init_inputs():
+        return []
+""", name="many_launches")
+
+
+def test_a_deep_forward_on_the_gpu_is_also_tried_as_its_own_ops_in_a_cuda_graph(settings):
+    """Where a network's result hangs on every rounding (training-mode batch norm over two
+    values, a hundred TF32 convolutions: KernelBench's EfficientNetB2 and ResNet101), no fused
+    program agrees with the reference to 1e-4, and a CUDA graph alone is most of the gain. A
+    forward of many launches gets that variant after a failure and in its refine pool; the
+    variant is the problem's own forward replayed, with nothing left to vary."""
+    from stitchcuda_lab.agents.offline.coder import AS_IS, PROGRAM
+    graph, plan, first = generate(MANY_LAUNCHES, settings)
+    plan.device = "cuda"
+    coder = OfflineCoder()
+    failed = coder.variants(graph, plan, dict(first.params["tasks"]), 1,
+                            Verdict(status="incorrect", reason="output_mismatch"))
+    assert failed[0][0].startswith("every op in PyTorch") and failed[0][1] == {PROGRAM: {AS_IS: True}}
+    passed = coder.variants(graph, plan, dict(first.params["tasks"]), 1,
+                            Verdict(status="pass", timings={"ours": 1.0, "eager": 1.2}))
+    assert any(p == {PROGRAM: {AS_IS: True}} for _, p in passed)
+    as_is = coder.candidate(MANY_LAUNCHES, graph, plan, {PROGRAM: {AS_IS: True}}, iteration=1)
+    assert not as_is.kernels and not as_is.replaced and as_is.params["cuda_graph"] is True
+    assert "_graphed(self, super().forward, args)" in as_is.program
+    assert coder.code(MANY_LAUNCHES, graph, plan, settings, iteration=2, previous=as_is,
+                      feedback=Verdict(status="pass")) == []
+    assert "no kernel of its own" in coder.why_empty
+    # on the CPU (no graph to gain) and for a short forward, no such variant
+    plan.device = "cpu"
+    assert all(AS_IS not in p.get(PROGRAM, {}) for _, p in coder.variants(
+        graph, plan, dict(first.params["tasks"]), 1, Verdict(status="incorrect")))
+    g2, p2, c2 = generate(CONV_T, settings)
+    p2.device = "cuda"
+    assert all(AS_IS not in p.get(PROGRAM, {}) for _, p in coder.variants(
+        g2, p2, dict(c2.params["tasks"]), 1, Verdict(status="incorrect")))
