@@ -14,6 +14,8 @@ rewritten here into aten ops the compiler has templates for, so a loss becomes a
   ``clamp_min(margin + d_ap - d_an, 0)``, then the reduction;
 - ``cosine_similarity``: ``sum(x1 * x2) / (max(||x1||, eps) * max(||x2||, eps))`` (three sums
   over the same rows);
+- ``prelu``: ``where(x > 0, x, x * w)``, the weight viewed as ``[C, 1, ...]`` against the
+  channel dim (one pointwise kernel, fused with what is around it);
 - ``broadcast_tensors`` of tensors that already share one shape: its items are the tensors.
 
 The last node of each expansion keeps the original's name, so its users and the graph's
@@ -89,6 +91,8 @@ def decompose(g: Graph) -> None:
             _triplet(g, n)
         elif name == "cosine_similarity":
             _cosine(g, n)
+        elif name == "prelu":
+            _prelu(g, n)
 
 
 def _drop_same_shape_broadcasts(g: Graph) -> None:
@@ -211,3 +215,19 @@ def _cosine(g: Graph, n: Node) -> None:
         norms.append(b.add("aten.clamp_min.default", [_ref(nx), eps], shape, x.dtype))
     den = b.add("aten.mul.Tensor", [_ref(norms[0]), _ref(norms[1])], shape, x1.dtype)
     b.become("aten.div.Tensor", [_ref(dot), _ref(den)])
+
+
+def _prelu(g: Graph, n: Node) -> None:
+    x, w = (g.node(node_ref(n.args[i])) if node_ref(n.args[i]) else None for i in (0, 1))
+    if x is None or w is None or x.shape is None or w.shape is None or len(w.shape) != 1:
+        return
+    c = w.shape[0]
+    if c != 1 and (len(x.shape) < 2 or x.shape[1] != c):
+        return
+    b = _Builder(g, n)
+    if c != 1 and len(x.shape) > 2:   # one weight per channel (dim 1)
+        w = b.add("aten.view.default", [_ref(w), [c] + [1] * (len(x.shape) - 2)],
+                  [c] + [1] * (len(x.shape) - 2), w.dtype or x.dtype)
+    neg = b.add("aten.mul.Tensor", [_ref(x), _ref(w)], x.shape, x.dtype)
+    pos = b.add("aten.gt.Scalar", [_ref(x), 0], x.shape, "bool")
+    b.become("aten.where.self", [_ref(pos), _ref(x), _ref(neg)])
