@@ -9,7 +9,8 @@
 - ``avg_pool2d(x, k)`` (stride k, no padding, sizes divisible) followed only by a spatial
   ``mean`` becomes that mean of ``x`` (equal disjoint windows: same value);
 - ``adaptive_avg_pool2d(x, [1, 1])`` becomes ``mean(x, [2, 3], keepdim=True)`` (and the 3d
-  one over ``[1, 1, 1]`` a mean over its three spatial dims): a row reduction;
+  one over ``[1, 1, 1]`` a mean over its three spatial dims): a row reduction; so does a
+  global ``adaptive_max_pool2d``/``3d`` whose indices no one reads, as ``amax``;
 - ``max_pool2d``/``avg_pool2d`` with stride == kernel, no padding and divisible sizes, fed by a
   pointwise chain from a library op, becomes ``amax``/``mean`` over dims ``[3, 5]`` of the
   chain lifted to ``[N, C, OH, kh, OW, kw]`` (a free view of the library output), so one row
@@ -106,6 +107,7 @@ def rewrite(graph: Graph) -> Graph:
         decompose(g)
         _fold_avgpool_mean(g)
         _adaptive_avg_to_mean(g)
+        _adaptive_max_to_amax(g)
         _sum_of_gemm(g)
         _split_bias(g)
         _pool_epilogue(g)
@@ -219,6 +221,32 @@ def _adaptive_avg_to_mean(g: Graph) -> None:
         n.target = "aten.mean.dim"
         n.op_class = aten.category(n.target)
         n.args = [n.args[0], [-1 - d for d in range(nd)], True]
+
+
+def _adaptive_max_to_amax(g: Graph) -> None:
+    users = g.users()
+    outputs = set(g.output_names())
+    for n in list(g.calls()):
+        nd = {"adaptive_max_pool2d": 2, "adaptive_max_pool3d": 3}.get(n.opname)
+        if nd is None or list(n.args[1]) != [1] * nd or n.name in outputs:
+            continue
+        x = g.node(node_ref(n.args[0]))
+        items = [g.node(u) for u in users.get(n.name, []) if u != "output"]
+        if x.shape is None or len(x.shape) != nd + 2 or not items or any(
+                u.target != "getitem" or (u.args[1] != 0 and users.get(u.name)) for u in items) \
+                or len(items) != len(users.get(n.name, [])):
+            continue   # the indices are read: the library's
+        n.lowers_to = list(dict.fromkeys(["aten.amax.default", n.target] + n.lowers_to))
+        n.target, n.op_class = "aten.amax.default", aten.category("aten.amax.default")
+        n.args, n.kwargs = [n.args[0], [-1 - d for d in range(nd)], True], {}
+        n.shape = x.shape[:2] + [1] * nd
+        n.dtype, n.stride = x.dtype, contiguous_strides(n.shape)
+        for item in items:   # the values item is the amax itself; the indices go unread
+            for m in g.nodes:
+                m.args = _replace_refs(m.args, item.name, n.name)
+                m.kwargs = _replace_refs(m.kwargs, item.name, n.name)
+            g.outputs = _replace_refs(g.outputs, item.name, n.name)
+            g.nodes.remove(item)
 
 
 def _pool_epilogue(g: Graph) -> None:

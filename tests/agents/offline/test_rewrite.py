@@ -195,3 +195,33 @@ def test_a_dead_random_draw_stays_so_later_draws_match():
               outputs=[{"node": "y"}], capture="torch.export")
     _drop_dead(g)
     assert [n.name for n in g.nodes] == ["x", "noise", "y"]
+
+
+def test_a_global_max_pool_is_an_amax_unless_its_indices_are_read(settings):
+    values_only = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.relu(F.adaptive_max_pool2d(x, 1))
+        def get_inputs():
+            return [torch.randn(2, 4, 8, 8)]
+        def get_init_inputs():
+            return []
+    """)
+    graph, plan, cand = generate(values_only, settings)
+    g = rewrite(graph)
+    assert [n.opname for n in g.calls()] == ["amax", "relu"]
+    assert not cand.kept and len(cand.kernels) == 1
+    want, got, _, _ = run_both(values_only, cand)
+    assert_close(got, want)
+    with_indices = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                v, i = F.adaptive_max_pool2d(x, 1, return_indices=True)
+                return v * i.float()
+        def get_inputs():
+            return [torch.randn(2, 4, 8, 8)]
+        def get_init_inputs():
+            return []
+    """)
+    graph, _, _ = generate(with_indices, settings)
+    assert "adaptive_max_pool2d" in [n.opname for n in rewrite(graph).calls()]
