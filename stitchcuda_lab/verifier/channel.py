@@ -14,7 +14,7 @@ import os
 import select
 import struct
 import time
-from typing import Any
+from typing import Any, Callable
 
 MAX_MESSAGE = 64 * 1024 * 1024
 
@@ -63,16 +63,21 @@ def send(fd: int, obj: dict) -> None:
         view = view[os.write(fd, view):]
 
 
-def recv(fd: int, timeout: float = math.inf) -> dict | None:
-    """One message, or None on EOF (the other side died) or when ``timeout`` passes."""
+def recv(fd: int, timeout: float = math.inf,
+         alive: Callable[[], bool] | None = None) -> dict | None:
+    """One message, or None on EOF (the other side died) or when ``timeout`` passes.
+
+    ``alive``: whether the writer still runs, asked while nothing arrives. A process that
+    exits while another (a child it left behind) holds the pipe open sends no end of file:
+    without it the reader would wait out ``timeout``."""
     deadline = time.monotonic() + timeout
-    head = read_exact(fd, 8, deadline)
+    head = read_exact(fd, 8, deadline, alive)
     if head is None:
         return None
     (n,) = struct.unpack("<Q", head)
     if n > MAX_MESSAGE:
         raise ProtocolError(f"a frame of {n} bytes (at most {MAX_MESSAGE})")
-    body = read_exact(fd, n, deadline)
+    body = read_exact(fd, n, deadline, alive)
     if body is None:   # a frame cut short: the other side stalled or died mid-message
         raise ProtocolError(f"a frame of {n} bytes cut short")
     try:
@@ -84,14 +89,20 @@ def recv(fd: int, timeout: float = math.inf) -> dict | None:
     return msg
 
 
-def read_exact(fd: int, n: int, deadline: float) -> bytes | None:
+def read_exact(fd: int, n: int, deadline: float,
+               alive: Callable[[], bool] | None = None) -> bytes | None:
     buf = bytearray()
     while len(buf) < n:
         left = deadline - time.monotonic()
         if left <= 0:
             return None
-        ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+        ready, _, _ = select.select([fd], [], [], min(left, 0.5 if alive else 1.0))
         if not ready:
+            if alive is not None and not alive():
+                # what it wrote before it went is read first (select says so); nothing is left
+                ready, _, _ = select.select([fd], [], [], 0)
+                if not ready:
+                    return None
             continue
         chunk = os.read(fd, n - len(buf))
         if not chunk:

@@ -133,7 +133,8 @@ class Sandbox:
         channel.send(self._wfd, msg)
 
     def recv(self, timeout: float) -> dict | None:
-        return channel.recv(self._rfd, timeout)
+        # a sandbox that died while a process it left holds the pipe: no end of file comes
+        return channel.recv(self._rfd, timeout, alive=lambda: self.alive)
 
     def readable(self, timeout: float) -> bool:
         """Whether a message (or the pipe's end) arrives within ``timeout`` seconds."""
