@@ -26,6 +26,11 @@
   with ``reverse=True`` (the scan kernel walks the row backwards; ``program.py`` writes the
   flips back when the scan stays in PyTorch).
 
+- on the GPU, a sum, mean, max or min over a long suffix of dims with few rows (fewer rows
+  than the H200 has SMs: one block per row would leave most of them idle) is split in two
+  (``_split_long_rows``): the row cut into parts reduced side by side (rows x parts blocks),
+  then the parts reduced; a sum of partial sums, a mean of means of equal parts;
+
 - ops whose results reach no output are dropped (``_drop_dead``): a forward that computes a
   value and never returns it (a model kept from an earlier version, a branch of a debugging
   aid) costs eager its time and the candidate nothing, as under Inductor. Ops that write in
@@ -39,6 +44,7 @@ see the same node names.
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 from ... import aten
@@ -112,6 +118,7 @@ def rewrite(graph: Graph) -> Graph:
         _split_bias(g)
         _pool_epilogue(g)
         _reverse_scans(g)
+        _split_long_rows(g)
         _drop_dead(g)
     except (KeyError, TypeError, ValueError, IndexError):
         return graph
@@ -487,6 +494,85 @@ def _rewrite_sum_of_gemm(g: Graph, s: Node, gemm: Node, chain: list[Node],
         g.nodes.insert(i, nn_)
     # the sum (or mean) stays, over a dim of size 1 now: it keeps its keepdim and its users
     s.flops = 0
+
+
+# -- long rows ----------------------------------------------------------------------------------
+SPLIT_ROWS_BELOW = 132       # rows: the H200's SM count; with fewer, one block per row idles SMs
+SPLIT_LEAST_LEN = 1 << 18    # elements per row from which a row is split
+SPLIT_PART_LEAST = 4096      # elements in a part, at least (a block's worth of float4 loads)
+SPLIT_BLOCKS_MOST = 8192     # rows x parts, at most: the second reduction stays small
+_SPLITTABLE = {"sum": "aten.sum.dim_IntList", "mean": "aten.mean.dim",
+               "amax": "aten.amax.default", "amin": "aten.amin.default"}
+
+
+def _reduced_suffix(n: Node, rank: int) -> int:
+    """How many trailing dims ``n`` (a sum/mean/amax/amin) reduces, where they are a suffix of
+    its input's ``rank`` dims; 0 where they are not."""
+    if n.opname in ("sum", "mean") and n.target.endswith(".default"):
+        dims = None
+    else:
+        dims = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim")
+    if dims is None or dims == []:
+        return rank
+    dims = dims if isinstance(dims, list) else [dims]
+    if not all(isinstance(d, int) for d in dims):
+        return 0
+    got = sorted({d % rank for d in dims})
+    return len(got) if got == list(range(rank - len(got), rank)) else 0
+
+
+def _parts(rows: int, length: int) -> int:
+    """Parts to cut each row in: a power of two dividing ``length``, each part at least
+    SPLIT_PART_LEAST long, rows x parts at most SPLIT_BLOCKS_MOST; 1 where none is."""
+    parts = 1
+    while length % (parts * 2) == 0 and length // (parts * 2) >= SPLIT_PART_LEAST \
+            and rows * parts * 2 <= SPLIT_BLOCKS_MOST:
+        parts *= 2
+    return parts
+
+
+def _split_long_rows(g: Graph) -> None:
+    if g.device != "cuda":   # a CPU core per row is enough there
+        return
+    for n in list(g.calls()):
+        target = _SPLITTABLE.get(n.opname)
+        ref = node_ref(n.args[0]) if n.args else None
+        if target is None or ref is None or n.dtype not in ("float32", "float64") \
+                or n.kwargs.get("dtype") is not None or n.shape is None:
+            continue
+        x = g.node(ref)
+        if x.shape is None or x.dtype != n.dtype or not x.shape or (
+                x.stride is not None and x.stride != contiguous_strides(x.shape)):
+            continue   # a view of the rows needs them contiguous
+        k = _reduced_suffix(n, len(x.shape))
+        if not k:
+            continue
+        lead = list(x.shape[:len(x.shape) - k])
+        rows, length = math.prod(lead), math.prod(x.shape[len(x.shape) - k:])
+        if rows >= SPLIT_ROWS_BELOW or length < SPLIT_LEAST_LEN:
+            continue
+        parts = _parts(rows, length)
+        if parts < 2:
+            continue
+        view = _view(_unique(g, f"{n.name}_rows"), x, lead + [parts, length // parts])
+        g.nodes.insert(g.nodes.index(n), view)
+        partial = Node(name=_unique(g, f"{n.name}_parts"), op="call_function", target=target,
+                       op_class=aten.category(target), args=[{"node": view.name}, [-1], False],
+                       shape=lead + [parts], dtype=n.dtype,
+                       stride=contiguous_strides(lead + [parts]), lowers_to=[target])
+        g.nodes.insert(g.nodes.index(n), partial)
+        n.lowers_to = list(dict.fromkeys([target, n.target] + n.lowers_to))
+        if list(n.shape) == lead:   # the reduced dims dropped: the parts' reduction is it
+            n.target, n.op_class = target, aten.category(target)
+            n.args, n.kwargs = [{"node": partial.name}, [-1], False], {}
+        else:                       # kept as size-1 dims: a view of the parts' reduction
+            whole = Node(name=_unique(g, f"{n.name}_whole"), op="call_function", target=target,
+                         op_class=aten.category(target),
+                         args=[{"node": partial.name}, [-1], False], shape=lead, dtype=n.dtype,
+                         stride=contiguous_strides(lead), lowers_to=[target])
+            g.nodes.insert(g.nodes.index(n), whole)
+            n.target, n.op_class = "aten.view.default", aten.category("aten.view.default")
+            n.args, n.kwargs = [{"node": whole.name}, list(n.shape)], {}
 
 
 # -- dead code ----------------------------------------------------------------------------------

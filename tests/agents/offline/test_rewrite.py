@@ -225,3 +225,88 @@ def test_a_global_max_pool_is_an_amax_unless_its_indices_are_read(settings):
     """)
     graph, _, _ = generate(with_indices, settings)
     assert "adaptive_max_pool2d" in [n.opname for n in rewrite(graph).calls()]
+
+
+@pytest.mark.parametrize("body, shape", [
+    ("x / torch.sum(torch.abs(x), dim=1, keepdim=True)", "(4, 1 << 18)"),     # L1 norm of rows
+    ("torch.mean(torch.relu(x), dim=(1, 2))", "(2, 512, 1024)"),             # a suffix of two
+    ("torch.amax(x * 2.0, dim=-1, keepdim=True)", "(3, 1 << 18)"),
+    ("torch.sum(x * x)", "(1 << 19,)"),                                       # one row
+])
+def test_few_long_rows_are_reduced_in_parts_on_the_gpu(body, shape, settings):
+    """One block per row leaves the H200's SMs idle where rows are fewer than SMs: each row is
+    cut into parts reduced side by side, then the parts reduced. The same numbers (within
+    float summation order), on the GPU only."""
+    import dataclasses
+
+    from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
+    problem = make_problem(f"""
+        class Model(nn.Module):
+            def forward(self, x):
+                return {body}
+        def get_inputs():
+            return [torch.randn{shape}]
+        def get_init_inputs():
+            return []
+    """)
+    graph, _, _ = generate(problem, settings)
+    assert not any(n.name.endswith("_parts") for n in rewrite(graph).calls())   # CPU: as is
+    cuda = dataclasses.replace(graph, device="cuda")
+    g = rewrite(cuda)
+    parts = [n for n in g.calls() if n.name.endswith("_parts")]
+    assert len(parts) == 1 and parts[0].shape[-1] >= 2
+    plan = OfflinePlanner().plan(problem, cuda, settings)
+    plan.device = "cpu"   # the same split program, in C, to run here
+    cand = OfflineCoder().candidate(problem, cuda, plan, {})
+    assert cand.kernels and not [k for k in cand.kept if "sum" in k or "amax" in k or "mean" in k]
+    want, got, _, _ = run_both(problem, cand)
+    assert_close(got, want)
+
+
+def test_many_rows_or_short_ones_are_left_whole(settings):
+    import dataclasses
+    for body, shape in (("torch.sum(x, dim=1)", "(256, 1 << 12)"),        # rows enough
+                        ("torch.sum(x, dim=1)", "(4, 1 << 12)"),          # short rows
+                        ("torch.sum(x, dim=0)", "(1 << 18, 4)")):         # not a suffix
+        problem = make_problem(f"""
+            class Model(nn.Module):
+                def forward(self, x):
+                    return {body}
+            def get_inputs():
+                return [torch.randn{shape}]
+            def get_init_inputs():
+                return []
+        """)
+        graph, _, _ = generate(problem, settings)
+        g = rewrite(dataclasses.replace(graph, device="cuda"))
+        assert not any(n.name.endswith("_parts") for n in g.calls()), body
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="nvcc is not installed")
+def test_the_kernels_of_rows_reduced_in_parts_compile_for_the_gpu(settings, tmp_path):
+    import dataclasses
+    import subprocess
+
+    from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
+    problem = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                return x / torch.sum(torch.abs(x), dim=1, keepdim=True) + torch.amax(x)
+        def get_inputs():
+            return [torch.randn(4, 1 << 18)]
+        def get_init_inputs():
+            return []
+    """)
+    graph, _, _ = generate(problem, settings)
+    cuda = dataclasses.replace(graph, device="cuda")
+    plan = OfflinePlanner().plan(problem, cuda, settings)
+    plan.device = "cuda"
+    cand = OfflineCoder().candidate(problem, cuda, plan, {})
+    assert len([n for n in rewrite(cuda).calls() if n.name.endswith("_parts")]) == 2
+    assert {k.lang for k in cand.kernels} == {"cuda"} and len(cand.kernels) >= 3
+    src = tmp_path / "k.cu"
+    src.write_text("\n".join(k.code for k in cand.kernels))
+    proc = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-c", "-x", "cu", str(src),
+                           "-o", str(tmp_path / "k.o")], capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
