@@ -16,6 +16,7 @@ rewritten here into aten ops the compiler has templates for, so a loss becomes a
   over the same rows);
 - ``prelu``: ``where(x > 0, x, x * w)``, the weight viewed as ``[C, 1, ...]`` against the
   channel dim (one pointwise kernel, fused with what is around it);
+- ``glu``: the two halves along its dim (``narrow`` views), ``a * sigmoid(b)``;
 - ``broadcast_tensors`` of tensors that already share one shape: its items are the tensors.
 
 The last node of each expansion keeps the original's name, so its users and the graph's
@@ -93,6 +94,8 @@ def decompose(g: Graph) -> None:
             _cosine(g, n)
         elif name == "prelu":
             _prelu(g, n)
+        elif name == "glu":
+            _glu(g, n)
 
 
 def _drop_same_shape_broadcasts(g: Graph) -> None:
@@ -231,3 +234,23 @@ def _prelu(g: Graph, n: Node) -> None:
     neg = b.add("aten.mul.Tensor", [_ref(x), _ref(w)], x.shape, x.dtype)
     pos = b.add("aten.gt.Scalar", [_ref(x), 0], x.shape, "bool")
     b.become("aten.where.self", [_ref(pos), _ref(x), _ref(neg)])
+
+
+def _glu(g: Graph, n: Node) -> None:
+    ref = node_ref(n.args[0]) if n.args else None
+    x = g.node(ref) if ref else None
+    if x is None or x.shape is None or not x.shape:
+        return
+    dim = int(_arg(n, 1, "dim", -1)) % len(x.shape)
+    if x.shape[dim] % 2:
+        return
+    half = x.shape[dim] // 2
+    shape = list(x.shape)
+    shape[dim] = half
+    b = _Builder(g, n)
+    first = b.add("aten.narrow.default", [_ref(x), dim, 0, half], shape, x.dtype)
+    second = b.add("aten.narrow.default", [_ref(x), dim, half, half], shape, x.dtype)
+    for v in (first, second):   # views of x: its strides (the program makes them contiguous)
+        v.stride = list(x.stride) if x.stride is not None else contiguous_strides(x.shape)
+    gate = b.add("aten.sigmoid.default", [_ref(second)], shape, x.dtype)
+    b.become("aten.mul.Tensor", [_ref(first), _ref(gate)])
