@@ -316,7 +316,7 @@ def _one_gpu_recording_who_runs_beside_whom(monkeypatch, free_bytes) -> list:
     seen: list[tuple[str, frozenset]] = []
     guard = threading.Lock()
 
-    def fake_spawn(p, out_dir, args, g, cpus, gpu_lock=None):
+    def fake_spawn(p, out_dir, args, g, cpus, gpu_lock=None, cap=None):
         with guard:
             running.add(p.name)
             seen.append((p.name, frozenset(running)))
@@ -412,7 +412,7 @@ def _bench_two_on_one_gpu(tmp_path, monkeypatch, fake_spawn, names):
 def test_problems_whose_candidates_ran_out_of_a_shared_gpu_run_again_alone(tmp_path, monkeypatch):
     calls: list[tuple[str, int]] = []
 
-    def fake_spawn(p, out_dir, args, g, cpus, gpu_lock=None):
+    def fake_spawn(p, out_dir, args, g, cpus, gpu_lock=None, cap=None):
         import time as _time
         calls.append((p.name, args.jobs))
         if args.jobs > 1:
@@ -447,7 +447,7 @@ def test_a_rerun_that_got_nowhere_keeps_the_first_row(tmp_path, monkeypatch):
            "eager_ms": 2.0, "failures": ["out_of_memory"],
            "kept_reason": "no candidate passed (last: out_of_memory)"}
 
-    def fake_spawn(p, out_dir, args, g, cpus, gpu_lock=None):
+    def fake_spawn(p, out_dir, args, g, cpus, gpu_lock=None, cap=None):
         import time as _time
         _time.sleep(0.3)
         if args.jobs == 1:

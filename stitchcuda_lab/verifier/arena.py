@@ -131,8 +131,8 @@ def memory_order(t: Any) -> list[int] | None:
     channels-last NCHW tensor: [0, 2, 3, 1]), such that ``t.permute(order)`` is contiguous;
     None where ``t`` is contiguous already, or is not dense (a view with gaps, an expanded
     one): those are copied through ``contiguous()``."""
-    if t.is_contiguous():
-        return None
+    if t.is_contiguous() or t.is_conj() or t.is_neg():
+        return None   # (a lazy conjugate or negation is made real by contiguous())
     # size-1 dims go first: their strides say nothing about where elements lie. Sorted so,
     # the permuted view is contiguous exactly where the tensor is dense
     order = sorted(range(t.dim()), key=lambda d: (t.shape[d] != 1, -t.stride(d)))
@@ -141,11 +141,15 @@ def memory_order(t: Any) -> list[int] | None:
 
 def in_logical_order(raw: Any, shape: list[int], dtype: str, order: list[int]) -> Any:
     """The bytes of a tensor laid out in ``order`` (``memory_order``), rearranged into its
-    contiguous layout: a new uint8 tensor."""
+    contiguous layout: a new uint8 tensor. Bytes are moved, each element's as one row, so no
+    dtype's own copy runs (a quantized dtype named by a forged entry has none)."""
     import torch
-    lay = raw.view(getattr(torch, dtype)).reshape([shape[d] for d in order])
-    back = [order.index(d) for d in range(len(order))]
-    return lay.permute(back).contiguous().reshape(-1).view(torch.uint8)
+    if raw.numel() == 0:
+        return raw.clone()
+    size = getattr(torch, dtype).itemsize
+    lay = raw.reshape([shape[d] for d in order] + [size])
+    back = [order.index(d) for d in range(len(order))] + [len(order)]
+    return lay.permute(back).contiguous().reshape(-1)
 
 
 def size_for(tensor_bytes: list[int]) -> int:
@@ -328,8 +332,8 @@ class Mapped:
             return "protocol: an arena entry whose size is not its shape's"
         order = e.get("order")
         if order is not None and not (isinstance(order, list) and len(order) == len(shape)
-                                      and sorted(order) == list(range(len(shape)))
-                                      and all(type(d) is int for d in order)):
+                                      and all(type(d) is int for d in order)
+                                      and sorted(order) == list(range(len(shape)))):
             return "protocol: an arena entry whose order is not a permutation of its dims"
         return ""
 

@@ -74,6 +74,26 @@ def test_a_dense_tensor_goes_into_the_arena_as_it_lies_and_comes_back_in_its_sha
     assert back.shape == t.shape and torch.equal(back, t)
 
 
+@pytest.mark.parametrize("entry", [
+    {"at": 0, "nbytes": 16, "shape": [4, 4], "dtype": "quint8", "order": [1, 0]},
+    {"at": 0, "nbytes": 0, "shape": [0, 1 << 47, 1 << 47], "dtype": "float32",
+     "order": [2, 1, 0]},
+])
+def test_a_forged_order_is_bytes_moved_never_a_crash_of_the_judge(entry):
+    """Whatever dtype or shape an entry names, the judge moves bytes; a forged entry gets the
+    candidate a wrong output, not the judge an exception."""
+    judge, _ = _pair(4096)
+    (got,) = judge.take([entry])
+    assert not got.error and got.read().numel() == entry["nbytes"]
+
+
+def test_a_lazy_conjugate_is_copied_resolved():
+    z = torch.randn(3, 4, dtype=torch.complex64).t().conj()   # dense, not contiguous, lazy
+    judge, box = _pair(4096)
+    (entries,) = box.put([[z]])
+    assert torch.equal(read_output(judge.take(entries)[0], z), z.resolve_conj())
+
+
 def test_a_tensor_with_gaps_or_repeats_is_copied_in_its_logical_order():
     g = torch.Generator().manual_seed(2)
     for t in (torch.randn(8, 8, generator=g)[:, ::2], torch.randn(3, 1, generator=g).expand(3, 4)):
@@ -117,6 +137,10 @@ def test_a_tensor_past_the_arena_is_an_entry_that_says_so():
     ({"at": 0, "nbytes": 64, "shape": [4, 4], "dtype": "float32", "order": "10"},
      "not a permutation"),
     ({"at": 0, "nbytes": 64, "shape": [4, 4], "dtype": "float32", "order": [1.0, 0]},
+     "not a permutation"),
+    ({"at": 0, "nbytes": 64, "shape": [4, 4], "dtype": "float32", "order": [0, "a"]},
+     "not a permutation"),
+    ({"at": 0, "nbytes": 64, "shape": [4, 4], "dtype": "float32", "order": [None, 1]},
      "not a permutation"),
 ])
 def test_a_malformed_entry_is_a_protocol_error_not_a_read(entry, why):

@@ -198,9 +198,11 @@ class OfflineCoder:
         """Single-knob changes of ``base``, biggest tasks first; rotated by iteration."""
         lang = "cuda" if plan.device == "cuda" else "c"
         if base.get(PROGRAM, {}).get(AS_IS):
-            self.why_empty = ("the best program is the problem's own forward replayed through a "
-                              "CUDA graph: it has no kernel of its own to vary")
-            return []
+            if feedback is None or feedback.status == "pass":
+                self.why_empty = ("the best program is the problem's own forward replayed "
+                                  "through a CUDA graph: it has no kernel of its own to vary")
+                return []
+            base = {}   # it failed (a graph the forward does not allow): the planner's program
         launches = graph.eager_launches or sum(1 for n in graph.calls()
                                                if n.op_class != "data_movement")
         as_is = lang == "cuda" and launches >= AS_IS_LAUNCHES

@@ -222,8 +222,8 @@ def _cosine(g: Graph, n: Node) -> None:
 
 def _prelu(g: Graph, n: Node) -> None:
     x, w = (g.node(node_ref(n.args[i])) if node_ref(n.args[i]) else None for i in (0, 1))
-    if x is None or w is None or x.shape is None or w.shape is None or len(w.shape) != 1:
-        return
+    if x is None or w is None or not x.shape or w.shape is None or len(w.shape) != 1:
+        return   # (a 0-d input would broadcast to the weight's [1])
     c = w.shape[0]
     if c != 1 and (len(x.shape) < 2 or x.shape[1] != c):
         return

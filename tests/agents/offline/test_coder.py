@@ -619,6 +619,10 @@ def test_a_deep_forward_on_the_gpu_is_also_tried_as_its_own_ops_in_a_cuda_graph(
     assert coder.code(MANY_LAUNCHES, graph, plan, settings, iteration=2, previous=as_is,
                       feedback=Verdict(status="pass")) == []
     assert "no kernel of its own" in coder.why_empty
+    # a failed one (a forward a graph cannot hold) hands the search back to the planner's
+    again = coder.code(MANY_LAUNCHES, graph, plan, settings, iteration=2, previous=as_is,
+                       feedback=Verdict(status="runtime_error", reason="cuda_error"))
+    assert again and all(not c.params["tasks"].get(PROGRAM, {}).get(AS_IS) for c in again)
     # on the CPU (no graph to gain) and for a short forward, no such variant
     plan.device = "cpu"
     assert all(AS_IS not in p.get(PROGRAM, {}) for _, p in coder.variants(
