@@ -14,7 +14,8 @@ import os
 import select
 import struct
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 MAX_MESSAGE = 64 * 1024 * 1024
 
