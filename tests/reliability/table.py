@@ -289,7 +289,12 @@ or to outlive its job.
   accepted from that process alone, then imported and mapped for reading), and the
   judge copies them out as the call answers (`verifier/arena.py`,
   `cuda/timed_outputs_filled_when_picked.py`); where the mapping fails the sandbox keeps them
-  and the verdict says so (`timed_outputs_kept_by_sandbox`). The call's inputs
+  and the verdict says so (`timed_outputs_kept_by_sandbox`). That copy is on the judge's
+  clock, so it costs every layout alike: a dense tensor goes in as its elements lie, and the
+  judge, off the clock, moves the bytes back into order (an honest channels-last program's
+  2.1 GB output, copied through a contiguous temporary, cost 5 ms a call more than the
+  reference's and was rejected as `patched_timer`: `cuda/pass_conv_channels_last_big.py`). A
+  forged order is bytes moved, never a crash of the judge. The call's inputs
   reach the sandbox only once that clock runs. Timed calls get the memory checks of checked
   calls too: an output
   that shares memory with its input or with an earlier call's output is rejected there as well.
