@@ -577,7 +577,7 @@ def _split_long_rows(g: Graph) -> None:
 
 # -- dead code ----------------------------------------------------------------------------------
 # Ops that draw from the random generator: dropping one would shift every later draw.
-_RANDOM = ("rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like",
+RANDOM_OPS = ("rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like",
            "bernoulli", "normal", "uniform", "multinomial", "exponential", "geometric",
            "cauchy", "log_normal", "poisson", "dropout", "native_dropout", "alpha_dropout",
            "feature_dropout", "feature_alpha_dropout", "rrelu", "rrelu_with_noise")
@@ -586,7 +586,7 @@ _RANDOM = ("rand", "randn", "randint", "randperm", "rand_like", "randn_like", "r
 def _has_effect(n: Node) -> bool:
     """Whether ``n`` does something besides making its result."""
     name = n.opname
-    return bool(n.mutates) or name.endswith("_") or name.rstrip("_") in _RANDOM
+    return bool(n.mutates) or name.endswith("_") or name.rstrip("_") in RANDOM_OPS
 
 
 def _drop_dead(g: Graph) -> None:

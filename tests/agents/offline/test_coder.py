@@ -627,6 +627,21 @@ def test_a_deep_forward_on_the_gpu_is_also_tried_as_its_own_ops_in_a_cuda_graph(
     plan.device = "cpu"
     assert all(AS_IS not in p.get(PROGRAM, {}) for _, p in coder.variants(
         graph, plan, dict(first.params["tasks"]), 1, Verdict(status="incorrect")))
+    noisy = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                for _ in range(30):
+                    x = torch.tanh(x * 1.01 + 0.1)
+                return F.dropout(x, 0.1, training=True)
+        def get_inputs():
+            return [torch.randn(4, 32)]
+        def get_init_inputs():
+            return []
+    """)
+    g3, p3, c3 = generate(noisy, settings)
+    p3.device = "cuda"
+    assert all(AS_IS not in p.get(PROGRAM, {}) for _, p in coder.variants(
+        g3, p3, dict(c3.params["tasks"]), 1, Verdict(status="incorrect")))
     g2, p2, c2 = generate(CONV_T, settings)
     p2.device = "cuda"
     assert all(AS_IS not in p.get(PROGRAM, {}) for _, p in coder.variants(
