@@ -227,6 +227,19 @@ def test_a_global_max_pool_is_an_amax_unless_its_indices_are_read(settings):
     assert "adaptive_max_pool2d" in [n.opname for n in rewrite(graph).calls()]
 
 
+def _one_input(body: str, shape: str):
+    """A problem whose forward returns ``body`` of one input ``x`` of ``shape`` (randn)."""
+    return make_problem(f"""
+        class Model(nn.Module):
+            def forward(self, x):
+                return {body}
+        def get_inputs():
+            return [torch.randn{shape}]
+        def get_init_inputs():
+            return []
+    """)
+
+
 @pytest.mark.parametrize("body, shape", [
     ("x / torch.sum(torch.abs(x), dim=1, keepdim=True)", "(4, 1 << 18)"),     # L1 norm of rows
     ("torch.mean(torch.relu(x), dim=(1, 2))", "(2, 512, 1024)"),             # a suffix of two
@@ -240,15 +253,7 @@ def test_few_long_rows_are_reduced_in_parts_on_the_gpu(body, shape, settings):
     import dataclasses
 
     from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
-    problem = make_problem(f"""
-        class Model(nn.Module):
-            def forward(self, x):
-                return {body}
-        def get_inputs():
-            return [torch.randn{shape}]
-        def get_init_inputs():
-            return []
-    """)
+    problem = _one_input(body, shape)
     graph, _, _ = generate(problem, settings)
     assert not any(n.name.endswith("_parts") for n in rewrite(graph).calls())   # CPU: as is
     cuda = dataclasses.replace(graph, device="cuda")
@@ -268,16 +273,7 @@ def test_many_rows_or_short_ones_are_left_whole(settings):
     for body, shape in (("torch.sum(x, dim=1)", "(256, 1 << 12)"),        # rows enough
                         ("torch.sum(x, dim=1)", "(4, 1 << 12)"),          # short rows
                         ("torch.sum(x, dim=0)", "(1 << 18, 4)")):         # not a suffix
-        problem = make_problem(f"""
-            class Model(nn.Module):
-                def forward(self, x):
-                    return {body}
-            def get_inputs():
-                return [torch.randn{shape}]
-            def get_init_inputs():
-                return []
-        """)
-        graph, _, _ = generate(problem, settings)
+        graph, _, _ = generate(_one_input(body, shape), settings)
         g = rewrite(dataclasses.replace(graph, device="cuda"))
         assert not any(n.name.endswith("_parts") for n in g.calls()), body
 
