@@ -29,7 +29,10 @@
 - on the GPU, a sum, mean, max or min over a long suffix of dims with few rows (fewer rows
   than the H200 has SMs: one block per row would leave most of them idle) is split in two
   (``_split_long_rows``): the row cut into parts reduced side by side (rows x parts blocks),
-  then the parts reduced; a sum of partial sums, a mean of means of equal parts;
+  then the parts reduced; a sum of partial sums, a mean of means of equal parts; a layer
+  norm over such rows the same way (``_split_long_norm``): each part's mean and variance side
+  by side, the row's mean the mean of theirs and its variance the mean of theirs plus the
+  variance of their means (equal parts), then one pointwise pass over ``x``;
 
 - ops whose results reach no output are dropped (``_drop_dead``): a forward that computes a
   value and never returns it (a model kept from an earlier version, a branch of a debugging
@@ -119,6 +122,7 @@ def rewrite(graph: Graph) -> Graph:
         _pool_epilogue(g)
         _reverse_scans(g)
         _split_long_rows(g)
+        _split_long_norm(g)
         _drop_dead(g)
     except (KeyError, TypeError, ValueError, IndexError):
         return graph
@@ -573,6 +577,66 @@ def _split_long_rows(g: Graph) -> None:
             g.nodes.insert(g.nodes.index(n), whole)
             n.target, n.op_class = "aten.view.default", aten.category("aten.view.default")
             n.args, n.kwargs = [{"node": whole.name}, list(n.shape)], {}
+
+
+def _add(g: Graph, before: Node, target: str, args: list, shape: list[int],
+         dtype: str | None) -> Node:
+    """A new call inserted before ``before``, named after it."""
+    n = Node(name=_unique(g, f"{before.name}_{aten.short(target)}"), op="call_function",
+             target=target, op_class=aten.category(target), args=args, shape=list(shape),
+             dtype=dtype, stride=contiguous_strides(list(shape)), lowers_to=[target])
+    g.nodes.insert(g.nodes.index(before), n)
+    return n
+
+
+def _split_long_norm(g: Graph) -> None:
+    if g.device != "cuda":
+        return
+    for n in list(g.calls()):
+        if n.target != "aten.layer_norm.default" or n.dtype != "float32" or n.shape is None:
+            continue
+        x = g.node(node_ref(n.args[0]))
+        k = len(n.args[1])
+        if x.shape is None or x.dtype != "float32" or not 0 < k <= len(x.shape) or (
+                x.stride is not None and x.stride != contiguous_strides(x.shape)):
+            continue
+        lead = list(x.shape[:len(x.shape) - k])
+        rows, length = math.prod(lead), math.prod(x.shape[len(x.shape) - k:])
+        parts = _parts(rows, length)
+        if rows >= SPLIT_ROWS_BELOW or length < SPLIT_LEAST_LEN or parts < 2:
+            continue
+        w, b = (node_ref(n.args[i]) if len(n.args) > i else None for i in (2, 3))
+        eps = n.args[4] if len(n.args) > 4 else 1e-5
+        ref = _ref_of
+        cut = _view(_unique(g, f"{n.name}_rows"), x, lead + [parts, length // parts])
+        g.nodes.insert(g.nodes.index(n), cut)
+        each, one = lead + [parts], lead + [1]
+        means = _add(g, n, "aten.mean.dim", [ref(cut), [-1], False], each, "float32")
+        vars_ = _add(g, n, "aten.var.dim", [ref(cut), [-1], False, False], each, "float32")
+        mean = _add(g, n, "aten.mean.dim", [ref(means), [-1], True], one, "float32")
+        gap = _add(g, n, "aten.sub.Tensor", [ref(means), ref(mean)], each, "float32")
+        gap2 = _add(g, n, "aten.mul.Tensor", [ref(gap), ref(gap)], each, "float32")
+        between = _add(g, n, "aten.mean.dim", [ref(gap2), [-1], True], one, "float32")
+        within = _add(g, n, "aten.mean.dim", [ref(vars_), [-1], True], one, "float32")
+        var = _add(g, n, "aten.add.Tensor", [ref(within), ref(between)], one, "float32")
+        var = _add(g, n, "aten.add.Tensor", [ref(var), eps], one, "float32")
+        rstd = _add(g, n, "aten.rsqrt.default", [ref(var)], one, "float32")
+        wide = lead + [1] * k
+        mean = _add(g, n, "aten.view.default", [ref(mean), wide], wide, "float32")
+        rstd = _add(g, n, "aten.view.default", [ref(rstd), wide], wide, "float32")
+        y = _add(g, n, "aten.sub.Tensor", [ref(x), ref(mean)], x.shape, "float32")
+        last = ("aten.mul.Tensor", [ref(y), ref(rstd)])
+        for operand, op in ((w, "aten.mul.Tensor"), (b, "aten.add.Tensor")):
+            if operand is not None:
+                y = _add(g, n, last[0], last[1], x.shape, "float32")
+                last = (op, [ref(y), {"node": operand}])
+        n.lowers_to = list(dict.fromkeys([last[0], n.target] + n.lowers_to))
+        n.target, n.op_class = last[0], aten.category(last[0])
+        n.args, n.kwargs = last[1], {}
+
+
+def _ref_of(n: Node) -> dict:
+    return {"node": n.name}
 
 
 # -- dead code ----------------------------------------------------------------------------------
