@@ -38,6 +38,7 @@ KERNEL_VIEWS = ("getitem", "unsqueeze", "squeeze", "view", "reshape", "_unsafe_v
 REDUCTIONS = {
     "sum": "sum", "mean": "sum", "amax": "max", "amin": "min", "max": "max", "min": "min",
     "argmax": "argmax", "argmin": "argmin", "var": "welford", "std": "welford",
+    "var_mean": "welford",
     "logsumexp": "softmax", "prod": "prod", "linalg_vector_norm": "sum",
 }
 # Scans along one dim: aten op name -> running combine.
@@ -111,7 +112,7 @@ def row_geometry(n: Node, graph: Graph) -> tuple[list[int], list[int], tuple | N
         return sorted({(int(v) + rank) % rank if rank else 0 for v in d})
 
     a = n.args
-    if name in ("sum", "mean", "amax", "amin", "logsumexp", "var", "std", "prod"):
+    if name in ("sum", "mean", "amax", "amin", "logsumexp", "var", "std", "prod", "var_mean"):
         dims = a[1] if len(a) > 1 else n.kwargs.get("dim")
         if name in ("sum", "mean") and n.target.endswith(".default"):
             dims = None
@@ -276,7 +277,7 @@ def _reduction(lw: Lowering, n: Node) -> None:
     elif name in ("amax", "amin", "prod"):
         o = lw.reduce({"amax": "max", "amin": "min", "prod": "prod"}[name], x, ["r"])
         lw.env[n.name] = o["r"]
-    elif name in ("var", "std"):
+    elif name in ("var", "std", "var_mean"):
         corr = n.kwargs.get("correction")
         if corr is None:
             unbiased = n.args[2] if len(n.args) > 2 and isinstance(n.args[2], bool) else True
@@ -285,7 +286,9 @@ def _reduction(lw: Lowering, n: Node) -> None:
         e = f"({o['m2']} / {lw.lit(max(lw.rowlen - corr, 0))})"
         if name == "std":
             e = f"sqrt{e}"
-        lw.env[n.name] = lw.emit(e, [o["m2"]], "row")
+        var = lw.emit(e, [o["m2"]], "row")
+        # var_mean: both from the one pass, as its (var, mean) tuple for its getitems
+        lw.env[n.name] = (var, o["mean"]) if name == "var_mean" else var
     elif name == "linalg_vector_norm":
         _vector_norm(lw, n, x)
     elif name == "logsumexp":

@@ -31,7 +31,7 @@
   (``_split_long_rows``): the row cut into parts reduced side by side (rows x parts blocks),
   then the parts reduced; a sum of partial sums, a mean of means of equal parts; a layer
   norm over such rows the same way (``_split_long_norm``): each part's mean and variance side
-  by side, the row's mean the mean of theirs and its variance the mean of theirs plus the
+  by side (one ``var_mean`` pass), the row's mean the mean of theirs and its variance the mean of theirs plus the
   variance of their means (equal parts), then one pointwise pass over ``x``;
 
 - ops whose results reach no output are dropped (``_drop_dead``): a forward that computes a
@@ -611,8 +611,11 @@ def _split_long_norm(g: Graph) -> None:
         cut = _view(_unique(g, f"{n.name}_rows"), x, lead + [parts, length // parts])
         g.nodes.insert(g.nodes.index(n), cut)
         each, one = lead + [parts], lead + [1]
-        means = _add(g, n, "aten.mean.dim", [ref(cut), [-1], False], each, "float32")
-        vars_ = _add(g, n, "aten.var.dim", [ref(cut), [-1], False, False], each, "float32")
+        # both from one pass over the part (a (var, mean) tuple, as torch.var_mean gives)
+        both = _add(g, n, "aten.var_mean.correction", [ref(cut), [-1]], each, "float32")
+        both.kwargs, both.shape, both.stride = {"correction": 0, "keepdim": False}, None, None
+        vars_ = _add(g, n, "getitem", [ref(both), 0], each, "float32")
+        means = _add(g, n, "getitem", [ref(both), 1], each, "float32")
         mean = _add(g, n, "aten.mean.dim", [ref(means), [-1], True], one, "float32")
         gap = _add(g, n, "aten.sub.Tensor", [ref(means), ref(mean)], each, "float32")
         gap2 = _add(g, n, "aten.mul.Tensor", [ref(gap), ref(gap)], each, "float32")
