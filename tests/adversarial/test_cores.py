@@ -33,5 +33,6 @@ def test_a_candidate_widening_its_cpu_affinity_gets_no_more_cores_than_the_basel
     finally:
         os.sched_setaffinity(0, mine)
     assert honest.status == wider.status == "pass", (honest.reason, wider.reason)
-    # two cores would have been about half the time
-    assert wider.timings["ours"] > 0.75 * honest.timings["ours"], (wider.timings, honest.timings)
+    # two cores would have been about half the time; the other test process's load moves
+    # one core's times by a quarter (seen: 40 ms against 54 on a loaded 2-core machine)
+    assert wider.timings["ours"] > 0.6 * honest.timings["ours"], (wider.timings, honest.timings)

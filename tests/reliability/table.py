@@ -479,7 +479,11 @@ TEMPLATE_TAIL = """
   now hooking the mapping as well, are `patched_timer`. Reading another process's memory
   needs root or a system that lets a user trace its own processes; the judge tries it on the
   sandbox before the candidate is loaded, and where it cannot, outputs travel as files again
-  (pinned as before) and this limit is back.
+  (pinned as before) and this limit is back. On a loaded 2-core host the judge's clock still
+  lets the hooked path through (the allowance for the path's spread, `CLOCK_PATH_SHARE` of
+  its calibrated median, grows with the load): mostly with its pass counted (1.2-3.0x eager,
+  where an honest kernel gets 14x), once at 28x, its pass hidden in that allowance
+  (2026-12-04). Its header accepts either verdict.
 - **The range call is announced where the inputs are large.** The judge draws every trial's
   inputs and hands them over (files the sandbox may read), so no command says which trial is
   the one outside get_inputs()'s range (`candidates/range_reads_its_command.py`, which reads
