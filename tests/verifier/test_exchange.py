@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from stitchcuda_lab.verifier import channel
-from stitchcuda_lab.verifier.exchange import (WIDEN_FEW, can_peek, draw, hand_over, map_inputs,
+from stitchcuda_lab.verifier.exchange import (WIDEN_FEW, WIDEN_FEW_LEAST, can_peek, draw, hand_over, map_inputs,
                                               peek_output, pin_output, read_output, reveal,
                                               take_over, widen, write_outputs)
 
@@ -208,7 +208,9 @@ def test_a_widened_draw_scales_all_of_a_tensor_or_a_few_places_as_its_seed_says(
         if moved == x.numel():
             kinds.add("all")
         else:
-            assert 1 <= moved <= WIDEN_FEW
+            # 8-32 places (fewer let a program wrong on part of the range through by chance);
+            # a place drawn twice counts once
+            assert WIDEN_FEW_LEAST - 2 <= moved <= WIDEN_FEW
             kinds.add("few")
     assert kinds == {"all", "few"}
     assert widen([x], None, 5)[0] is x
