@@ -38,16 +38,17 @@ ELEMENTWISE_LOSSES = {"mse_loss": 2, "smooth_l1_loss": 2, "huber_loss": 2, "l1_l
                       "kl_div": 2}
 
 
-class _Builder:
+class Builder:
     """New nodes inserted before ``anchor`` in graph order, with unique names."""
 
     def __init__(self, g: Graph, anchor: Node) -> None:
         self.g, self.anchor = g, anchor
 
     def add(self, target: str, args: list, shape: list[int], dtype: str = "float32",
-            kwargs: dict | None = None, op_class: str | None = None) -> Node:
+            kwargs: dict | None = None, op_class: str | None = None,
+            name: str | None = None) -> Node:
         names = {n.name for n in self.g.nodes}
-        base = f"{self.anchor.name}_{aten.short(target)}"
+        base = name or f"{self.anchor.name}_{aten.short(target)}"
         name, i = base, 1
         while name in names:
             name, i = f"{base}_{i}", i + 1
@@ -67,7 +68,8 @@ class _Builder:
         a.op_class = aten.category(target)
 
 
-def _ref(n: Node) -> dict:
+def ref(n: Node) -> dict:
+    """The argument that names ``n``'s result."""
     return {"node": n.name}
 
 
@@ -131,8 +133,8 @@ def _swap(x: Any, old: str, new: str) -> Any:
     return x
 
 
-def _reduce_all(b: _Builder, x: Node, red: int) -> None:
-    b.become("aten.mean.default" if red == _MEAN else "aten.sum.default", [_ref(x)])
+def _reduce_all(b: Builder, x: Node, red: int) -> None:
+    b.become("aten.mean.default" if red == _MEAN else "aten.sum.default", [ref(x)])
 
 
 def _elementwise_loss(g: Graph, n: Node) -> None:
@@ -141,7 +143,7 @@ def _elementwise_loss(g: Graph, n: Node) -> None:
     a, t = (g.node(node_ref(n.args[i])) for i in (0, 1))
     if red not in (_MEAN, _SUM) or a.shape is None or a.shape != t.shape:
         return
-    b = _Builder(g, n)
+    b = Builder(g, n)
     args = list(n.args) + [None] * (pos + 1 - len(n.args))
     args[pos] = _NONE
     kwargs = {k: v for k, v in n.kwargs.items() if k != "reduction"}
@@ -160,26 +162,26 @@ def _cross_entropy(g: Graph, n: Node) -> None:
             or smoothing or red not in (_MEAN, _SUM) or t.shape != x.shape[:1]:
         return
     N = x.shape[0]
-    b = _Builder(g, n)
-    ti = b.add("aten.unsqueeze.default", [_ref(t), 1], [N, 1], "int64")
-    lse = b.add("aten.logsumexp.default", [_ref(x), [1], True], [N, 1], x.dtype)
-    pick = b.add("aten.gather.default", [_ref(x), 1, _ref(ti)], [N, 1], x.dtype)
-    diff = b.add("aten.sub.Tensor", [_ref(lse), _ref(pick)], [N, 1], x.dtype)
-    valid = b.add("aten.ne.Scalar", [_ref(ti), ignore], [N, 1], "bool")
-    loss = b.add("aten.where.ScalarOther", [_ref(valid), _ref(diff), 0.0], [N, 1], x.dtype)
+    b = Builder(g, n)
+    ti = b.add("aten.unsqueeze.default", [ref(t), 1], [N, 1], "int64")
+    lse = b.add("aten.logsumexp.default", [ref(x), [1], True], [N, 1], x.dtype)
+    pick = b.add("aten.gather.default", [ref(x), 1, ref(ti)], [N, 1], x.dtype)
+    diff = b.add("aten.sub.Tensor", [ref(lse), ref(pick)], [N, 1], x.dtype)
+    valid = b.add("aten.ne.Scalar", [ref(ti), ignore], [N, 1], "bool")
+    loss = b.add("aten.where.ScalarOther", [ref(valid), ref(diff), 0.0], [N, 1], x.dtype)
     if red == _SUM:
-        b.become("aten.sum.default", [_ref(loss)])
+        b.become("aten.sum.default", [ref(loss)])
         return
-    total = b.add("aten.sum.default", [_ref(loss)], [], x.dtype)
-    count = b.add("aten.sum.default", [_ref(valid)], [], "int64")
-    b.become("aten.div.Tensor", [_ref(total), _ref(count)])
+    total = b.add("aten.sum.default", [ref(loss)], [], x.dtype)
+    count = b.add("aten.sum.default", [ref(valid)], [], "int64")
+    b.become("aten.div.Tensor", [ref(total), ref(count)])
 
 
-def _distance(b: _Builder, x: Node, y: Node, p: float, eps: float) -> Node:
+def _distance(b: Builder, x: Node, y: Node, p: float, eps: float) -> Node:
     """``||x - y + eps||_p`` along the last dim (``pairwise_distance``), keepdim False."""
-    d = b.add("aten.sub.Tensor", [_ref(x), _ref(y)], x.shape, x.dtype)
-    d = b.add("aten.add.Tensor", [_ref(d), eps], x.shape, x.dtype)
-    return b.add("aten.linalg_vector_norm.default", [_ref(d), p, [-1], False], x.shape[:-1],
+    d = b.add("aten.sub.Tensor", [ref(x), ref(y)], x.shape, x.dtype)
+    d = b.add("aten.add.Tensor", [ref(d), eps], x.shape, x.dtype)
+    return b.add("aten.linalg_vector_norm.default", [ref(d), p, [-1], False], x.shape[:-1],
                  x.dtype)
 
 
@@ -193,11 +195,11 @@ def _triplet(g: Graph, n: Node) -> None:
     if swap or red not in (_MEAN, _SUM) or a.shape is None or len(a.shape) != 2 \
             or not (a.shape == pz.shape == ng.shape):
         return
-    b = _Builder(g, n)
+    b = Builder(g, n)
     dap, dan = _distance(b, a, pz, p, eps), _distance(b, a, ng, p, eps)
-    gap = b.add("aten.sub.Tensor", [_ref(dap), _ref(dan)], dap.shape, a.dtype)
-    gap = b.add("aten.add.Tensor", [_ref(gap), margin], dap.shape, a.dtype)
-    loss = b.add("aten.clamp_min.default", [_ref(gap), 0.0], dap.shape, a.dtype)
+    gap = b.add("aten.sub.Tensor", [ref(dap), ref(dan)], dap.shape, a.dtype)
+    gap = b.add("aten.add.Tensor", [ref(gap), margin], dap.shape, a.dtype)
+    loss = b.add("aten.clamp_min.default", [ref(gap), 0.0], dap.shape, a.dtype)
     _reduce_all(b, loss, red)
 
 
@@ -207,17 +209,17 @@ def _cosine(g: Graph, n: Node) -> None:
     eps = _arg(n, 3, "eps", 1e-8)
     if x1.shape is None or x1.shape != x2.shape or not x1.shape:
         return
-    b = _Builder(g, n)
+    b = Builder(g, n)
     shape = list(n.shape)
     dims = [int(dim) % len(x1.shape)]
-    prod = b.add("aten.mul.Tensor", [_ref(x1), _ref(x2)], x1.shape, x1.dtype)
-    dot = b.add("aten.sum.dim_IntList", [_ref(prod), dims], shape, x1.dtype)
+    prod = b.add("aten.mul.Tensor", [ref(x1), ref(x2)], x1.shape, x1.dtype)
+    dot = b.add("aten.sum.dim_IntList", [ref(prod), dims], shape, x1.dtype)
     norms = []
     for x in (x1, x2):
-        nx = b.add("aten.linalg_vector_norm.default", [_ref(x), 2, dims], shape, x.dtype)
-        norms.append(b.add("aten.clamp_min.default", [_ref(nx), eps], shape, x.dtype))
-    den = b.add("aten.mul.Tensor", [_ref(norms[0]), _ref(norms[1])], shape, x1.dtype)
-    b.become("aten.div.Tensor", [_ref(dot), _ref(den)])
+        nx = b.add("aten.linalg_vector_norm.default", [ref(x), 2, dims], shape, x.dtype)
+        norms.append(b.add("aten.clamp_min.default", [ref(nx), eps], shape, x.dtype))
+    den = b.add("aten.mul.Tensor", [ref(norms[0]), ref(norms[1])], shape, x1.dtype)
+    b.become("aten.div.Tensor", [ref(dot), ref(den)])
 
 
 def _prelu(g: Graph, n: Node) -> None:
@@ -227,18 +229,18 @@ def _prelu(g: Graph, n: Node) -> None:
     c = w.shape[0]
     if c != 1 and (len(x.shape) < 2 or x.shape[1] != c):
         return
-    b = _Builder(g, n)
+    b = Builder(g, n)
     if c != 1 and len(x.shape) > 2:   # one weight per channel (dim 1)
-        w = b.add("aten.view.default", [_ref(w), [c] + [1] * (len(x.shape) - 2)],
+        w = b.add("aten.view.default", [ref(w), [c] + [1] * (len(x.shape) - 2)],
                   [c] + [1] * (len(x.shape) - 2), w.dtype or x.dtype)
-    neg = b.add("aten.mul.Tensor", [_ref(x), _ref(w)], x.shape, x.dtype)
-    pos = b.add("aten.gt.Scalar", [_ref(x), 0], x.shape, "bool")
-    b.become("aten.where.self", [_ref(pos), _ref(x), _ref(neg)])
+    neg = b.add("aten.mul.Tensor", [ref(x), ref(w)], x.shape, x.dtype)
+    pos = b.add("aten.gt.Scalar", [ref(x), 0], x.shape, "bool")
+    b.become("aten.where.self", [ref(pos), ref(x), ref(neg)])
 
 
 def _glu(g: Graph, n: Node) -> None:
-    ref = node_ref(n.args[0]) if n.args else None
-    x = g.node(ref) if ref else None
+    src = node_ref(n.args[0]) if n.args else None
+    x = g.node(src) if src else None
     if x is None or x.shape is None or not x.shape:
         return
     dim = int(_arg(n, 1, "dim", -1)) % len(x.shape)
@@ -247,10 +249,10 @@ def _glu(g: Graph, n: Node) -> None:
     half = x.shape[dim] // 2
     shape = list(x.shape)
     shape[dim] = half
-    b = _Builder(g, n)
-    first = b.add("aten.narrow.default", [_ref(x), dim, 0, half], shape, x.dtype)
-    second = b.add("aten.narrow.default", [_ref(x), dim, half, half], shape, x.dtype)
+    b = Builder(g, n)
+    first = b.add("aten.narrow.default", [ref(x), dim, 0, half], shape, x.dtype)
+    second = b.add("aten.narrow.default", [ref(x), dim, half, half], shape, x.dtype)
     for v in (first, second):   # views of x: its strides (the program makes them contiguous)
         v.stride = list(x.stride) if x.stride is not None else contiguous_strides(x.shape)
-    gate = b.add("aten.sigmoid.default", [_ref(second)], shape, x.dtype)
-    b.become("aten.mul.Tensor", [_ref(first), _ref(gate)])
+    gate = b.add("aten.sigmoid.default", [ref(second)], shape, x.dtype)
+    b.become("aten.mul.Tensor", [ref(first), ref(gate)])

@@ -52,7 +52,7 @@ from typing import Any
 
 from ... import aten
 from ...graph import Graph, Node
-from .decompose import decompose
+from .decompose import Builder, decompose, ref
 from .expand import node_role
 from .helpers import contiguous_strides, node_ref
 
@@ -535,58 +535,48 @@ def _parts(rows: int, length: int) -> int:
     return parts
 
 
+def _long_rows(x: Node, k: int) -> tuple[list[int], int, int] | None:
+    """(leading dims, row length, parts) where a reduction over the last ``k`` dims of ``x``
+    is worth cutting into parts on the GPU (few rows, each long, ``x`` contiguous so the rows
+    can be viewed as parts); None elsewhere."""
+    if x.shape is None or not 0 < k <= len(x.shape) or (
+            x.stride is not None and x.stride != contiguous_strides(x.shape)):
+        return None
+    lead = list(x.shape[:len(x.shape) - k])
+    rows, length = math.prod(lead), math.prod(x.shape[len(x.shape) - k:])
+    if rows >= SPLIT_ROWS_BELOW or length < SPLIT_LEAST_LEN:
+        return None
+    parts = _parts(rows, length)
+    return (lead, length, parts) if parts >= 2 else None
+
+
 def _split_long_rows(g: Graph) -> None:
     if g.device != "cuda":   # a CPU core per row is enough there
         return
     for n in list(g.calls()):
         target = _SPLITTABLE.get(n.opname)
-        ref = node_ref(n.args[0]) if n.args else None
-        if target is None or ref is None or n.dtype not in ("float32", "float64") \
+        src = node_ref(n.args[0]) if n.args else None
+        if target is None or src is None or n.dtype not in ("float32", "float64") \
                 or n.kwargs.get("dtype") is not None or n.shape is None:
             continue
-        x = g.node(ref)
-        if x.shape is None or x.dtype != n.dtype or not x.shape or (
-                x.stride is not None and x.stride != contiguous_strides(x.shape)):
-            continue   # a view of the rows needs them contiguous
-        k = _reduced_suffix(n, len(x.shape))
-        if not k:
+        x = g.node(src)
+        if x.dtype != n.dtype or not x.shape:
             continue
-        lead = list(x.shape[:len(x.shape) - k])
-        rows, length = math.prod(lead), math.prod(x.shape[len(x.shape) - k:])
-        if rows >= SPLIT_ROWS_BELOW or length < SPLIT_LEAST_LEN:
+        found = _long_rows(x, _reduced_suffix(n, len(x.shape)))
+        if found is None:
             continue
-        parts = _parts(rows, length)
-        if parts < 2:
-            continue
-        view = _view(_unique(g, f"{n.name}_rows"), x, lead + [parts, length // parts])
-        g.nodes.insert(g.nodes.index(n), view)
-        partial = Node(name=_unique(g, f"{n.name}_parts"), op="call_function", target=target,
-                       op_class=aten.category(target), args=[{"node": view.name}, [-1], False],
-                       shape=lead + [parts], dtype=n.dtype,
-                       stride=contiguous_strides(lead + [parts]), lowers_to=[target])
-        g.nodes.insert(g.nodes.index(n), partial)
-        n.lowers_to = list(dict.fromkeys([target, n.target] + n.lowers_to))
+        lead, length, parts = found
+        b = Builder(g, n)
+        cut = b.add("aten.view.default", [ref(x), lead + [parts, length // parts]],
+                    lead + [parts, length // parts], n.dtype, name=f"{n.name}_rows")
+        partial = b.add(target, [ref(cut), [-1], False], lead + [parts], n.dtype,
+                        name=f"{n.name}_parts")
         if list(n.shape) == lead:   # the reduced dims dropped: the parts' reduction is it
-            n.target, n.op_class = target, aten.category(target)
-            n.args, n.kwargs = [{"node": partial.name}, [-1], False], {}
+            b.become(target, [ref(partial), [-1], False])
         else:                       # kept as size-1 dims: a view of the parts' reduction
-            whole = Node(name=_unique(g, f"{n.name}_whole"), op="call_function", target=target,
-                         op_class=aten.category(target),
-                         args=[{"node": partial.name}, [-1], False], shape=lead, dtype=n.dtype,
-                         stride=contiguous_strides(lead), lowers_to=[target])
-            g.nodes.insert(g.nodes.index(n), whole)
-            n.target, n.op_class = "aten.view.default", aten.category("aten.view.default")
-            n.args, n.kwargs = [{"node": whole.name}, list(n.shape)], {}
-
-
-def _add(g: Graph, before: Node, target: str, args: list, shape: list[int],
-         dtype: str | None) -> Node:
-    """A new call inserted before ``before``, named after it."""
-    n = Node(name=_unique(g, f"{before.name}_{aten.short(target)}"), op="call_function",
-             target=target, op_class=aten.category(target), args=args, shape=list(shape),
-             dtype=dtype, stride=contiguous_strides(list(shape)), lowers_to=[target])
-    g.nodes.insert(g.nodes.index(before), n)
-    return n
+            whole = b.add(target, [ref(partial), [-1], False], lead, n.dtype,
+                          name=f"{n.name}_whole")
+            b.become("aten.view.default", [ref(whole), list(n.shape)])
 
 
 def _split_long_norm(g: Graph) -> None:
@@ -597,49 +587,40 @@ def _split_long_norm(g: Graph) -> None:
             continue
         x = g.node(node_ref(n.args[0]))
         k = len(n.args[1])
-        if x.shape is None or x.dtype != "float32" or not 0 < k <= len(x.shape) or (
-                x.stride is not None and x.stride != contiguous_strides(x.shape)):
+        found = _long_rows(x, k) if x.dtype == "float32" else None
+        if found is None:
             continue
-        lead = list(x.shape[:len(x.shape) - k])
-        rows, length = math.prod(lead), math.prod(x.shape[len(x.shape) - k:])
-        parts = _parts(rows, length)
-        if rows >= SPLIT_ROWS_BELOW or length < SPLIT_LEAST_LEN or parts < 2:
-            continue
-        w, b = (node_ref(n.args[i]) if len(n.args) > i else None for i in (2, 3))
+        lead, length, parts = found
+        w, bias = (node_ref(n.args[i]) if len(n.args) > i else None for i in (2, 3))
         eps = n.args[4] if len(n.args) > 4 else 1e-5
-        ref = _ref_of
-        cut = _view(_unique(g, f"{n.name}_rows"), x, lead + [parts, length // parts])
-        g.nodes.insert(g.nodes.index(n), cut)
+        b = Builder(g, n)
+        cut = b.add("aten.view.default", [ref(x), lead + [parts, length // parts]],
+                    lead + [parts, length // parts], name=f"{n.name}_rows")
         each, one = lead + [parts], lead + [1]
         # both from one pass over the part (a (var, mean) tuple, as torch.var_mean gives)
-        both = _add(g, n, "aten.var_mean.correction", [ref(cut), [-1]], each, "float32")
-        both.kwargs, both.shape, both.stride = {"correction": 0, "keepdim": False}, None, None
-        vars_ = _add(g, n, "getitem", [ref(both), 0], each, "float32")
-        means = _add(g, n, "getitem", [ref(both), 1], each, "float32")
-        mean = _add(g, n, "aten.mean.dim", [ref(means), [-1], True], one, "float32")
-        gap = _add(g, n, "aten.sub.Tensor", [ref(means), ref(mean)], each, "float32")
-        gap2 = _add(g, n, "aten.mul.Tensor", [ref(gap), ref(gap)], each, "float32")
-        between = _add(g, n, "aten.mean.dim", [ref(gap2), [-1], True], one, "float32")
-        within = _add(g, n, "aten.mean.dim", [ref(vars_), [-1], True], one, "float32")
-        var = _add(g, n, "aten.add.Tensor", [ref(within), ref(between)], one, "float32")
-        var = _add(g, n, "aten.add.Tensor", [ref(var), eps], one, "float32")
-        rstd = _add(g, n, "aten.rsqrt.default", [ref(var)], one, "float32")
+        both = b.add("aten.var_mean.correction", [ref(cut), [-1]], each,
+                     kwargs={"correction": 0, "keepdim": False})
+        both.shape, both.stride = None, None
+        vars_ = b.add("getitem", [ref(both), 0], each)
+        means = b.add("getitem", [ref(both), 1], each)
+        mean = b.add("aten.mean.dim", [ref(means), [-1], True], one)
+        gap = b.add("aten.sub.Tensor", [ref(means), ref(mean)], each)
+        gap2 = b.add("aten.mul.Tensor", [ref(gap), ref(gap)], each)
+        between = b.add("aten.mean.dim", [ref(gap2), [-1], True], one)
+        within = b.add("aten.mean.dim", [ref(vars_), [-1], True], one)
+        var = b.add("aten.add.Tensor", [ref(within), ref(between)], one)
+        var = b.add("aten.add.Tensor", [ref(var), eps], one)
+        rstd = b.add("aten.rsqrt.default", [ref(var)], one)
         wide = lead + [1] * k
-        mean = _add(g, n, "aten.view.default", [ref(mean), wide], wide, "float32")
-        rstd = _add(g, n, "aten.view.default", [ref(rstd), wide], wide, "float32")
-        y = _add(g, n, "aten.sub.Tensor", [ref(x), ref(mean)], x.shape, "float32")
+        mean = b.add("aten.view.default", [ref(mean), wide], wide)
+        rstd = b.add("aten.view.default", [ref(rstd), wide], wide)
+        y = b.add("aten.sub.Tensor", [ref(x), ref(mean)], x.shape)
         last = ("aten.mul.Tensor", [ref(y), ref(rstd)])
-        for operand, op in ((w, "aten.mul.Tensor"), (b, "aten.add.Tensor")):
+        for operand, op in ((w, "aten.mul.Tensor"), (bias, "aten.add.Tensor")):
             if operand is not None:
-                y = _add(g, n, last[0], last[1], x.shape, "float32")
+                y = b.add(last[0], last[1], x.shape)
                 last = (op, [ref(y), {"node": operand}])
-        n.lowers_to = list(dict.fromkeys([last[0], n.target] + n.lowers_to))
-        n.target, n.op_class = last[0], aten.category(last[0])
-        n.args, n.kwargs = last[1], {}
-
-
-def _ref_of(n: Node) -> dict:
-    return {"node": n.name}
+        b.become(*last)
 
 
 # -- dead code ----------------------------------------------------------------------------------
