@@ -46,6 +46,7 @@ MAX_VARIANTS = 4
 # (ResNet101 on the H200: eager 13.6 ms, torch.compile's reduce-overhead 3.3 ms).
 AS_IS_LAUNCHES = 64
 AS_IS = "as_is"   # the program entry of that variant: every op as PyTorch runs it
+AS_IS_LABEL = "every op in PyTorch, replayed through a CUDA graph"
 # the key of the program-wide choices among a candidate's per-task parameters (the layout
 # of its convolutions), so that a variant carries them like any task's
 PROGRAM = "program"
@@ -92,22 +93,15 @@ class OfflineCoder:
             # convolutions), nothing else agrees with it to 1e-4; the graph is the gain
             notes.append("every op runs as PyTorch runs it (the reference's own arithmetic); "
                          "the forward is replayed through a CUDA graph")
-            prog = render_fallback(problem.source, problem.name, lang == "cuda", notes,
-                                   title="the problem's own forward")
-            return Candidate(program=prog, kernels=[], iteration=iteration, parent=parent,
-                             origin="offline", notes="\n".join(notes), replaced=[],
-                             kept=sorted({n.target for n in graph.calls()}),
-                             params={"tasks": {PROGRAM: {AS_IS: True}}, "variant": variant,
-                                     "cuda_graph": lang == "cuda"})
+            return _unchanged(problem, graph, notes, lang == "cuda", {PROGRAM: {AS_IS: True}},
+                              iteration=iteration, parent=parent, variant=variant,
+                              title="the problem's own forward")
         if graph.capture == "none":
             notes.append("graph capture failed: the problem's own forward runs unchanged")
             if cuda_graph:
                 notes.append("the forward is replayed through a CUDA graph")
-            prog = render_fallback(problem.source, problem.name, cuda_graph, notes)
-            return Candidate(program=prog, kernels=[], iteration=iteration, parent=parent,
-                             origin="offline", notes="\n".join(notes), replaced=[],
-                             kept=sorted({n.target for n in graph.calls()}),
-                             params={"tasks": {}, "variant": variant, "cuda_graph": cuda_graph})
+            return _unchanged(problem, graph, notes, cuda_graph, {}, iteration=iteration,
+                              parent=parent, variant=variant)
         calls: list[KernelCall] = []
         kernels: list[KernelSource] = []
         used: dict[str, dict] = {}
@@ -182,11 +176,8 @@ class OfflineCoder:
         except CannotRender as e:
             notes.append(f"cannot write the graph as a program ({e}): the problem's own forward "
                          "runs unchanged")
-            prog = render_fallback(problem.source, problem.name, cuda_graph, notes)
-            return Candidate(program=prog, kernels=[], iteration=iteration, parent=parent,
-                             origin="offline", notes="\n".join(notes), replaced=[],
-                             kept=sorted({n.target for n in graph.calls()}),
-                             params={"tasks": {}, "variant": variant, "cuda_graph": cuda_graph})
+            return _unchanged(problem, graph, notes, cuda_graph, {}, iteration=iteration,
+                              parent=parent, variant=variant)
         replaced, kept = claims(graph, [c.spec.ops for c in calls] + [split])
         return Candidate(program=prog, kernels=kernels, iteration=iteration, parent=parent,
                          origin="offline", notes="\n".join(notes), replaced=replaced, kept=kept,
@@ -216,8 +207,7 @@ class OfflineCoder:
         tc = [t for t in plan.tasks if t.kind == "tensor_core_gemm" and lang == "cuda"
               and t.status not in ("skipped", "failed")]
         if not ktasks and not tc:
-            return [("every op in PyTorch, replayed through a CUDA graph", as_is_variant)] \
-                if as_is else []
+            return [(AS_IS_LABEL, as_is_variant)] if as_is else []
         failed = feedback is not None and feedback.status != "pass"
         out: list[tuple[str, dict]] = []
 
@@ -238,8 +228,7 @@ class OfflineCoder:
                 out.append(("convolutions NCHW (PyTorch's layout) after a failed verdict",
                             with_(PROGRAM, channels_last=False, both_layouts=True)))
             if as_is:
-                out.append(("every op in PyTorch, replayed through a CUDA graph, after a "
-                            "failed verdict", as_is_variant))
+                out.append((f"{AS_IS_LABEL}, after a failed verdict", as_is_variant))
             scalar = {k: dict(v) for k, v in base.items()}
             for t in ktasks:
                 scalar.setdefault(t.id, {}).update(vec=1)
@@ -249,7 +238,7 @@ class OfflineCoder:
             return out
         pool: list[tuple[str, dict]] = []
         if as_is:   # a deep model: is the graph alone worth more than the fusions?
-            pool.append(("every op in PyTorch, replayed through a CUDA graph", as_is_variant))
+            pool.append((AS_IS_LABEL, as_is_variant))
         # torch.compile's NHWC where the best is NCHW, PyTorch's NCHW where the best took NHWC
         if flip:
             pool.append(("convolutions NCHW (PyTorch's layout)" if cl else
@@ -293,6 +282,18 @@ class OfflineCoder:
             k = k % max(1, len(pool))
         out = pool[k:k + MAX_VARIANTS]
         return out
+
+
+def _unchanged(problem: Problem, graph: Graph, notes: list[str], cuda_graph: bool,
+               tasks: dict, *, iteration: int, parent: str | None, variant: str,
+               title: str = "no captured graph") -> Candidate:
+    """A candidate that runs the problem's own forward (``program.render_fallback``), every
+    op kept, optionally replayed through a CUDA graph."""
+    prog = render_fallback(problem.source, problem.name, cuda_graph, notes, title=title)
+    return Candidate(program=prog, kernels=[], iteration=iteration, parent=parent,
+                     origin="offline", notes="\n".join(notes), replaced=[],
+                     kept=sorted({n.target for n in graph.calls()}),
+                     params={"tasks": tasks, "variant": variant, "cuda_graph": cuda_graph})
 
 
 def built_channels_last(params: dict, graph: Graph, lang: str) -> bool:
