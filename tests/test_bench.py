@@ -612,3 +612,18 @@ def test_problems_at_once_are_as_many_as_the_gpus_memory_holds():
     assert bench.expected_slots([30 * gb] * 5, 120 * gb, jobs=2, gpus=2) == 4
     assert bench.expected_slots([500 * gb], 120 * gb, jobs=8, gpus=1) == 1
     assert bench.expected_slots([], 0, jobs=6, gpus=1) == 6           # sizes not known
+
+
+def test_the_figure_reads_one_problem_a_row_however_many_there_are():
+    """44 KernelBench names tilted under a chart left it 60 pixels of height: one row per
+    problem, names across, long ones cut, the suite before each where there are several."""
+    rows = [{"problem": f"{i}_" + "x" * 70 + ".py", "suite": f"level{1 + i % 2}",
+             "speedup_vs_eager": 1.5, "speedup_vs_compile": 0.9} for i in range(44)]
+    fig = bench.figure({"rows": rows, "environment": {"device": "H200"}})
+    names = list(fig.data[0].y)
+    assert len(names) == 44 and list(fig.data[0].x) == [1.5] * 44
+    assert all(len(n) <= bench.FIGURE_NAME_CHARS + len("level1 · ") for n in names)
+    assert names[0].startswith("level1 · 0_") and names[1].startswith("level2 · 1_")
+    assert fig.layout.height >= 24 * 44 and fig.layout.xaxis.type == "log"
+    one = bench.figure({"rows": rows[:1], "environment": {"device": "H200"}})
+    assert list(one.data[0].y) == [rows[0]["problem"][:bench.FIGURE_NAME_CHARS - 1] + "…"]
