@@ -285,6 +285,11 @@ class Sampler:
         if not self.first and any(k in WORKING for k in here):
             self.first = here
 
+    @property
+    def working(self) -> int:
+        """Samples so far of a thread in code that computes."""
+        return sum(self.kinds[k] for k in WORKING)
+
     def name(self, pc: int) -> tuple[str, str]:
         m = self._find(pc)
         if m is None:

@@ -102,11 +102,16 @@ PROFILED_CALLS = 5          # timed calls under the profiler, per side; the tab 
 # until SAMPLE_STOPS stops landed inside calls (a short call ends before most), as many as
 # half the timed calls (at least SAMPLED_CALLS_MIN: every call costs a cache flush of tens
 # of milliseconds), and past the first two no more once they took SAMPLE_TIME_S (a forward
-# of seconds lands its stops in a few calls anyway)
+# of seconds lands its stops in a few calls anyway). Calls go on being sampled past that half,
+# up to SAMPLED_CALLS_MAX, while fewer than SAMPLE_WORKING_LEAST samples found a thread in code
+# that computes: on a loaded host a few-millisecond forward can see its stops land in the
+# interpreter or after the reply, and two samples are too few to judge it by
 SAMPLE_ONE_IN = 4
 STOPS_PER_CALL = 3
 SAMPLE_STOPS = 24
 SAMPLED_CALLS_MIN = 4
+SAMPLED_CALLS_MAX = 12
+SAMPLE_WORKING_LEAST = 6
 SAMPLE_TIME_S = 3.0
 
 
@@ -1031,14 +1036,17 @@ class Job:
         most = max(SAMPLED_CALLS_MIN, self.opts.timing_trials // 2)
 
         def more_samples() -> bool:
-            return (watch is not None and sampled < most and watch.stops < SAMPLE_STOPS
-                    and (sampled < 2 or sampled_s < SAMPLE_TIME_S))
+            if watch is None or (sampled >= 2 and sampled_s >= SAMPLE_TIME_S):
+                return False
+            if watch.working < SAMPLE_WORKING_LEAST and sampled < SAMPLED_CALLS_MAX:
+                return True   # too little seen computing to say who computed
+            return sampled < most and watch.stops < SAMPLE_STOPS
 
         while True:
             seed = fresh_seed()
             stops = None
-            if watch is not None and seen_s and sampled < most and (
-                    secrets.randbelow(SAMPLE_ONE_IN) == 0
+            if watch is not None and seen_s and (
+                    (sampled < most and secrets.randbelow(SAMPLE_ONE_IN) == 0)
                     or (len(ms) >= self.opts.timing_trials and more_samples())):
                 rng, est = secrets.SystemRandom(), statistics.median(seen_s)
                 stops = sorted(rng.uniform(0.0, est) for _ in range(STOPS_PER_CALL))

@@ -160,7 +160,7 @@ def test_instructions_in_rag_sections_problem_source_and_comments_change_no_verd
             plain = w.verify(POINTWISE, cand, replaced=None, options=options, timeout=60)
             told = w.verify(poisoned_problem, note + "\n" + cand, replaced=None,
                             options=options, timeout=60)
-            assert _fingerprint(told) == _fingerprint(plain), name
+            assert _fingerprint(told) == _fingerprint(plain), (name, told.reason[:400], plain.reason[:400])
             seen[name] = told.status, told.reason.split(":", 1)[0]
     assert seen == {"fallback": ("rejected", "pytorch_fallback"), "good": ("pass", "")}
 

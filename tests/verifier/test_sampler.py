@@ -198,3 +198,50 @@ def test_a_renamed_copy_of_pytorchs_cpu_library_is_read_by_its_symbols(tmp_path)
     copy = tmp_path / "libfoo.so"
     os.symlink(lib.path, copy)   # the same file by another name (a copy reads the same)
     assert s._is_torch_cpu(str(copy), copy.name)
+
+
+class _Watch:
+    """A sampler whose stops find a thread computing only where ``working_at`` says."""
+
+    def __init__(self, working_at):
+        self.working_at, self.stops, self.working, self.calls = working_at, 0, 0, 0
+
+    def stopped_call(self, stops):
+        self.calls += 1
+        self.stops += len(stops)
+        self.working += self.working_at(self.calls) * len(stops)
+
+
+def _timed_with(watch, timing_trials=3):
+    """The judge's timing loop (Job.timed) on calls that take no time, with ``watch`` as its
+    sampler."""
+    from types import SimpleNamespace
+
+    from stitchcuda_lab.verifier.verify import Job
+    job = Job.__new__(Job)
+    job.opts = SimpleNamespace(warmup=1, timing_trials=timing_trials)
+    job.calls_per_round = lambda: 3
+    job.sampler, job.wide, job.device = watch, {}, "cpu"
+    job.deadline = time.monotonic() + 60
+    job.other_way_due = lambda: False
+
+    def call(seed, stops=None):
+        if stops:
+            watch.stopped_call(stops)
+        return 1.0, 1.0, 1.0
+
+    job.timed(call, end_round=lambda seeds, left: None)
+    return watch
+
+
+def test_calls_are_sampled_on_until_enough_samples_found_a_thread_computing():
+    from stitchcuda_lab.verifier.verify import (SAMPLE_WORKING_LEAST, SAMPLED_CALLS_MAX,
+                                                SAMPLED_CALLS_MIN, STOPS_PER_CALL)
+    # stops that land in the interpreter (a loaded host) until the 7th sampled call
+    late = _timed_with(_Watch(lambda n: n >= 7))
+    assert late.working >= SAMPLE_WORKING_LEAST
+    assert late.calls == 7 + -(-SAMPLE_WORKING_LEAST // STOPS_PER_CALL) - 1
+    # never a thread computing: sampled up to the cap, then given up
+    assert _timed_with(_Watch(lambda n: 0)).calls == SAMPLED_CALLS_MAX
+    # every stop finds one: the usual half of the timed calls (at least SAMPLED_CALLS_MIN)
+    assert _timed_with(_Watch(lambda n: 1)).calls == SAMPLED_CALLS_MIN
