@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from stitchcuda_lab import bench
+from stitchcuda_lab import bench, bench_figure
 
 
 def merge(results: list[dict]) -> dict:
@@ -43,11 +43,7 @@ def main(argv: list[str]) -> int:
     merged = merge([json.loads(Path(f).read_text()) for f in files])
     prefix.with_suffix(".json").write_text(json.dumps(merged, indent=2, default=str))
     prefix.with_suffix(".md").write_text(bench.markdown(merged))
-    try:
-        bench.figure(merged).write_html(str(prefix.with_suffix(".html")),
-                                        include_plotlyjs="cdn")
-    except ImportError:
-        pass
+    bench_figure.write(merged, prefix)
     print(bench.markdown(merged).split("\n\n| suite |")[0][-400:])
     return 0
 

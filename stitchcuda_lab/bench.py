@@ -7,7 +7,8 @@ process per GPU at a time), or over a Ray cluster with ``--ray`` (one GPU per ta
 machines are driven by an existing engine rather than a scheduler of ours.
 
 Results: ``results.json`` (device, versions, date, command, one row per problem),
-``results.md`` (a table) and ``results.html`` (a plotly figure) under ``--out``.
+``results.md`` (a table) and the chart (``bench_figure``: ``results.svg``, ``results.html``)
+under ``--out``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import bench_figure
 from .errors import ConfigError, StitchError, UsageError
 
 ALL_MODES = "default,max-autotune-no-cudagraphs,reduce-overhead"
@@ -822,45 +824,6 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-FIGURE_NAME_CHARS = 44   # a problem's label, at most (KernelBench's names run to 80)
-
-
-def figure(result: dict):
-    """A plotly dot chart of speedups per problem (vs eager and vs torch.compile).
-
-    Dots on a log axis rather than bars: a ratio of 0.8x and one of 1.25x stand equally far
-    from the dotted line at 1x, and nothing is drawn from an arbitrary baseline. One row per
-    problem, its name read across (44 KernelBench names under a chart, tilted, left it 60
-    pixels of height), the suite before it where the run holds several.
-    """
-    import plotly.graph_objects as go
-    rows = result["rows"]
-    suites = {r.get("suite") for r in rows}
-
-    def label(r: dict) -> str:
-        name = r["problem"].removesuffix(".py")
-        if len(name) > FIGURE_NAME_CHARS:
-            name = name[:FIGURE_NAME_CHARS - 1] + "…"
-        return f"{r.get('suite')} · {name}" if len(suites) > 1 and r.get("suite") else name
-
-    names = [label(r) for r in rows]
-    fig = go.Figure([
-        go.Scatter(name="ours vs eager", y=names, x=[r.get("speedup_vs_eager") for r in rows],
-                   mode="markers", marker={"size": 10, "symbol": "circle"}),
-        go.Scatter(name="ours vs torch.compile", y=names,
-                   x=[r.get("speedup_vs_compile") for r in rows], mode="markers",
-                   marker={"size": 10, "symbol": "diamond"})])
-    fig.add_vline(x=1.0, line_dash="dot")
-    ticks = [0.25, 0.5, 1, 2, 4, 8, 16]
-    fig.update_layout(title=f"Speedup on {result['environment'].get('device')}",
-                      xaxis={"title": "speedup (x, log scale)", "type": "log",
-                             "tickvals": ticks, "ticktext": [f"{t:g}x" for t in ticks]},
-                      yaxis={"autorange": "reversed"}, legend={"orientation": "h", "y": 1.02,
-                                                                "yanchor": "bottom"},
-                      height=160 + 24 * len(rows), margin={"l": 20})
-    return fig
-
-
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -933,10 +896,7 @@ def main_bench(args: argparse.Namespace) -> int:
                 on_row(rows[i])
     result.update(complete=True, seconds=round(time.perf_counter() - t0, 1), rows=rows)
     result = _write(out_dir, result)
-    try:
-        figure(result).write_html(str(out_dir / "results.html"), include_plotlyjs="cdn")
-    except ImportError:
-        pass
+    bench_figure.write(result, out_dir / "results")
     if getattr(args, "json", False):
         print(json.dumps(result["summary"], default=str))
     else:

@@ -163,7 +163,7 @@ def test_bench_runs_each_problem_in_its_own_process(tmp_path):
     assert (good["kept_reason"] is None) == (not good["kept_reference"])   # and says why
     assert not bad["correct"] and "boom" in bad.get("error", "")  # recorded, bench went on
     assert (out / "results.md").read_text().count("|") > 10
-    assert (out / "results.html").exists()
+    assert (out / "results.html").exists() and (out / "results.svg").exists()
     assert json.loads(proc.stdout)["problems"] == 2
     ceiling = result["environment"]["ceiling"]   # measured once, before any problem
     assert ceiling["bandwidth_gbs"] > 0 and ceiling["fp32_tflops"] > 0
@@ -507,6 +507,7 @@ def test_runs_over_parts_of_a_suite_merge_into_one_result(tmp_path):
     assert merged["summary"]["correct"] == 2
     assert abs(merged["summary"]["geomean_vs_eager"] - 6 ** 0.5) < 1e-9
     assert "bench A ; bench B" in (tmp_path / "all.md").read_text()
+    assert (tmp_path / "all.svg").read_text().count("ours vs eager: ") == 2   # both rows drawn
 
 
 class _RecordingWorker:
@@ -612,18 +613,3 @@ def test_problems_at_once_are_as_many_as_the_gpus_memory_holds():
     assert bench.expected_slots([30 * gb] * 5, 120 * gb, jobs=2, gpus=2) == 4
     assert bench.expected_slots([500 * gb], 120 * gb, jobs=8, gpus=1) == 1
     assert bench.expected_slots([], 0, jobs=6, gpus=1) == 6           # sizes not known
-
-
-def test_the_figure_reads_one_problem_a_row_however_many_there_are():
-    """44 KernelBench names tilted under a chart left it 60 pixels of height: one row per
-    problem, names across, long ones cut, the suite before each where there are several."""
-    rows = [{"problem": f"{i}_" + "x" * 70 + ".py", "suite": f"level{1 + i % 2}",
-             "speedup_vs_eager": 1.5, "speedup_vs_compile": 0.9} for i in range(44)]
-    fig = bench.figure({"rows": rows, "environment": {"device": "H200"}})
-    names = list(fig.data[0].y)
-    assert len(names) == 44 and list(fig.data[0].x) == [1.5] * 44
-    assert all(len(n) <= bench.FIGURE_NAME_CHARS + len("level1 · ") for n in names)
-    assert names[0].startswith("level1 · 0_") and names[1].startswith("level2 · 1_")
-    assert fig.layout.height >= 24 * 44 and fig.layout.xaxis.type == "log"
-    one = bench.figure({"rows": rows[:1], "environment": {"device": "H200"}})
-    assert list(one.data[0].y) == [rows[0]["problem"][:bench.FIGURE_NAME_CHARS - 1] + "…"]
