@@ -349,8 +349,8 @@ or to outlive its job.
   candidate's process, where a program can see it is on, and numpy shows in no trace. So in
   timed calls the judge picks (one in four, then more until 24 stops landed inside calls or
   half as many calls as were timed were sampled, and on, up to 12 calls, while fewer than 6
-  samples found a thread in code that computes: a loaded host lands many stops in the
-  interpreter), at moments it draws, it stops every thread of the candidate's process and
+  samples found a thread in code that computes, in calls of 2 ms or more: a loaded host lands
+  many stops in the interpreter), at moments it draws, it stops every thread of the candidate's process and
   reads, for each
   thread stopped in its own code, the address it stopped at (`/proc/PID/task/TID/syscall`,
   which the candidate cannot change). Each address is named by the file mapped there and, in

@@ -212,9 +212,9 @@ class _Watch:
         self.working += self.working_at(self.calls) * len(stops)
 
 
-def _timed_with(watch, timing_trials=3):
-    """The judge's timing loop (Job.timed) on calls that take no time, with ``watch`` as its
-    sampler."""
+def _timed_with(watch, call_ms=5.0, timing_trials=3):
+    """The judge's timing loop (Job.timed) on calls its clock sees take ``call_ms``, with
+    ``watch`` as its sampler."""
     from types import SimpleNamespace
 
     from stitchcuda_lab.verifier.verify import Job
@@ -228,7 +228,7 @@ def _timed_with(watch, timing_trials=3):
     def call(seed, stops=None):
         if stops:
             watch.stopped_call(stops)
-        return 1.0, 1.0, 1.0
+        return call_ms, call_ms, call_ms
 
     job.timed(call, end_round=lambda seeds, left: None)
     return watch
@@ -245,3 +245,5 @@ def test_calls_are_sampled_on_until_enough_samples_found_a_thread_computing():
     assert _timed_with(_Watch(lambda n: 0)).calls == SAMPLED_CALLS_MAX
     # every stop finds one: the usual half of the timed calls (at least SAMPLED_CALLS_MIN)
     assert _timed_with(_Watch(lambda n: 1)).calls == SAMPLED_CALLS_MIN
+    # calls too short for a stop to land in: no more than usual
+    assert _timed_with(_Watch(lambda n: 0), call_ms=0.5).calls == SAMPLED_CALLS_MIN
