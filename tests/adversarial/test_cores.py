@@ -15,24 +15,39 @@ from stitchcuda_lab.verifier.worker import Worker
 
 HERE = Path(__file__).parent
 WIDER = (HERE / "candidates" / "wider_cpu_affinity.py").read_text()
-# the same GEMM, on the cores it is given
-HONEST = WIDER.replace("os.sched_setaffinity(0, ALL)", "pass").replace(
-    "torch.set_num_threads(len(ALL))", "pass")
+# the same candidate, made to give a wrong answer wherever it got more cores than it was given,
+# from its forward's thread or from a thread of its own: the verdict says whether it did,
+# with no clock to read (two cores against one was once a 2x time, and a loaded host moves
+# one core's times by a quarter or more)
+CHECKED = WIDER.replace("import os\n", "import os\nimport threading\n", 1).replace(
+    "        return torch.addmm(self.fc.bias, x, self.fc.weight.t())",
+    """        got = []
+
+        def widen():
+            try:
+                os.sched_setaffinity(0, ALL)
+            except OSError:
+                pass
+            got.append(len(os.sched_getaffinity(0)))
+
+        t = threading.Thread(target=widen)
+        t.start()
+        t.join()
+        if max(got + [len(os.sched_getaffinity(0))]) > 1:
+            return torch.zeros(x.shape[0], 1024)     # wrong: it got more cores
+        return torch.addmm(self.fc.bias, x, self.fc.weight.t())""")
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to pin to one")
-def test_a_candidate_widening_its_cpu_affinity_gets_no_more_cores_than_the_baselines(tmp_path):
+def test_a_candidate_cannot_widen_its_cpu_affinity_past_the_judges_cores(tmp_path):
+    assert CHECKED != WIDER and "it got more cores" in CHECKED
     problem = (HERE / "problems" / "linear_big.py").read_text()
-    opts = VerifyOptions(trials=5, timing_trials=5, warmup=1, compile_modes="", profile=False)
+    opts = VerifyOptions(trials=3, timing_trials=3, warmup=1, compile_modes="", profile=False)
     mine = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(mine)})   # the worker, its judge and sandboxes: one core
     try:
         with Worker("cpu", cache_dir=str(tmp_path / "cache")) as w:
-            honest = w.verify(problem, HONEST, replaced=None, options=opts, timeout=180)
-            wider = w.verify(problem, WIDER, replaced=None, options=opts, timeout=180)
+            verdict = w.verify(problem, CHECKED, replaced=None, options=opts, timeout=180)
     finally:
         os.sched_setaffinity(0, mine)
-    assert honest.status == wider.status == "pass", (honest.reason, wider.reason)
-    # two cores would have been about half the time; the other test process's load moves
-    # one core's times by a quarter (seen: 40 ms against 54 on a loaded 2-core machine)
-    assert wider.timings["ours"] > 0.6 * honest.timings["ours"], (wider.timings, honest.timings)
+    assert verdict.status == "pass", verdict.reason
