@@ -73,7 +73,7 @@ def ref(n: Node) -> dict:
     return {"node": n.name}
 
 
-def _arg(n: Node, pos: int, name: str, default: Any) -> Any:
+def arg(n: Node, pos: int, name: str, default: Any) -> Any:
     if name in n.kwargs:
         return n.kwargs[name]
     return n.args[pos] if len(n.args) > pos and n.args[pos] is not None else default
@@ -139,7 +139,7 @@ def _reduce_all(b: Builder, x: Node, red: int) -> None:
 
 def _elementwise_loss(g: Graph, n: Node) -> None:
     pos = ELEMENTWISE_LOSSES[n.opname]
-    red = _arg(n, pos, "reduction", _MEAN)
+    red = arg(n, pos, "reduction", _MEAN)
     a, t = (g.node(node_ref(n.args[i])) for i in (0, 1))
     if red not in (_MEAN, _SUM) or a.shape is None or a.shape != t.shape:
         return
@@ -154,10 +154,10 @@ def _elementwise_loss(g: Graph, n: Node) -> None:
 
 def _cross_entropy(g: Graph, n: Node) -> None:
     x, t = (g.node(node_ref(n.args[i])) for i in (0, 1))
-    weight = _arg(n, 2, "weight", None)
-    red = _arg(n, 3, "reduction", _MEAN)
-    ignore = _arg(n, 4, "ignore_index", -100)
-    smoothing = _arg(n, 5, "label_smoothing", 0.0)
+    weight = arg(n, 2, "weight", None)
+    red = arg(n, 3, "reduction", _MEAN)
+    ignore = arg(n, 4, "ignore_index", -100)
+    smoothing = arg(n, 5, "label_smoothing", 0.0)
     if x.shape is None or len(x.shape) != 2 or t.dtype != "int64" or weight is not None \
             or smoothing or red not in (_MEAN, _SUM) or t.shape != x.shape[:1]:
         return
@@ -187,11 +187,11 @@ def _distance(b: Builder, x: Node, y: Node, p: float, eps: float) -> Node:
 
 def _triplet(g: Graph, n: Node) -> None:
     a, pz, ng = (g.node(node_ref(n.args[i])) for i in (0, 1, 2))
-    margin = _arg(n, 3, "margin", 1.0)
-    p = _arg(n, 4, "p", 2.0)
-    eps = _arg(n, 5, "eps", 1e-6)
-    swap = _arg(n, 6, "swap", False)
-    red = _arg(n, 7, "reduction", _MEAN)
+    margin = arg(n, 3, "margin", 1.0)
+    p = arg(n, 4, "p", 2.0)
+    eps = arg(n, 5, "eps", 1e-6)
+    swap = arg(n, 6, "swap", False)
+    red = arg(n, 7, "reduction", _MEAN)
     if swap or red not in (_MEAN, _SUM) or a.shape is None or len(a.shape) != 2 \
             or not (a.shape == pz.shape == ng.shape):
         return
@@ -205,8 +205,8 @@ def _triplet(g: Graph, n: Node) -> None:
 
 def _cosine(g: Graph, n: Node) -> None:
     x1, x2 = (g.node(node_ref(n.args[i])) for i in (0, 1))
-    dim = _arg(n, 2, "dim", 1)
-    eps = _arg(n, 3, "eps", 1e-8)
+    dim = arg(n, 2, "dim", 1)
+    eps = arg(n, 3, "eps", 1e-8)
     if x1.shape is None or x1.shape != x2.shape or not x1.shape:
         return
     b = Builder(g, n)
@@ -243,7 +243,7 @@ def _glu(g: Graph, n: Node) -> None:
     x = g.node(src) if src else None
     if x is None or x.shape is None or not x.shape:
         return
-    dim = int(_arg(n, 1, "dim", -1)) % len(x.shape)
+    dim = int(arg(n, 1, "dim", -1)) % len(x.shape)
     if x.shape[dim] % 2:
         return
     half = x.shape[dim] // 2

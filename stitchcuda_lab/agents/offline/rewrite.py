@@ -26,10 +26,11 @@
   with ``reverse=True`` (the scan kernel walks the row backwards; ``program.py`` writes the
   flips back when the scan stays in PyTorch).
 
-- on the GPU, a sum, mean, max or min over a long suffix of dims with few rows (fewer rows
-  than the H200 has SMs: one block per row would leave most of them idle) is split in two
-  (``_split_long_rows``): the row cut into parts reduced side by side (rows x parts blocks),
-  then the parts reduced; a sum of partial sums, a mean of means of equal parts; a layer
+- on the GPU, a sum, mean, max, min or vector norm over a long suffix of dims with few rows
+  (fewer rows than the H200 has SMs: one block per row would leave most of them idle) is
+  split in two (``_split_long_rows``): the row cut into parts reduced side by side (rows x
+  parts blocks), then the parts reduced; a sum of partial sums, a mean of means of equal
+  parts, a p-norm of the parts' p-norms (a Frobenius norm of a whole tensor is one row); a layer
   norm over such rows the same way (``_split_long_norm``): each part's mean and variance side
   by side (one ``var_mean`` pass), the row's mean the mean of theirs and its variance the mean of theirs plus the
   variance of their means (equal parts), then one pointwise pass over ``x``;
@@ -52,7 +53,7 @@ from typing import Any
 
 from ... import aten
 from ...graph import Graph, Node
-from .decompose import Builder, decompose, ref
+from .decompose import Builder, arg, decompose, ref
 from .expand import node_role
 from .helpers import contiguous_strides, node_ref
 
@@ -506,14 +507,34 @@ SPLIT_LEAST_LEN = 1 << 18    # elements per row from which a row is split
 SPLIT_PART_LEAST = 4096      # elements in a part, at least (a block's worth of float4 loads)
 SPLIT_BLOCKS_MOST = 8192     # rows x parts, at most: the second reduction stays small
 _SPLITTABLE = {"sum": "aten.sum.dim_IntList", "mean": "aten.mean.dim",
-               "amax": "aten.amax.default", "amin": "aten.amin.default"}
+               "amax": "aten.amax.default", "amin": "aten.amin.default",
+               "linalg_vector_norm": "aten.linalg_vector_norm.default"}
+
+
+def _norm_order(n: Node) -> float | None:
+    """A vector norm's order where the norm of the parts' norms is the row's (any p > 0, and
+    -inf: ``(sum_j ((sum_i |x_ij|^p)^(1/p))^p)^(1/p)``); None for p <= 0 (p = 0 counts the
+    non-zeros: the parts' counts would be counted as non-zeros)."""
+    p = arg(n, 1, "ord", 2)
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        return None
+    return p if p > 0 or p == -math.inf else None
+
+
+def _reduction_args(n: Node, src: Node) -> list:
+    """``n``'s op over the last dim of ``src``, its dim dropped."""
+    if n.opname == "linalg_vector_norm":
+        return [ref(src), _norm_order(n), [-1], False]
+    return [ref(src), [-1], False]
 
 
 def _reduced_suffix(n: Node, rank: int) -> int:
-    """How many trailing dims ``n`` (a sum/mean/amax/amin) reduces, where they are a suffix of
-    its input's ``rank`` dims; 0 where they are not."""
+    """How many trailing dims ``n`` (a sum/mean/amax/amin/vector norm) reduces, where they are
+    a suffix of its input's ``rank`` dims; 0 where they are not."""
     if n.opname in ("sum", "mean") and n.target.endswith(".default"):
         dims = None
+    elif n.opname == "linalg_vector_norm":
+        dims = arg(n, 2, "dim", None)
     else:
         dims = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim")
     if dims is None or dims == []:
@@ -557,7 +578,8 @@ def _split_long_rows(g: Graph) -> None:
         target = _SPLITTABLE.get(n.opname)
         src = node_ref(n.args[0]) if n.args else None
         if target is None or src is None or n.dtype not in ("float32", "float64") \
-                or n.kwargs.get("dtype") is not None or n.shape is None:
+                or n.kwargs.get("dtype") is not None or n.shape is None \
+                or (n.opname == "linalg_vector_norm" and _norm_order(n) is None):
             continue
         x = g.node(src)
         if x.dtype != n.dtype or not x.shape:
@@ -569,12 +591,12 @@ def _split_long_rows(g: Graph) -> None:
         b = Builder(g, n)
         cut = b.add("aten.view.default", [ref(x), lead + [parts, length // parts]],
                     lead + [parts, length // parts], n.dtype, name=f"{n.name}_rows")
-        partial = b.add(target, [ref(cut), [-1], False], lead + [parts], n.dtype,
+        partial = b.add(target, _reduction_args(n, cut), lead + [parts], n.dtype,
                         name=f"{n.name}_parts")
         if list(n.shape) == lead:   # the reduced dims dropped: the parts' reduction is it
-            b.become(target, [ref(partial), [-1], False])
+            b.become(target, _reduction_args(n, partial))
         else:                       # kept as size-1 dims: a view of the parts' reduction
-            whole = b.add(target, [ref(partial), [-1], False], lead, n.dtype,
+            whole = b.add(target, _reduction_args(n, partial), lead, n.dtype,
                           name=f"{n.name}_whole")
             b.become("aten.view.default", [ref(whole), list(n.shape)])
 

@@ -245,6 +245,9 @@ def _one_input(body: str, shape: str):
     ("torch.mean(torch.relu(x), dim=(1, 2))", "(2, 512, 1024)"),             # a suffix of two
     ("torch.amax(x * 2.0, dim=-1, keepdim=True)", "(3, 1 << 18)"),
     ("torch.sum(x * x)", "(1 << 19,)"),                                       # one row
+    ("x / torch.norm(x, p='fro')", "(2, 4, 256, 256)"),                      # Frobenius: one row
+    ("torch.linalg.vector_norm(x, ord=3, dim=-1)", "(3, 1 << 18)"),
+    ("torch.linalg.vector_norm(x, ord=float('inf'), dim=-1, keepdim=True)", "(3, 1 << 18)"),
 ])
 def test_few_long_rows_are_reduced_in_parts_on_the_gpu(body, shape, settings):
     """One block per row leaves the H200's SMs idle where rows are fewer than SMs: each row is
@@ -263,7 +266,8 @@ def test_few_long_rows_are_reduced_in_parts_on_the_gpu(body, shape, settings):
     plan = OfflinePlanner().plan(problem, cuda, settings)
     plan.device = "cpu"   # the same split program, in C, to run here
     cand = OfflineCoder().candidate(problem, cuda, plan, {})
-    assert cand.kernels and not [k for k in cand.kept if "sum" in k or "amax" in k or "mean" in k]
+    assert cand.kernels and not [k for k in cand.kept
+                                 if any(op in k for op in ("sum", "amax", "mean", "norm"))]
     want, got, _, _ = run_both(problem, cand)
     assert_close(got, want)
 
@@ -272,7 +276,8 @@ def test_many_rows_or_short_ones_are_left_whole(settings):
     import dataclasses
     for body, shape in (("torch.sum(x, dim=1)", "(256, 1 << 12)"),        # rows enough
                         ("torch.sum(x, dim=1)", "(4, 1 << 12)"),          # short rows
-                        ("torch.sum(x, dim=0)", "(1 << 18, 4)")):         # not a suffix
+                        ("torch.sum(x, dim=0)", "(1 << 18, 4)"),          # not a suffix
+                        ("torch.linalg.vector_norm(x, ord=0, dim=-1)", "(3, 1 << 18)")):  # counts
         graph, _, _ = generate(_one_input(body, shape), settings)
         g = rewrite(dataclasses.replace(graph, device="cuda"))
         assert not any(n.name.endswith("_parts") for n in g.calls()), body
