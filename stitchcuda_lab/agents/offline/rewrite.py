@@ -22,6 +22,11 @@
   (``_sum_of_gemm``), one column instead of N, and the sum over a dim of size 1 left in place
   (it keeps ``keepdim``);
 
+- a matrix product with a diagonal matrix made by ``diag(v)`` becomes a broadcast ``mul``:
+  ``diag(v) @ B`` is ``v[:, None] * B`` and ``B @ diag(v)`` is ``B * v`` (``_diag_matmul``),
+  the N x N matrix never made and the product's zero terms never summed (exact: each sum is
+  one product plus zeros);
+
 - ``flip(cumsum(flip(x, [d]), d), [d])`` (a reversed scan) becomes one ``cumsum`` of ``x``
   with ``reverse=True`` (the scan kernel walks the row backwards; ``program.py`` writes the
   flips back when the scan stays in PyTorch).
@@ -119,6 +124,7 @@ def rewrite(graph: Graph) -> Graph:
         _adaptive_avg_to_mean(g)
         _adaptive_max_to_amax(g)
         _sum_of_gemm(g)
+        _diag_matmul(g)
         _split_bias(g)
         _pool_epilogue(g)
         _reverse_scans(g)
@@ -128,6 +134,53 @@ def rewrite(graph: Graph) -> Graph:
     except (KeyError, TypeError, ValueError, IndexError):
         return graph
     return g
+
+
+# -- diagonal matrices --------------------------------------------------------------------------
+# views that leave a diagonal matrix what it was (its transpose is itself)
+_SAME_DIAGONAL = ("alias", "t", "transpose", "permute", "clone", "contiguous")
+
+
+def _diagonal_of(g: Graph, r: Any) -> Node | None:
+    """The vector ``v`` where ``r`` names ``diag(v)`` (through views that keep it); else None."""
+    name = node_ref(r)
+    while name is not None:
+        n = g.node(name)
+        if n.op != "call_function":
+            return None
+        if n.opname == "diag":
+            v = g.node(node_ref(n.args[0]))
+            return v if v.shape is not None and len(v.shape) == 1 and not arg(
+                n, 1, "diagonal", 0) else None
+        if n.opname not in _SAME_DIAGONAL or n.shape is None or len(n.shape) != 2:
+            return None
+        name = node_ref(n.args[0])
+    return None
+
+
+def _diag_matmul(g: Graph) -> None:
+    for n in list(g.calls()):
+        if n.opname not in ("mm", "matmul") or n.shape is None or n.dtype != "float32" \
+                or len(n.args) < 2:
+            continue
+        for side in (0, 1):
+            v = _diagonal_of(g, n.args[side])
+            other = node_ref(n.args[1 - side])
+            if v is None or other is None or v.dtype != n.dtype:
+                continue
+            o = g.node(other)
+            if o.shape is None or o.dtype != n.dtype or list(o.shape) != list(n.shape):
+                continue   # a broadcast batch of the other operand: left as it is
+            b = Builder(g, n)
+            if side == 0 and len(o.shape) >= 2:   # v[:, None] * B: v scales B's rows
+                rows = [o.shape[-2], 1]
+                col = b.add("aten.view.default", [ref(v), rows], rows, n.dtype,
+                            name=f"{n.name}_rows")
+                b.become("aten.mul.Tensor", [ref(col), {"node": other}])
+            else:                                 # B * v: v scales B's columns
+                b.become("aten.mul.Tensor", [{"node": other}, ref(v)] if side else
+                         [ref(v), {"node": other}])
+            break
 
 
 # -- bias ---------------------------------------------------------------------------------------

@@ -351,3 +351,44 @@ def test_a_layer_norm_over_few_long_rows_is_computed_in_parts_on_the_gpu(affine,
     assert cand.kernels and not [k for k in cand.kept if "norm" in k or "var" in k]
     want, got, _, _ = run_both(problem, cand)
     assert_close(got, want)
+
+
+@pytest.mark.parametrize("body", [
+    "torch.diag(a) @ b",                        # KernelBench's first form of its problem 12
+    "b.t() @ torch.diag(a).t()",                # a diagonal matrix is its own transpose
+    "torch.matmul(torch.diag(a), b[:, 0])",     # a vector
+    "torch.diag(a) @ torch.stack([b, 2 * b])",  # a batch
+])
+def test_a_product_with_a_diagonal_matrix_is_a_broadcast_multiply(body, settings):
+    """``diag(v) @ B`` made an N x N matrix and an N^3 GEMM for N^2 products: a broadcast
+    multiply, the same numbers (each sum was one product plus zeros)."""
+    problem = make_problem(f"""
+        class Model(nn.Module):
+            def forward(self, a, b):
+                return {body}
+        def get_inputs():
+            return [torch.randn(48), torch.randn(48, 48)]
+        def get_init_inputs():
+            return []
+    """)
+    graph, plan, cand = generate(problem, settings)
+    ops = [n.opname for n in rewrite(graph).calls()]
+    assert "diag" not in ops and "matmul" not in ops and "mm" not in ops, ops
+    from stitchcuda_lab import aten
+    assert cand.kernels and plan.blockers() == []
+    assert all(aten.op_class(k) == "cheap" for k in cand.kept), cand.kept   # views, a stack
+    want, got, _, _ = run_both(problem, cand)
+    assert_close(got, want, atol=0, rtol=0)
+
+
+def test_a_product_with_an_off_diagonal_matrix_stays_a_product(settings):
+    graph, _, _ = generate(make_problem("""
+        class Model(nn.Module):
+            def forward(self, a, b):
+                return torch.diag(a, 1) @ b
+        def get_inputs():
+            return [torch.randn(47), torch.randn(48, 48)]
+        def get_init_inputs():
+            return []
+    """), settings)
+    assert "matmul" in [n.opname for n in rewrite(graph).calls()]
