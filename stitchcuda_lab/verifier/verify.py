@@ -105,13 +105,16 @@ PROFILED_CALLS = 5          # timed calls under the profiler, per side; the tab 
 # of seconds lands its stops in a few calls anyway). Calls go on being sampled past that half,
 # up to SAMPLED_CALLS_MAX, while fewer than SAMPLE_WORKING_LEAST samples found a thread in code
 # that computes: on a loaded host a few-millisecond forward can see its stops land in the
-# interpreter or after the reply, and two samples are too few to judge it by
+# interpreter or after the reply, and two samples are too few to judge it by. Only for calls
+# of SAMPLE_LANDS_S or more: a stop takes the judge about a millisecond to make, so in a
+# shorter call few land at all and more calls would only cost their cache flushes
 SAMPLE_ONE_IN = 4
 STOPS_PER_CALL = 3
 SAMPLE_STOPS = 24
 SAMPLED_CALLS_MIN = 4
 SAMPLED_CALLS_MAX = 12
 SAMPLE_WORKING_LEAST = 6
+SAMPLE_LANDS_S = 0.002
 SAMPLE_TIME_S = 3.0
 
 
@@ -1038,7 +1041,8 @@ class Job:
         def more_samples() -> bool:
             if watch is None or (sampled >= 2 and sampled_s >= SAMPLE_TIME_S):
                 return False
-            if watch.working < SAMPLE_WORKING_LEAST and sampled < SAMPLED_CALLS_MAX:
+            if watch.working < SAMPLE_WORKING_LEAST and sampled < SAMPLED_CALLS_MAX \
+                    and statistics.median(seen_s) >= SAMPLE_LANDS_S:
                 return True   # too little seen computing to say who computed
             return sampled < most and watch.stops < SAMPLE_STOPS
 
