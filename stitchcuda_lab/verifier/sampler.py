@@ -65,21 +65,24 @@ LIBRARY_SYMBOLS = re.compile(r"mkl_blas|mkl_dnn|dnnl|mkldnn|ideep|gemm|cblas|fbg
                              r"col2im|vol2col|flash_attention|_mm_kernel|nnpack|addmm|bmm|"
                              r"matmul|linear|addmv|mv_out", re.IGNORECASE)
 # PyTorch's CPU kernels: the files compiled once per instruction set, whose code sits in
-# at::native's per-ISA namespaces or in anonymous ones inside at::native, the loop templates
-# that call into them, and the vector math they use. The rest of at::native (detach, empty,
-# checks of arguments, structured ops' set-up) is bookkeeping
-KERNEL_SYMBOLS = re.compile(r"N2at6native(7DEFAULT|4AVX2|6AVX512|4ZVEC|3SVE|5VSX|"
-                            r"12_GLOBAL__N_1)|N2at3vec|cpu_kernel|VectorizedLoop2d|basic_loop|"
+# at::native's per-ISA namespaces, in anonymous ones inside at::native, or in its functions of
+# internal linkage (a .cpp file's static workers: sparse adds), the loop templates that call
+# into them, and the vector math they use. The namespace is matched without its enclosing
+# ``at``, which a mangled name may give as a back-reference (``NS8_6native``). The rest of
+# at::native (detach, empty, checks of arguments, structured ops' set-up) is bookkeeping
+KERNEL_SYMBOLS = re.compile(r"6native(7DEFAULT|4AVX2|6AVX512|4ZVEC|3SVE|5VSX|"
+                            r"12_GLOBAL__N_1|L\d)|N2at3vec|cpu_kernel|VectorizedLoop2d|basic_loop|"
                             r"mkl_vml|Sleef_|pocketfft|"
                             # loops outside those namespaces' names: scatter / gather, index
                             # ops, sorts, scans, resampling
                             r"cpu_scatter_gather|index_put|take_put|index_add|index_reduce|"
                             r"introsort|cumsum|cumprod|upsample")
-# ... of which these move data or make tensors (aten.CHEAP): no compute
-CHEAP_SYMBOLS = re.compile(r"copy|fill|cat_|stack|zero|clone|empty|resize|view|reshape|"
-                           r"as_strided|expand|permute|transpose|slice|select|alias|"
-                           r"squeeze|narrow|split|chunk|contiguous|memset|memcpy",
-                           re.IGNORECASE)
+# the loop templates and namespaces a kernel's mangled name has before the op it runs
+_WRAPPERS = {"c10", "at", "native", "vec", "function_ref", "callback_fn", "VectorizedLoop2d",
+             "loop_2d_from_1d", "cpu_kernel", "cpu_kernel_vec", "cpu_serial_kernel",
+             "cpu_serial_kernel_vec", "basic_loop", "vectorized_loop", "_dim_apply",
+             "parallel_for", "invoke_parallel", "_parallel_run", "DEFAULT", "AVX2", "AVX512",
+             "ZVEC", "SVE", "VSX", "_GLOBAL__N_1", "TensorIteratorBase", "TensorIterator"}
 
 
 @dataclass
@@ -270,12 +273,16 @@ class Sampler:
         self.before = [m for m in mappings(pid) if m.path]
 
     def sample(self) -> None:
-        """One sample of a frozen process (the caller holds it stopped)."""
+        """One sample of a frozen process (the caller holds it stopped). Its maps are read
+        again at every stop: a file mapped over a library's code while the maps were read,
+        and moved off once the program saw it was sampled (a SIGCONT), would otherwise leave
+        that library's addresses named by the file."""
         self.stops += 1
         pcs = stopped_pcs(self.pid)
         if pcs is None:
             self.readable = False
             return
+        self.maps = mappings(self.pid)
         here: Counter[str] = Counter()
         for pc in pcs:
             kind, where = self.name(pc)
@@ -319,7 +326,7 @@ class Sampler:
         if LIBRARY_SYMBOLS.search(sym):
             return LIBRARY, _short(sym)
         if KERNEL_SYMBOLS.search(sym):
-            return (TORCH_COPY if CHEAP_SYMBOLS.search(sym) else TORCH_COMPUTE), _short(sym)
+            return (TORCH_COPY if moves_data(sym) else TORCH_COMPUTE), _short(sym)
         return TORCH, _short(sym) or base
 
     def _is_torch_cpu(self, path: str, base: str) -> bool:
@@ -421,11 +428,11 @@ _NOISE = {"c10", "function_ref", "callback_fn", "at", "native", "vec", "AVX2", "
           "allocator", "IntArrayRef", "optional", "TensorIterator", "internal", "detail"}
 
 
-def _short(sym: str) -> str:
-    """A mangled C++ name made readable enough for a message: its first few informative
-    names (the length-prefixed identifiers of the Itanium mangling; no demangler needed)."""
+def identifiers(sym: str) -> list[str]:
+    """The length-prefixed identifiers of a mangled C++ name, in order (the Itanium mangling;
+    no demangler needed); [] for a C name."""
     if not sym.startswith("_Z"):
-        return sym[:80]
+        return []
     words, i = [], 0
     while i < len(sym):
         if not sym[i].isdigit():
@@ -434,16 +441,46 @@ def _short(sym: str) -> str:
         j = i
         while j < len(sym) and sym[j].isdigit():
             j += 1
+        if sym[i - 1] in "ST" and sym[j:j + 1] == "_":   # a back-reference (S9_, T0_)
+            i = j + 1
+            continue
         n, word = int(sym[i:j]), sym[j:j + int(sym[i:j])]
         if n and len(word) == n and re.fullmatch(r"[A-Za-z_]\w*", word):
             # a local name's length counts its scope's mangling too: cut that off
-            word = re.split(r"E(?=[RNSKIvE0-9])", word)[0]
-            if word not in _NOISE and len(word) > 2 and not re.match(r"_(\d|S\d|S_)", word):
-                words.append(word)
+            words.append(re.split(r"E(?=[RNSKIvE0-9])", word)[0])
             i = j + n
         else:
             i = j
+    return words
+
+
+def _short(sym: str) -> str:
+    """A mangled C++ name made readable enough for a message: its first few informative
+    names."""
+    words = [w for w in identifiers(sym) if w not in _NOISE and len(w) > 2
+             and not re.match(r"_(\d|S\d|S_)", w)]
     return "::".join(list(dict.fromkeys(words))[:3])[:80] or sym[:80]
+
+
+def op_word(sym: str) -> str:
+    """The name of the op a kernel's symbol runs: its first identifier past PyTorch's
+    namespaces and loop templates (``direct_copy_kernel`` in ``VectorizedLoop2d<lambda in
+    direct_copy_kernel>``); a C name as it is."""
+    if not sym.startswith("_Z"):
+        return sym
+    return next((w for w in identifiers(sym) if w not in _WRAPPERS and w not in _NOISE), "")
+
+
+def moves_data(sym: str) -> bool:
+    """Whether the kernel ``sym`` runs is one of the ops that only move data or make tensors
+    (``aten.CHEAP``: copies, fills, concatenations): its name, past a ``direct_`` or ``cpu_``,
+    starts with such an op's name as whole words (``copy_kernel`` does, ``copysign_kernel``
+    and ``searchsorted_cpu_contiguous`` do not)."""
+    from .. import aten
+    words = op_word(sym).split("_")
+    while words and words[0] in ("", "direct", "cpu"):
+        words.pop(0)
+    return any("_".join(words[:k]) in aten.CHEAP for k in range(1, len(words) + 1))
 
 
 def _trusted_folders() -> tuple[str, ...]:

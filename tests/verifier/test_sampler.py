@@ -173,6 +173,77 @@ def test_mangled_names_read_as_their_identifiers():
     assert sampler._short("mkl_blas_avx512_sgemm_kernel_0") == "mkl_blas_avx512_sgemm_kernel_0"
 
 
+# symbols of PyTorch's CPU library (torch 2.11, x86-64) where samples of these ops landed
+_LOOP = "_ZN3c1012function_refIFvPPcPKlllEE11callback_fnI"
+KERNELS = {
+    # compute: ops no plan may hand to PyTorch (copysign, a bucketize's search and a histogram
+    # once passed as copies for "copy" and "contiguous" inside their names; the sparse add's
+    # static worker and the fake quantizer's loop, reached through a back-reference to
+    # ``at``, as bookkeeping)
+    _LOOP + "N2at6native4AVX216VectorizedLoop2dIZZZNS9_12_GLOBAL__N_115copysign_kernelERNS8_18"
+    "TensorIteratorBaseEEN": False,
+    "_ZN2at6native12_GLOBAL__N_127searchsorted_cpu_contiguousIflEEvRNS_6TensorERKS3_S6_RKbS6_":
+        False,
+    "_ZN2at6native12_GLOBAL__N_128histogramdd_out_cpu_templateILNS1_23BIN_SELECTION_ALGORITHM"
+    "E0EEEvRKNS_6TensorE": False,
+    "_ZN2at6nativeL38add_dense_sparse_worker_non_hybrid_cpuIfEEvRNS_6TensorERKN3c106ScalarE":
+        False,
+    _LOOP + "ZN2at18TensorIteratorBase15loop_2d_from_1dIZZZNS8_6native12_GLOBAL__N_128_fake_"
+    "quantize_tensor_helperE": False,
+    _LOOP + "ZN2at18TensorIteratorBase15loop_2d_from_1dIZNS8_6native12_GLOBAL__N_122cpu_masked_"
+    "fill_kernelIfEEvRNS8": False,
+    # copies, fills and ranges (aten.CHEAP): data moved or made, nothing computed
+    _LOOP + "N2at6native4AVX216VectorizedLoop2dIZZZNSA_18direct_copy_kernelERNS8_18TensorIterator"
+    "BaseEENKUlvE1_clEv": True,
+    _LOOP + "N2at6native4AVX216VectorizedLoop2dIZZZNS9_12_GLOBAL__N_111fill_kernelERNS8_14Tensor"
+    "IteratorERKNS_6Scal": True,
+    _LOOP + "N2at6native4AVX216VectorizedLoop2dIZZZZNS9_12_GLOBAL__N_113arange_kernelERNS8_14"
+    "TensorIteratorERKNS_6S": True,
+    _LOOP + "ZN2at18TensorIteratorBase15loop_2d_from_1dIZZZZZNS8_6native4AVX211copy_kernelERNS8_"
+    "14TensorIteratorEbE": True,
+}
+
+
+@pytest.mark.parametrize("sym", KERNELS)
+def test_a_kernel_is_a_copy_only_where_its_op_is_one_by_whole_words(sym):
+    assert sampler.KERNEL_SYMBOLS.search(sym), sym    # one of PyTorch's CPU kernels
+    assert sampler.moves_data(sym) == KERNELS[sym], sampler.op_word(sym)
+
+
+def test_back_references_are_not_read_as_names():
+    sym = (_LOOP + "N2at6native4AVX216VectorizedLoop2dIZZZNS9_12_GLOBAL__N_111fill_kernelERNS8_14"
+           "TensorIteratorERKNS_6Scal")
+    assert sampler.identifiers(sym)[-3:] == ["_GLOBAL__N_1", "fill_kernel", "TensorIterator"]
+
+
+def test_each_stop_reads_the_maps_again():
+    """A file mapped over a library's code while the maps were read, then moved off once the
+    program knew it was sampled: what is mapped at each stop names the address."""
+    # numpy loaded after the Sampler was made (as a candidate loads a library), so no
+    # earlier read of the maps names its addresses
+    code = ("import sys\nsys.stdin.readline()\n" + WORK["numpy"]
+            + "work()\nprint('ready', flush=True)\nwhile True:\n    work()\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        s = Sampler(proc.pid, ("/nonexistent/own",))
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "ready"
+        # what a read would have found had the candidate's file covered everything then
+        s.maps = [sampler.Mapping(0, 1 << 63, 0, "/nonexistent/own/code.bin")]
+        for _ in range(25):
+            with frozen(proc.pid):
+                s.sample()
+            time.sleep(0.003)
+        if not s.readable:
+            pytest.skip("this process may not read another's stopped threads here")
+        assert OWN not in s.report()["kinds"] and s.kinds[PACKAGE] > 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_an_address_mapped_over_since_the_candidate_loaded_is_named_the_graver_way(tmp_path):
     """numpy's code where the interpreter's was (a copy mapped over a library the Sampler saw
     first), or the interpreter's name kept for it: the graver of the two names counts."""
