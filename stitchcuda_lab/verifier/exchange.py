@@ -62,13 +62,15 @@ WIDEN = {"-2x": -2.0, "2x": 2.0, "-x": -1.0,
          # far: a program right only near the draw's range (a polynomial good to |x| = 2, a
          # series for log good from 1/2 on) is wrong here; powers of two scale exactly
          "16x": 16.0, "-16x": -16.0, "x/16": 1 / 16, "-x/16": -1 / 16,
-         # far both ways at once: each element times one or the other (a coin drawn per element)
-         "16x|x/16": (16.0, 1 / 16), "-16x|-x/16": (-16.0, -1 / 16),
+         # far both ways at once: each element times one of these (drawn per element); 64x
+         # takes randn's draws past exp's overflow (88.7): a softmax that skips its max
+         # subtraction is right on every draw and on 16x (candidates/range_softmax_without_max.py)
+         "64x|16x|x/16": (64.0, 16.0, 1 / 16), "-64x|-16x|-x/16": (-64.0, -16.0, -1 / 16),
          # integer tensors (not bool), where no floating one is drawn: a kernel that saturates
          # or narrows where PyTorch wraps is wrong there (products wrap as PyTorch's do)
          "2x int": 2, "-2x int": -2}
 NEAR = ("-2x", "2x", "-x", "2x int", "-2x int")   # the range trial's, in this order: the first
-FAR = (("16x|x/16", "-16x|-x/16"),                 # that suits; the far trial's, each group in
+FAR = (("64x|16x|x/16", "-64x|-16x|-x/16"),         # that suits; the far trial's, each group in
        ("16x", "-16x", "x/16", "-x/16"))           # an order drawn per job
 
 
@@ -101,8 +103,8 @@ def widened_how(how: str, seed: int) -> str:
     """How ``widen`` changes a draw, in words: "times -2" or "times -2 at a few places"."""
     what = "its integers " if how.endswith(" int") else ""
     k = WIDEN[how]
-    by = (f"times {k[0]:g} or {k[1]:g}, element by element" if isinstance(k, tuple)
-          else f"times {k:g}")
+    by = (f"times {', '.join(f'{f:g}' for f in k[:-1])} or {k[-1]:g}, element by element"
+          if isinstance(k, tuple) else f"times {k:g}")
     return f"{what}{by}" + (" at a few places" if widens_few(seed) else "")
 
 
@@ -148,18 +150,17 @@ def widen(xs: list, how: str | None, seed: int = 0) -> list:
 
 
 def _factor(k: Any, shape: Any, x: Any, g: Any) -> Any:
-    """``k`` itself, or for a pair one of the two per element of ``shape``, by a coin drawn
-    on ``x``'s device from a generator seeded from ``g`` (the judge and a sandbox that draws
-    for itself get the same)."""
+    """``k`` itself, or for a tuple one of its factors per element of ``shape``, drawn on
+    ``x``'s device from a generator seeded from ``g`` (the judge and a sandbox that draws for
+    itself get the same)."""
     import torch
     if not isinstance(k, tuple):
         return k
     on = torch.Generator(device=x.device).manual_seed(
         int(torch.randint(0, 1 << 62, (1,), generator=g)))
-    coin = torch.randint(0, 2, tuple(shape), generator=on, device=x.device, dtype=torch.uint8)
+    pick = torch.randint(0, len(k), tuple(shape), generator=on, device=x.device)
     real = x.real.dtype if x.is_complex() else x.dtype
-    return torch.where(coin.bool(), torch.tensor(k[0], dtype=real, device=x.device),
-                       torch.tensor(k[1], dtype=real, device=x.device))
+    return torch.tensor(k, dtype=real, device=x.device)[pick]
 
 
 def tensors(out: Any) -> list:

@@ -542,16 +542,21 @@ class Job:
     def trials(self) -> tuple[list[TrialResult], dict, list, list]:
         import torch
         n = max(1, self.opts.trials)
-        # two trials more, at places picked here (never the first), on inputs outside the range
-        # get_inputs() draws from: near it (times -2, 2 or -1) and far from it (times 16 or
-        # 1/16, either sign); the profiler's trial is one of the others
-        wide_trial, far_trial = secrets.SystemRandom().sample(range(1, n + 2), 2)
-        others = [t for t in range(n + 2) if t not in (wide_trial, far_trial)]
+        # three trials more, at places picked here (never the first), on inputs outside the
+        # range get_inputs() draws from: near it (times -2, 2 or -1) and twice far from it
+        # (each element times 64, 16 or 1/16, either sign), once at a few places and once
+        # whole (each catches what the other may not: a guard that samples the input sees
+        # nothing of a few places, and a bug that needs one large element in a row, as exp's
+        # overflow does, rarely meets one of a few); the profiler's trial is one of the others
+        wide_trial, far_few, far_whole = secrets.SystemRandom().sample(range(1, n + 3), 3)
+        others = [t for t in range(n + 3) if t not in (wide_trial, far_few, far_whole)]
         traced_trial = others[secrets.randbelow(len(others))]
         trials, outs, refs = [], [], []
         traced: dict[str, Any] = {}
-        for t in range(n + 2):
+        for t in range(n + 3):
             seed = fresh_seed()
+            while t in (far_few, far_whole) and widens_few(seed) != (t == far_few):
+                seed = fresh_seed()
             xs = self.draw(seed)
             in_bytes = sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
             with torch.no_grad():
@@ -564,7 +569,7 @@ class Job:
                 if how is not None:
                     self.wide_ways.add(widens_few(seed))
                     self.other_way_ok = self.vets_other_way(how, widens_few(seed))
-            elif t == far_trial:
+            elif t in (far_few, far_whole):
                 how, ref_out = self.widened(seed, ref_out, far=True)
             sizes = [r.numel() * r.element_size() for r in ref_out]
             self.out_bytes = max(self.out_bytes, sum(sizes))

@@ -215,3 +215,22 @@ def test_a_widened_draw_scales_all_of_a_tensor_or_a_few_places_as_its_seed_says(
     assert kinds == {"all", "few"}
     assert widen([x], None, 5)[0] is x
     assert widen([torch.empty(0, 3)], "2x", 1)[0].shape == (0, 3)
+
+
+def test_the_far_way_scales_each_element_by_one_of_its_factors_drawn_alike_on_both_sides():
+    """Each element of a far draw is times 64, 16 or 1/16 (with the way's sign), each factor
+    met, the same from the same seed: 64x takes randn past exp's overflow, which 16x does not
+    (a softmax without its max subtraction: candidates/range_softmax_without_max.py)."""
+    from stitchcuda_lab.verifier.exchange import FAR, WIDEN, widened_how, widens_few
+    assert FAR[0] == ("64x|16x|x/16", "-64x|-16x|-x/16")
+    x = torch.randn(64, 128).abs() + 0.5
+    for how, sign in (("64x|16x|x/16", 1.0), ("-64x|-16x|-x/16", -1.0)):
+        seed = next(s for s in range(100) if not widens_few(s))   # the whole tensor
+        a = widen([x], how, seed)[0]
+        assert torch.equal(a, widen([x], how, seed)[0])
+        ratio = a / x
+        got = {round(float(r), 6) for r in ratio.unique()}
+        assert got == {round(f, 6) for f in WIDEN[how]} and sign * WIDEN[how][0] > 0
+        assert (a.abs() > 88.7).any()   # past exp's overflow
+        assert widened_how(how, seed) == (
+            f"times {sign * 64:g}, {sign * 16:g} or {sign / 16:g}, element by element")
