@@ -307,11 +307,14 @@ or to outlive its job.
   chance decided how the range trial and the few widened timed calls were scaled: on the CPU
   the first widened timed call is now always scaled the other way from the range trial), and
   scaling all of it still catches an error too small to see in a few elements once reduced
-  over many. A second such call goes far from the range: each element times 16 or 1/16 (a
-  coin per element; of either sign, or, where the reference is less finite so, one factor for
-  all), so a polynomial good to twice the draw's range or a series good from half its lower
-  bound fails too (`candidates/range_poly_within_2x.py`,
-  `candidates/range_never_probed_toward_zero.py`). On the CPU a problem that draws no
+  over many. Two more such calls go far from the range: each element times 64, 16 or 1/16
+  (drawn per element; of either sign, or, where the reference is less finite so, one factor
+  for all), one at a few places and one whole, so a polynomial good to twice the draw's range
+  or a series good from half its lower bound fails too (`candidates/range_poly_within_2x.py`,
+  `candidates/range_never_probed_toward_zero.py`), and so does a softmax that skips its max
+  subtraction, whose exp overflows past 88.7: randn's draws times 16 never get there, and one
+  large element of a few rarely lands in a row (`candidates/range_softmax_without_max.py`,
+  which passed every draw when the far call was one, times 16 or 1/16). On the CPU a problem that draws no
   floating input has its integers widened (times 2 or -2, wrapping as PyTorch's do; not on a
   GPU, where an index out of range is a device-side assert, not an exception): a kernel that saturates
   where PyTorch wraps fails (`candidates/int_range_never_widened.py`). A kernel right only on
@@ -377,8 +380,16 @@ or to outlive its job.
   named by its build id before its name; and a process the candidate started, running at a
   stop, is `subprocess` (a child reaped by the kernel, under an ignored SIGCHLD, leaves no CPU
   time and no process to find after the call: `candidates/autoreaped_child_compute.py`).
-  PyTorch's scatter / gather, index, sort, scan and resampling loops count as its kernels
-  (`candidates/sampler_index_kernels_big.py`), and a candidate file may spend time in library
+  The maps are read again at every stop: a file mapped over a library the candidate loaded
+  (scipy's OpenBLAS), while the first stop read them, and moved off once it was continued,
+  left that library's addresses named as the candidate's own file
+  (`candidates/sampler_stale_maps_cache_big.py`). PyTorch's scatter / gather, index, sort,
+  scan and resampling loops count as its kernels (`candidates/sampler_index_kernels_big.py`),
+  and so do at::native's static workers and kernels named through a back-reference to `at`
+  (a dense + sparse add and a fake quantizer computed a whole forward as bookkeeping:
+  `candidates/sampler_sparse_fakequant_big.py`); a kernel is a copy (allowed) only where its
+  op's name is a copy's, fill's or concatenation's in whole words (`aten.CHEAP`:
+  `copysign_kernel` and `searchsorted_cpu_contiguous` are compute). A candidate file may spend time in library
   code (oneDNN's generated kernels among it) only where the reference runs a GEMM,
   convolution or attention (`candidates/sampler_onednn_jit_big.py`,
   `candidates/sampler_gemm_family_hidden_big.py`).

@@ -7,7 +7,7 @@ times -2, 2 or -1, whole or at a few places) stays inside [-2, 2): the range che
 factor of two beyond the draw and no further, so a kernel right on twice the draw's range
 passes as right everywhere.
 
-The far trial (each element times 16 or 1/16) catches it where a scaled element lands beyond
+The far trials (each element times 64, 16 or 1/16) catch it where a scaled element lands beyond
 |x| = 6; while a draw scaled at a few places scaled 1-16 of them, it passed in about one job
 in fourteen (all of its places under 6). 8-32 places now."""
 import torch
