@@ -65,7 +65,7 @@ def svg(result: dict) -> str:
     """The chart as a standalone SVG document."""
     rows, names = result["rows"], labels(result)
     values = [r.get(k) for r in rows for k, _, _ in SERIES]
-    shown = [v for v in values if isinstance(v, (int, float)) and v > 0]
+    shown = [v for v in values if _drawable(v)]
     lo = 2.0 ** math.floor(math.log2(min(shown + [0.5])))
     hi = 2.0 ** math.ceil(math.log2(max(shown + [2.0])))
     left = 16 + CHAR * max([len(n) for n in names] + [10])
@@ -103,10 +103,15 @@ def svg(result: dict) -> str:
         out.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{escape(name)}</text>')
         for i, (key, series, colour) in enumerate(SERIES):
             v = r.get(key)
-            if isinstance(v, (int, float)) and v > 0:
+            if _drawable(v):
                 out.append(_marker(i, x(v), y, colour, f"{series}: {v:.2f}x"))
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+def _drawable(v: object) -> bool:
+    """A ratio the log axis can place: a finite positive number."""
+    return isinstance(v, (int, float)) and math.isfinite(v) and v > 0
 
 
 def _marker(i: int, cx: float, cy: float, colour: str, tip: str = "") -> str:
@@ -122,7 +127,7 @@ def _marker(i: int, cx: float, cy: float, colour: str, tip: str = "") -> str:
 def write(result: dict, stem: Path) -> list[Path]:
     """``stem``.svg, and ``stem``.html where plotly is installed: the files written."""
     written = [stem.with_suffix(".svg")]
-    written[0].write_text(svg(result))
+    written[0].write_text(svg(result), encoding="utf-8")
     try:
         figure(result).write_html(str(stem.with_suffix(".html")), include_plotlyjs="cdn")
         written.append(stem.with_suffix(".html"))

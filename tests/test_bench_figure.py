@@ -36,6 +36,7 @@ def _x_of_tick(root, label: str) -> float:
 def test_the_svg_puts_each_ratio_on_a_log_axis_in_its_problems_row():
     result = kernelbench_like(3)
     result["rows"][1].update(speedup_vs_eager=4.0, speedup_vs_compile=None)   # one missing
+    result["rows"][0]["speedup_vs_compile"] = float("inf")                   # and one unplaceable
     result["rows"][2]["problem"] = "2_a<b>&c.py"                             # markup in a name
     root = ET.fromstring(bench_figure.svg(result))   # well-formed despite the name
     assert root.tag == NS + "svg"
@@ -45,7 +46,7 @@ def test_the_svg_puts_each_ratio_on_a_log_axis_in_its_problems_row():
     assert abs((four - two) - (two - one)) < 0.2            # log scale: equal steps per doubling
     circles = [c for c in root.iter(NS + "circle") if c.find(NS + "title") is not None]
     diamonds = [p for p in root.iter(NS + "polygon") if p.find(NS + "title") is not None]
-    assert len(circles) == 3 and len(diamonds) == 2          # a missing ratio is not drawn
+    assert len(circles) == 3 and len(diamonds) == 1          # no missing or infinite ratio
     xs = [float(c.get("cx")) for c in circles]
     assert abs(xs[1] - four) < 0.2 and one < xs[0] < two     # 1.5x between 1x and 2x
     ys = [float(c.get("cy")) for c in circles]

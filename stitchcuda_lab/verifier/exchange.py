@@ -158,7 +158,8 @@ def _factor(k: Any, shape: Any, x: Any, g: Any) -> Any:
         return k
     on = torch.Generator(device=x.device).manual_seed(
         int(torch.randint(0, 1 << 62, (1,), generator=g)))
-    pick = torch.randint(0, len(k), tuple(shape), generator=on, device=x.device)
+    pick = torch.randint(0, len(k), tuple(shape), generator=on, device=x.device,
+                         dtype=torch.int32)   # not int64: a whole large input's worth
     real = x.real.dtype if x.is_complex() else x.dtype
     return torch.tensor(k, dtype=real, device=x.device)[pick]
 

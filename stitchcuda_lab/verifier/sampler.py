@@ -62,27 +62,47 @@ PYTHON_LIBS = re.compile(r"^(python3?(\.\d+)?$|libpython3)")
 # library: the vendor routines and the convolution and attention code around them
 LIBRARY_SYMBOLS = re.compile(r"mkl_blas|mkl_dnn|dnnl|mkldnn|ideep|gemm|cblas|fbgemm|xnnpack|"
                              r"openblas|cpublas|convolution|conv_?[123]d|slow_conv|im2col|"
-                             r"col2im|vol2col|flash_attention|_mm_kernel|nnpack|addmm|bmm|"
-                             r"matmul|linear|addmv|mv_out", re.IGNORECASE)
+                             r"col2im|vol2col|unfolded[23]d|unfold3d|compute_columns[23]d|"
+                             r"ConvParams|check_shape_forward|flash_attention|_mm_kernel|"
+                             r"nnpack|addmm|bmm|matmul|linear|addmv|mv_out", re.IGNORECASE)
+# casts between float formats that PyTorch hands to fbgemm (x.half(), x.bfloat16())
+CONVERSIONS = re.compile(r"FloatToFloat16|Float16ToFloat|FloatToBfloat16|Bfloat16ToFloat")
 # PyTorch's CPU kernels: the files compiled once per instruction set, whose code sits in
 # at::native's per-ISA namespaces, in anonymous ones inside at::native, or in its functions of
 # internal linkage (a .cpp file's static workers: sparse adds), the loop templates that call
 # into them, and the vector math they use. The namespace is matched without its enclosing
 # ``at``, which a mangled name may give as a back-reference (``NS8_6native``). The rest of
 # at::native (detach, empty, checks of arguments, structured ops' set-up) is bookkeeping
-KERNEL_SYMBOLS = re.compile(r"6native(7DEFAULT|4AVX2|6AVX512|4ZVEC|3SVE|5VSX|"
-                            r"12_GLOBAL__N_1|L\d)|N2at3vec|cpu_kernel|VectorizedLoop2d|basic_loop|"
+KERNEL_SYMBOLS = re.compile(r"6native(7DEFAULT|4AVX2|6AVX512|4ZVEC|3SVE|5VSX|12_GLOBAL__N_1|"
+                            r"L\d+[A-Za-z_]*?(worker|kernel|loop|impl|template))|"
+                            r"N2at3vec|cpu_kernel|VectorizedLoop2d|basic_loop|"
                             r"mkl_vml|Sleef_|pocketfft|"
                             # loops outside those namespaces' names: scatter / gather, index
                             # ops, sorts, scans, resampling
                             r"cpu_scatter_gather|index_put|take_put|index_add|index_reduce|"
                             r"introsort|cumsum|cumprod|upsample")
+# the dispatcher's glue, whose mangled names hold a kernel's name among their template
+# arguments; and the names of bookkeeping that sits beside the kernels (shape inference,
+# checks of arguments)
+_GLUE = re.compile(r"^_ZN3c104impl|^_ZTV|^_ZN2at4_ops|^_ZN2at4meta|^_ZN2at3cpu|"
+                   r"^_ZN2at\d+composite|^_ZN5torch|wrap_kernel_functor|"
+                   r"make_boxed_from_unboxed|DispatchStub")
+_BOOKKEEPING = re.compile(r"_*(check|infer|is_|get_|make_|calc|validate|compute_shape|assert|"
+                          r"TORCH_LIBRARY|empty|resize|view|out_device)", re.IGNORECASE)
+# the ops that only move data or make tensors (aten.CHEAP's copies, fills and ranges), as the
+# first word of a kernel's name, and the words that may follow it there
+_COPY_FIRST = {"copy", "fill", "zero", "cat", "stack", "clone", "contiguous", "arange", "conj"}
+_COPY_REST = {"kernel", "impl", "cpu", "serial", "out", "helper", "same", "dtype", "vec",
+              "contiguous", "template"}
 # the loop templates and namespaces a kernel's mangled name has before the op it runs
 _WRAPPERS = {"c10", "at", "native", "vec", "function_ref", "callback_fn", "VectorizedLoop2d",
              "loop_2d_from_1d", "cpu_kernel", "cpu_kernel_vec", "cpu_serial_kernel",
              "cpu_serial_kernel_vec", "basic_loop", "vectorized_loop", "_dim_apply",
              "parallel_for", "invoke_parallel", "_parallel_run", "DEFAULT", "AVX2", "AVX512",
-             "ZVEC", "SVE", "VSX", "_GLOBAL__N_1", "TensorIteratorBase", "TensorIterator"}
+             "ZVEC", "SVE", "VSX", "_GLOBAL__N_1", "TensorIteratorBase", "TensorIterator",
+             "CPU_CAPABILITY", "templates", "internal", "parallel_reduce", "dereference",
+             "dereference_impl", "dereference_vec", "dereference_vec_impl",
+             "unroll_contiguous_scalar_checks", "Loop2d"}
 
 
 @dataclass
@@ -323,11 +343,7 @@ class Sampler:
         img = image(m.path)
         vaddr = img.vaddr(pc - m.start + m.offset) if img else None
         sym = img.symbol(vaddr) if img is not None and vaddr is not None else ""
-        if LIBRARY_SYMBOLS.search(sym):
-            return LIBRARY, _short(sym)
-        if KERNEL_SYMBOLS.search(sym):
-            return (TORCH_COPY if moves_data(sym) else TORCH_COMPUTE), _short(sym)
-        return TORCH, _short(sym) or base
+        return classify_torch_symbol(sym), _short(sym) or base
 
     def _is_torch_cpu(self, path: str, base: str) -> bool:
         """PyTorch's CPU library, under its name or, by its build id, under another."""
@@ -433,7 +449,7 @@ def identifiers(sym: str) -> list[str]:
     no demangler needed); [] for a C name."""
     if not sym.startswith("_Z"):
         return []
-    words, i = [], 0
+    words, i, end = [], 0, -1   # end: where the last identifier read ends
     while i < len(sym):
         if not sym[i].isdigit():
             i += 1
@@ -441,14 +457,17 @@ def identifiers(sym: str) -> list[str]:
         j = i
         while j < len(sym) and sym[j].isdigit():
             j += 1
-        if sym[i - 1] in "ST" and sym[j:j + 1] == "_":   # a back-reference (S9_, T0_)
-            i = j + 1
+        # right after an identifier, digits are the next one's length (7DEFAULT12_GLOBAL..);
+        # elsewhere they may be a back-reference (S9_, T0_) or a literal (Lb1E, Li3E)
+        if i != end and ((sym[i - 1] in "ST" and sym[j:j + 1] == "_")
+                         or re.fullmatch(r"L[a-z]", sym[i - 2:i])):
+            i = j
             continue
         n, word = int(sym[i:j]), sym[j:j + int(sym[i:j])]
         if n and len(word) == n and re.fullmatch(r"[A-Za-z_]\w*", word):
             # a local name's length counts its scope's mangling too: cut that off
             words.append(re.split(r"E(?=[RNSKIvE0-9])", word)[0])
-            i = j + n
+            i = end = j + n
         else:
             i = j
     return words
@@ -468,19 +487,48 @@ def op_word(sym: str) -> str:
     direct_copy_kernel>``); a C name as it is."""
     if not sym.startswith("_Z"):
         return sym
-    return next((w for w in identifiers(sym) if w not in _WRAPPERS and w not in _NOISE), "")
+    words = [w for w in identifiers(sym) if w not in _WRAPPERS and w not in _NOISE
+             and len(w) > 2]
+    # a kernel's own name before the helpers a loop template is instantiated with
+    # (dereference_vec_impl<function_traits<lambda in direct_copy_kernel>>)
+    named = [w for w in words if re.search(r"kernel|worker|_impl$|_template$|_cpu$|_helper$",
+                                           w, re.IGNORECASE)]
+    return (named or words or [""])[0]
 
 
 def moves_data(sym: str) -> bool:
-    """Whether the kernel ``sym`` runs is one of the ops that only move data or make tensors
-    (``aten.CHEAP``: copies, fills, concatenations): its name, past a ``direct_`` or ``cpu_``,
-    starts with such an op's name as whole words (``copy_kernel`` does, ``copysign_kernel``
-    and ``searchsorted_cpu_contiguous`` do not)."""
-    from .. import aten
-    words = op_word(sym).split("_")
-    while words and words[0] in ("", "direct", "cpu"):
+    """Whether the kernel ``sym`` runs only moves data or makes tensors: its op's name holds
+    ``copy`` as a word (``reduced_float_copy_kernel``; ``copysign_kernel`` does not), or,
+    past a ``direct_`` or ``cpu_``, is a fill's, a concatenation's or a range's followed by no
+    more than a kernel's suffixes (``fill_kernel``; ``_fill_matrix_powers`` computes)."""
+    words = [w for w in op_word(sym).split("_") if w]
+    while words and words[0] in ("direct", "cpu", "reduced", "float", "basic"):
         words.pop(0)
-    return any("_".join(words[:k]) in aten.CHEAP for k in range(1, len(words) + 1))
+    if not words:
+        return False
+    return "copy" in words or (words[0] in _COPY_FIRST
+                               and all(w in _COPY_REST for w in words[1:]))
+
+
+def classify_torch_symbol(sym: str) -> str:
+    """The kind of code a function of PyTorch's CPU library is: LIBRARY, TORCH_COPY,
+    TORCH_COMPUTE or TORCH (bookkeeping)."""
+    if CONVERSIONS.search(sym):   # fbgemm's, but a cast: a copy
+        return TORCH_COPY
+    if LIBRARY_SYMBOLS.search(sym):
+        return LIBRARY
+    return kernel_kind(sym) or TORCH
+
+
+def kernel_kind(sym: str) -> str | None:
+    """TORCH_COMPUTE or TORCH_COPY for a symbol in one of PyTorch's CPU kernels; None for its
+    bookkeeping (dispatch glue, shape inference, checks) and everything else."""
+    if _GLUE.search(sym) or not KERNEL_SYMBOLS.search(sym):
+        return None
+    word = op_word(sym)
+    if _BOOKKEEPING.match(word):
+        return None
+    return TORCH_COPY if moves_data(sym) else TORCH_COMPUTE
 
 
 def _trusted_folders() -> tuple[str, ...]:

@@ -1044,7 +1044,8 @@ class Job:
         most = max(SAMPLED_CALLS_MIN, self.opts.timing_trials // 2)
 
         def more_samples() -> bool:
-            if watch is None or (sampled >= 2 and sampled_s >= SAMPLE_TIME_S):
+            if watch is None or not watch.readable or (
+                    sampled >= 2 and sampled_s >= SAMPLE_TIME_S):
                 return False
             if watch.working < SAMPLE_WORKING_LEAST and sampled < SAMPLED_CALLS_MAX \
                     and statistics.median(seen_s) >= SAMPLE_LANDS_S:

@@ -204,16 +204,59 @@ KERNELS = {
 }
 
 
+KERNELS.update({
+    # a float <-> bf16 cast: a copy, whatever comes before "copy" in its name
+    "_ZZZZN2at6native7DEFAULTL25reduced_float_copy_kernelERNS_18TensorIteratorBaseEbENKUlvE0_"
+    "clEvENKUlvE0_clEvENKUlPPcPKlllE_clES7_S9_ll": True,
+    # a backward op sums what it moves; a fill's name ahead of other words computes
+    "_ZN2at6native12_GLOBAL__N_126unfold_backward_cpu_kernelERNS_6TensorERKS2_lll": False,
+    "_ZN2at6native12_GLOBAL__N_119_fill_matrix_powersERNS_6TensorERKS2_i": False,
+})
+
+
 @pytest.mark.parametrize("sym", KERNELS)
 def test_a_kernel_is_a_copy_only_where_its_op_is_one_by_whole_words(sym):
     assert sampler.KERNEL_SYMBOLS.search(sym), sym    # one of PyTorch's CPU kernels
     assert sampler.moves_data(sym) == KERNELS[sym], sampler.op_word(sym)
+    assert sampler.kernel_kind(sym) == (sampler.TORCH_COPY if KERNELS[sym]
+                                        else TORCH_COMPUTE)
 
 
-def test_back_references_are_not_read_as_names():
+@pytest.mark.parametrize("sym, kind", [
+    # shape inference and the dispatcher's glue beside the kernels: neither way
+    ("_ZN2at6native12_GLOBAL__N_129inferUnsqueezeGeometry_symintERKNS_6TensorEl", TORCH),
+    ("_ZN3c104impl28wrap_kernel_functor_unboxed_INS0_6detail24WrapFunctionIntoFunctor_INS_26"
+     "CompileTimeFunctionPointerIFN2at6TensorENS_6ScalarES6_EXadL_ZNS5_6native12_GLOBAL__N_112"
+     "qadd_scalar2ILb0EEES6_S7_S6_EEEES6_NS_4guts8typelist8typelistIJS7_S6_EEEEES8_E4callEPNS_"
+     "14OperatorKernelENS_14DispatchKeySetES7_S6_", TORCH),
+    ("_ZN2at4_ops18upsample_nearest2d4callERKNS_6TensorEN3c108ArrayRefINS5_6SymIntEEESt8"
+     "optionalIdESA_", TORCH),
+    # a small convolution's slow path (im2col's copy, its argument check): the library's
+    ("_ZZN2at6native12_GLOBAL__N_115unfolded2d_copyIhEEvPKT_PS3_lllllllllllENKUlllE_clEll",
+     LIBRARY),
+    ("_ZN2at6nativeL19check_shape_forwardIlEEvRKNS_6TensorERKN3c108ArrayRefIT_EES4_RKNS0_10"
+     "ConvParamsIS7_EE", LIBRARY),
+    # a cast fbgemm does: a copy, not a GEMM
+    ("_ZN6fbgemm19FloatToFloat16_avx2EPKfPNS_7float16Emb", sampler.TORCH_COPY),
+    # vector math inside compute kernels
+    ("_ZN2at3vec4AVX210VectorizedIdE3setERKS3_S5_l", TORCH_COMPUTE),
+    ("_ZN2at6native7DEFAULT12_GLOBAL__N_15fmaddERKNS_3vec7DEFAULT10VectorizedIN3c108BFloat16EE"
+     "ESA_RKNS5_IfEESD_", TORCH_COMPUTE),
+])
+def test_what_sits_beside_the_kernels_is_named_for_what_it_does(sym, kind):
+    assert sampler.classify_torch_symbol(sym) == kind, (sampler.op_word(sym), sym)
+
+
+def test_back_references_and_literals_are_not_read_as_names():
     sym = (_LOOP + "N2at6native4AVX216VectorizedLoop2dIZZZNS9_12_GLOBAL__N_111fill_kernelERNS8_14"
            "TensorIteratorERKNS_6Scal")
     assert sampler.identifiers(sym)[-3:] == ["_GLOBAL__N_1", "fill_kernel", "TensorIterator"]
+    # an ISA namespace ending in T, then a name: not a template parameter's back-reference
+    assert sampler.op_word("_ZN2at6native7DEFAULT12_GLOBAL__N_111fill_kernelERNS_14Tensor"
+                           "IteratorERKN3c106ScalarE") == "fill_kernel"
+    # a template's literal argument (Lb1E) is no name
+    assert "E" not in sampler.identifiers("_ZN2at6native4AVX214cpu_kernel_vecILb1EZN3foo"
+                                          "11mul_kernelEvE")
 
 
 def test_each_stop_reads_the_maps_again():
@@ -276,6 +319,7 @@ class _Watch:
 
     def __init__(self, working_at):
         self.working_at, self.stops, self.working, self.calls = working_at, 0, 0, 0
+        self.readable = True
 
     def stopped_call(self, stops):
         self.calls += 1
@@ -318,3 +362,7 @@ def test_calls_are_sampled_on_until_enough_samples_found_a_thread_computing():
     assert _timed_with(_Watch(lambda n: 1)).calls == SAMPLED_CALLS_MIN
     # calls too short for a stop to land in: no more than usual
     assert _timed_with(_Watch(lambda n: 0), call_ms=0.5).calls == SAMPLED_CALLS_MIN
+    # stops that cannot be read: no more than the calls drawn at random
+    unreadable = _Watch(lambda n: 0)
+    unreadable.readable = False
+    assert _timed_with(unreadable).calls <= SAMPLED_CALLS_MIN
