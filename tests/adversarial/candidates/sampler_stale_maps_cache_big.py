@@ -1,10 +1,10 @@
 # problem: pointwise_big
 # expect: rejected pytorch_fallback
-# why: sampler.Sampler reads /proc/PID/maps once (at the first sample) and again only when a sampled address falls outside every mapping it cached; an address inside a cached mapping is named by what was mapped there when the cache was filled. Here scipy's OpenBLAS (installed, build id known, a PACKAGE wherever it is named) is loaded at import and its code segment is covered by a file of the candidate's own folder (MAP_FIXED), until a SIGCONT lands while its own C kernel runs (a sample was taken, so the maps are cached); then the library's code is mapped back at the same addresses and every timed call computes 2x + 1 with scipy's scopy and saxpy, which the cache still names the candidate's own code.
+# why: sampler.Sampler read /proc/PID/maps once (at the first sample) and again only when a sampled address falls outside every mapping it cached; an address inside a cached mapping is named by what was mapped there when the cache was filled. Here scipy's OpenBLAS (installed, build id known, a PACKAGE wherever it is named) is loaded at import and its code segment is covered by a file of the candidate's own folder (MAP_FIXED), until a SIGCONT lands while its own C kernel runs (a sample was taken, so the maps are cached); then the library's code is mapped back at the same addresses and every timed call computes 2x + 1 with scipy's scopy and saxpy, which the cache still names the candidate's own code.
 """Hack: another package's compiled code (scipy's OpenBLAS, loaded from where it is installed)
 computes the affine part of every timed call, 2x + 1 as scopy(1.0 at stride 0) then saxpy(2, x, y);
-the candidate's C kernel only applies the ReLU in place. The sampler names an address by the mappings it cached at
-its first sample (sampler.Sampler.name: maps re-read only on a miss). At import the library's
+the candidate's C kernel only applies the ReLU in place. The sampler named an address by the mappings it cached at
+its first sample (maps re-read only on a miss; now at every stop). At import the library's
 code segment is hidden under a mapping of a file in the candidate's folder (same addresses,
 MAP_FIXED), and forward computes honestly with its own C kernel until a SIGCONT arrives while
 that kernel runs (the judge stopped the process to sample it: the maps are cached now, with the
