@@ -138,7 +138,8 @@ def rewrite(graph: Graph) -> Graph:
 
 # -- diagonal matrices --------------------------------------------------------------------------
 # views that leave a diagonal matrix what it was (its transpose is itself)
-_SAME_DIAGONAL = ("alias", "t", "transpose", "permute", "clone", "contiguous")
+_SAME_DIAGONAL = ("alias", "t", "transpose", "permute", "numpy_T", "mT", "adjoint", "clone",
+                  "contiguous")
 
 
 def _diagonal_of(g: Graph, r: Any) -> Node | None:

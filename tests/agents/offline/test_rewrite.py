@@ -356,6 +356,7 @@ def test_a_layer_norm_over_few_long_rows_is_computed_in_parts_on_the_gpu(affine,
 @pytest.mark.parametrize("body", [
     "torch.diag(a) @ b",                        # KernelBench's first form of its problem 12
     "b.t() @ torch.diag(a).t()",                # a diagonal matrix is its own transpose
+    "torch.diag(a).T @ b.mT",
     "torch.matmul(torch.diag(a), b[:, 0])",     # a vector
     "torch.diag(a) @ torch.stack([b, 2 * b])",  # a batch
 ])
