@@ -502,7 +502,7 @@ def moves_data(sym: str) -> bool:
     past a ``direct_`` or ``cpu_``, is a fill's, a concatenation's or a range's followed by no
     more than a kernel's suffixes (``fill_kernel``; ``_fill_matrix_powers`` computes)."""
     words = [w for w in op_word(sym).split("_") if w]
-    while words and words[0] in ("direct", "cpu", "reduced", "float", "basic"):
+    while words and words[0] in ("direct", "cpu"):
         words.pop(0)
     if not words:
         return False

@@ -587,10 +587,8 @@ def _reduced_suffix(n: Node, rank: int) -> int:
     a suffix of its input's ``rank`` dims; 0 where they are not."""
     if n.opname in ("sum", "mean") and n.target.endswith(".default"):
         dims = None
-    elif n.opname == "linalg_vector_norm":
-        dims = arg(n, 2, "dim", None)
     else:
-        dims = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim")
+        dims = arg(n, 2 if n.opname == "linalg_vector_norm" else 1, "dim", None)
     if dims is None or dims == []:
         return rank
     dims = dims if isinstance(dims, list) else [dims]
