@@ -34,10 +34,18 @@ def _words(s: str) -> frozenset[str]:
 
 # -- names --------------------------------------------------------------------------------------
 
+# Elementwise overloads named like a reduction: ``torch.min(x, other)`` is ``aten.min.other``,
+# which computes what ``minimum`` does (a NaN on either side wins), not a reduction.
+_ELEMENTWISE_OVERLOADS = {("max", "other"): "maximum", ("min", "other"): "minimum"}
+
+
 def short(target: str) -> str:
-    """``aten.gelu.default`` -> ``gelu``; other strings (``getitem``) unchanged."""
+    """``aten.gelu.default`` -> ``gelu``; ``aten.min.other`` -> ``minimum``; other strings
+    (``getitem``) unchanged."""
     parts = target.split(".")
-    return parts[1] if len(parts) >= 2 and parts[0] == "aten" else target
+    if len(parts) >= 2 and parts[0] == "aten":
+        return _ELEMENTWISE_OVERLOADS.get((parts[1], parts[-1]), parts[1])
+    return target
 
 
 def overload(target: str) -> str:

@@ -53,6 +53,9 @@ class Node:
     stride: list | None = None
     kind: str | None = None       # placeholders: input | param | buffer | const
     fqn: str | None = None
+    # a constant's value (nested lists) where the model holds it under no name: a tensor its
+    # forward makes from literals (``torch.tensor(0.5)``), which export lifts to a constant
+    value: Any = None
     input_index: int | None = None
     flops: int = 0
     bytes: int = 0
@@ -280,6 +283,8 @@ def _from_export(graph: Graph, ep: Any, model: Any) -> None:
             if kind == "input":
                 n.input_index = user_index
                 user_index += 1
+            elif kind == "const":
+                n.value = _lifted_value(model, fqn, getattr(ep, "constants", {}))
             _set_meta(n, fx.meta.get("val"))
             graph.nodes.append(n)
         elif fx.op == "call_function":
@@ -680,6 +685,25 @@ def _bind(x: Any, env: dict) -> Any:
     if isinstance(x, dict):
         return {k: _bind(v, env) for k, v in x.items()}
     return x
+
+
+# Elements of a lifted constant written into a program as a literal; a larger one is left where
+# the model holds it (read by name), as is any the model holds.
+LIFTED_VALUE_MOST = 4096
+
+
+def _lifted_value(model: Any, fqn: str | None, constants: dict) -> Any:
+    """A constant's value as nested lists, where ``model`` has nothing under its name (export
+    lifted it from a tensor the forward made) and it is small; else None."""
+    try:
+        _attr(model, fqn)
+        return None
+    except AttributeError:
+        pass
+    t = constants.get(fqn)
+    if t is None or not hasattr(t, "tolist") or t.numel() > LIFTED_VALUE_MOST:
+        return None
+    return t.detach().cpu().tolist()
 
 
 def _attr(obj: Any, fqn: str | None) -> Any:

@@ -47,6 +47,10 @@ def test_categories_follow_the_functional_op():
     assert aten.category("aten.relu_.default") == "pointwise"
     assert aten.category("aten.layer_norm.default") == "normalization"
     assert aten.category("aten.amax.default") == "reduction"
+    # torch.min(x, other) is elementwise; torch.min(x) and torch.min(x, dim) reduce
+    assert aten.category("aten.min.other") == aten.category("aten.max.other") == "pointwise"
+    assert aten.short("aten.min.other") == "minimum" and aten.short("aten.max.other") == "maximum"
+    assert aten.category("aten.min.default") == aten.category("aten.max.dim") == "reduction"
     assert aten.category("aten.linear.default") == "gemm"
     assert aten.category("aten.conv2d.default") == "convolution"
     assert aten.category("aten.transpose.int") == "data_movement"

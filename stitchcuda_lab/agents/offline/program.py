@@ -10,6 +10,7 @@ With a CUDA-graph task the forward is captured once per input signature and repl
 from __future__ import annotations
 
 import keyword
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,7 +206,10 @@ def _init(graph: Graph, cuda_graph: bool, convs: dict[str, str]) -> list[str]:
              "                    _place(self, f\"{mname}.{bname}\" if mname else bname, b.detach().clone(),",
              "                           persistent=bname not in mod._non_persistent_buffers_set)"]
     for n in graph.placeholders():
-        if n.kind == "const":
+        if n.kind == "const" and n.value is not None:   # made by the forward, not the model's
+            lines.append(f"        _place(self, {n.fqn!r}, torch.tensor({_literal(n.value)}, "
+                         f"dtype=torch.{n.dtype}), persistent=False)")
+        elif n.kind == "const":
             lines.append(f"        _place(self, {n.fqn!r}, torch.as_tensor("
                          f"{_ref_attr('ref', n.fqn)}).detach().clone(), persistent=False)")
     weights = {graph.node(w).fqn: fmt for w, fmt in stored_channels_last(graph, convs).items()}
@@ -356,6 +360,15 @@ def render_fallback(problem_source: str, problem_name: str, cuda_graph: bool,
     else:
         lines.append("    pass")
     return "\n".join(lines) + "\n"
+
+
+def _literal(v: Any) -> str:
+    """Python source for a constant's nested lists (a non-finite float as ``float('inf')``)."""
+    if isinstance(v, list):
+        return "[" + ", ".join(_literal(x) for x in v) + "]"
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"float({str(v)!r})"
+    return repr(v)
 
 
 def _ref_attr(root: str, fqn: str) -> str:
