@@ -371,6 +371,29 @@ def test_batchnorm_train_kernel_updates_running_stats_like_eager(settings):
                                    atol=1e-5, rtol=1e-5)
 
 
+def test_long_float_rows_are_summed_as_accurately_as_float64_allows(settings):
+    """Rows of 2^21 positive floats (mean 10.5): a float sum per vector lane drifts by about
+    1e-3 of the row's mean and variance; the C kernel adds such rows in double."""
+    problem = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.stack([x.mean(dim=1), x.var(dim=1, unbiased=False),
+                                    torch.softmax(x, dim=1).sum(dim=1)])
+        def get_inputs():
+            return [torch.rand(2, 1 << 21) + 10.0]
+        def get_init_inputs():
+            return []
+    """)
+    _, _, cand = generate(problem, settings)
+    assert cand.kernels
+    x = problem.make_inputs(device="cpu", seed=0)[0]
+    _, got, _, _ = run_both(problem, cand)
+    x64 = x.double()
+    want = torch.stack([x64.mean(dim=1), x64.var(dim=1, unbiased=False),
+                        torch.softmax(x64, dim=1).sum(dim=1)])
+    torch.testing.assert_close(got.double(), want, atol=0, rtol=2e-6)
+
+
 # -- CUDA source: syntax-compiled by nvcc, every template and launch variant --------------------
 VARIANTS = [{}, {"vec": 1}, {"rows": "block", "block": 128}, {"rows": "warp", "ipt": 2},
             {"rows": "block", "cache": True}, {"rows": "block", "cache": True, "vec": 1},
