@@ -37,14 +37,24 @@ def _words(s: str) -> frozenset[str]:
 # Elementwise overloads named like a reduction: ``torch.min(x, other)`` is ``aten.min.other``,
 # which computes what ``minimum`` does (a NaN on either side wins), not a reduction.
 _ELEMENTWISE_OVERLOADS = {("max", "other"): "maximum", ("min", "other"): "minimum"}
+# PyTorch's alias ops, which the graph records under the name the model used
+# (``torch.multiply`` is ``aten.multiply.Tensor``), by the op each one is.
+ALIASES = {"multiply": "mul", "subtract": "sub", "divide": "div", "true_divide": "div",
+           "absolute": "abs", "negative": "neg", "clip": "clamp", "fix": "trunc",
+           "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
+           "not_equal": "ne", "arccos": "acos", "arcsin": "asin", "arctan": "atan",
+           "arccosh": "acosh", "arcsinh": "asinh", "arctanh": "atanh",
+           "special_expit": "sigmoid", "special_erf": "erf", "special_expm1": "expm1",
+           "special_exp2": "exp2", "special_log1p": "log1p"}
 
 
 def short(target: str) -> str:
-    """``aten.gelu.default`` -> ``gelu``; ``aten.min.other`` -> ``minimum``; other strings
-    (``getitem``) unchanged."""
+    """``aten.gelu.default`` -> ``gelu``; ``aten.min.other`` -> ``minimum``; an alias by the op
+    it is (``aten.multiply.Tensor`` -> ``mul``); other strings (``getitem``) unchanged."""
     parts = target.split(".")
     if len(parts) >= 2 and parts[0] == "aten":
-        return _ELEMENTWISE_OVERLOADS.get((parts[1], parts[-1]), parts[1])
+        name = _ELEMENTWISE_OVERLOADS.get((parts[1], parts[-1]), parts[1])
+        return ALIASES.get(name, name)
     return target
 
 
@@ -160,8 +170,8 @@ CATEGORIES = ("pointwise", "reduction", "normalization", "gemm", "convolution", 
               "rnn", "other", "input")
 
 _POINTWISE = _words("""
-add sub rsub mul div true_divide neg relu gelu silu sigmoid tanh exp exp2 log log2 log10 log1p
-expm1 sqrt rsqrt abs pow clamp clamp_min clamp_max clip hardtanh leaky_relu elu selu celu softplus
+add sub rsub mul div neg relu gelu silu sigmoid tanh exp exp2 log log2 log10 log1p
+expm1 sqrt rsqrt abs pow clamp clamp_min clamp_max hardtanh leaky_relu elu selu celu softplus
 mish hardswish hardsigmoid relu6 where gt lt ge le eq ne maximum minimum fmax fmin reciprocal sin
 cos tan asin acos atan sinh cosh asinh acosh atanh erf erfc sign sgn floor ceil round trunc frac
 logical_not logical_and logical_or logical_xor bitwise_not square dropout _to_copy to type_as
