@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from typing import Any
 from collections.abc import Callable, Sequence
@@ -90,14 +91,20 @@ def kernel_names(trace: dict) -> list[str]:
 
 
 def cpu_ops(trace: dict) -> dict[str, int]:
-    """aten ops of every thread in a trace, counted (the profiler sees what a dispatch mode
-    switched off or another thread would hide)."""
+    """Ops of every thread in a trace, counted (the profiler sees what a dispatch mode
+    switched off or another thread would hide): aten's and every other operator namespace's
+    (``mkldnn::_linear_pointwise`` is a GEMM with its ReLU; ``quantized::``, ``onednn::``),
+    not the autograd engine's or the profiler's own records."""
     counts: dict[str, int] = {}
     for e in trace_mod.load(trace):
         n = str(e.get("name", ""))
-        if e.get("cat") == "cpu_op" and n.startswith("aten::"):
+        if e.get("cat") == "cpu_op" and OPERATOR.match(n) and not n.startswith(NOT_OPS):
             counts[n] = counts.get(n, 0) + 1
     return counts
+
+
+OPERATOR = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*(\.\w+)?$")   # namespace::op[.overload]
+NOT_OPS = ("autograd::", "torch::", "profiler::", "c10::")
 
 
 def device_to_host(trace: dict) -> list[str]:

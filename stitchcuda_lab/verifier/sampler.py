@@ -38,7 +38,7 @@ TORCH_COPY = "torch_copy"    # PyTorch's copy and fill kernels (move data, compu
 TORCH_COMPUTE = "torch_compute"   # PyTorch's CPU kernels
 LIBRARY = "library"          # vendor libraries a plan may keep (BLAS, oneDNN, MKL)
 RUNTIME = "runtime"          # the C runtime, libm, OpenMP, the loader
-PACKAGE = "package"          # another package's compiled code: numpy, scipy, a system BLAS
+PACKAGE = "package"          # compiled code not the candidate's: numpy, scipy, torch.compile's
 # code that computes; the interpreter, PyTorch's bookkeeping and the C runtime say nothing
 # either way of who computed
 WORKING = (OWN, TORCH_COPY, TORCH_COMPUTE, LIBRARY, PACKAGE)
@@ -46,8 +46,8 @@ WORKING = (OWN, TORCH_COPY, TORCH_COMPUTE, LIBRARY, PACKAGE)
 # ways, the first of these is what it is called
 GRAVITY = (TORCH_COMPUTE, PACKAGE, TORCH_COPY, LIBRARY, OWN, TORCH, RUNTIME, PYTHON)
 LABELS = {OWN: "the candidate's own code", TORCH_COMPUTE: "PyTorch's CPU kernels",
-          LIBRARY: "a vendor library (GEMM, convolution)", PACKAGE: "another package's compiled "
-          "code (numpy, scipy, a system BLAS)", TORCH_COPY: "PyTorch's copies and fills",
+          LIBRARY: "a vendor library (GEMM, convolution)", PACKAGE: "compiled code not the "
+          "candidate's (numpy, scipy, a system BLAS, torch.compile's)", TORCH_COPY: "PyTorch's copies and fills",
           TORCH: "PyTorch's bookkeeping (dispatch, allocation)", PYTHON: "the interpreter",
           RUNTIME: "the C runtime (libc, libm, OpenMP)"}
 
@@ -80,7 +80,13 @@ KERNEL_SYMBOLS = re.compile(r"6native(7DEFAULT|4AVX2|6AVX512|4ZVEC|3SVE|5VSX|12_
                             # loops outside those namespaces' names: scatter / gather, index
                             # ops, sorts, scans, resampling
                             r"cpu_scatter_gather|index_put|take_put|index_add|index_reduce|"
-                            r"introsort|cumsum|cumprod|upsample")
+                            r"introsort|cumsum|cumprod|upsample|"
+                            # an at::native lambda run by a parallel region or as a
+                            # TensorIterator's loop (char** data, strides, sizes): the work of
+                            # ops whose namespace the mangling gives as a back-reference
+                            # (NS3_12_GLOBAL__N_1: sparse products, pools, nonzero)
+                            r"invoke_parallel.*6native|"
+                            r"function_refIFvPPcPKlllEE11callback_fn.*6native")
 # the dispatcher's glue, whose mangled names hold a kernel's name among their template
 # arguments; and the names of bookkeeping that sits beside the kernels (shape inference,
 # checks of arguments)
@@ -94,6 +100,10 @@ _BOOKKEEPING = re.compile(r"_*(check|infer|is_|get_|make_|calc|validate|compute_
 _COPY_FIRST = {"copy", "fill", "zero", "cat", "stack", "clone", "contiguous", "arange", "conj"}
 _COPY_REST = {"kernel", "impl", "cpu", "serial", "out", "helper", "same", "dtype", "vec",
               "contiguous", "template"}
+# the templates that run an op's lambda over a tensor's elements or a parallel range
+_LOOPS = {"VectorizedLoop2d", "vectorized_loop", "basic_loop", "cpu_kernel", "cpu_kernel_vec",
+          "cpu_serial_kernel", "cpu_serial_kernel_vec", "loop_2d_from_1d", "invoke_parallel",
+          "parallel_reduce", "_parallel_run"}
 # the loop templates and namespaces a kernel's mangled name has before the op it runs
 _WRAPPERS = {"c10", "at", "native", "vec", "function_ref", "callback_fn", "VectorizedLoop2d",
              "loop_2d_from_1d", "cpu_kernel", "cpu_kernel_vec", "cpu_serial_kernel",
@@ -276,9 +286,14 @@ class Sampler:
     """Samples of one candidate process, named as they are taken (its maps read once, again
     when an address falls outside them: a library loaded later)."""
 
-    def __init__(self, pid: int, own_folders: tuple[str, ...] = ()):
+    def __init__(self, pid: int, own_folders: tuple[str, ...] = (),
+                 own_files: set[str] | None = None):
         self.pid = pid
         self.own_folders = tuple(str(Path(p)) + os.sep for p in own_folders)
+        # the libraries the judge built and copied into those folders (the caller adds each as
+        # it hands it over): code in any other file there is no kernel of the candidate's
+        # (torch.compile's, written to its cache in the sandbox's folder)
+        self.own_files = own_files
         self.maps: list[Mapping] = []
         self.kinds: Counter[str] = Counter()
         self.where: dict[str, Counter[str]] = {}
@@ -314,8 +329,9 @@ class Sampler:
 
     @property
     def working(self) -> int:
-        """Samples so far of a thread in code that computes."""
-        return sum(self.kinds[k] for k in WORKING)
+        """Samples so far of a thread in code that computes (copies left out, as ``judge``
+        leaves them out of its share: a forward of fills and concatenations says little)."""
+        return sum(self.kinds[k] for k in WORKING if k != TORCH_COPY)
 
     def name(self, pc: int) -> tuple[str, str]:
         m = self._find(pc)
@@ -361,6 +377,8 @@ class Sampler:
 
     def _file_kind(self, path: str, base: str) -> str:
         if path.startswith(self.own_folders):
+            if self.own_files is not None and path not in self.own_files:
+                return self._copied(path) or PACKAGE
             return self._copied(path) or OWN
         if not path.startswith(self._trusted):
             # a file where the candidate may write: a known library under a name that the
@@ -408,7 +426,7 @@ def judge(report: dict, *, compute_allowed: bool, library_allowed: bool) -> str 
     the candidate's work.
 
     Two rules. Over all samples: at least MIN_HITS in forbidden code, a BAD_SHARE of those in
-    code that computes. And the first stop that found work being done: a candidate learns
+    code that computes, less the code it may hand work to (and copies). And the first stop that found work being done: a candidate learns
     that it is sampled once it is continued (a SIGCONT handler, a gap in its clock), never
     before, so one that hands its work to PyTorch until then and computes itself after shows
     it there (most of that stop's working threads in forbidden code)."""
@@ -418,7 +436,12 @@ def judge(report: dict, *, compute_allowed: bool, library_allowed: bool) -> str 
     kinds = Counter(report.get("kinds", {}))
     first = Counter(report.get("first", {}))
     bad = sum(kinds[k] for k, _ in counted)
-    working = sum(kinds[k] for k in WORKING)
+    # the share is of the computing not handed to others by right, copies left out: a
+    # convolution the plan keeps takes most of a forward, and a pointwise epilogue claimed as
+    # the candidate's own hid under it; concatenations of whole inputs hid PyTorch's products
+    allowed = {TORCH_COPY} | {k for k, ok in ((TORCH_COMPUTE, compute_allowed),
+                                              (LIBRARY, library_allowed)) if ok}
+    working = sum(kinds[k] for k in WORKING if k not in allowed)
     first_bad = sum(first[k] for k, _ in counted)
     if bad >= MIN_HITS and bad >= BAD_SHARE * working:
         parts = [f"{kinds[k]} in {label} ({', '.join(report.get('where', {}).get(k, {}))})"
@@ -432,7 +455,7 @@ def judge(report: dict, *, compute_allowed: bool, library_allowed: bool) -> str 
         return ("the first stop of the candidate's threads that found work being done, "
                 "taken from outside its process at a moment it cannot know, found it in "
                 + "; ".join(labels) + f" ({bad} of {working} samples in code that computes "
-                "in all: a program can tell it was sampled only after the first stop)")
+                "and is not a kept op's, in all: a program can tell it was sampled only after the first stop)")
     return None
 
 
@@ -522,11 +545,13 @@ def classify_torch_symbol(sym: str) -> str:
 
 def kernel_kind(sym: str) -> str | None:
     """TORCH_COMPUTE or TORCH_COPY for a symbol in one of PyTorch's CPU kernels; None for its
-    bookkeeping (dispatch glue, shape inference, checks) and everything else."""
+    bookkeeping (dispatch glue, shape inference, checks) and everything else. A loop over
+    elements is never bookkeeping, whatever helper names its lambda (an ELU's loop is
+    ``VectorizedLoop2d<lambda in get_scalar_elu_elementwise_func>``)."""
     if _GLUE.search(sym) or not KERNEL_SYMBOLS.search(sym):
         return None
     word = op_word(sym)
-    if _BOOKKEEPING.match(word):
+    if _BOOKKEEPING.match(word) and not _LOOPS.intersection(identifiers(sym)):
         return None
     return TORCH_COPY if moves_data(sym) else TORCH_COMPUTE
 

@@ -264,6 +264,7 @@ class Job:
         self.no_float64 = False   # the float64 reference ran out of memory in this job
         self.peek = False   # CPU: the judge reads timed calls' outputs from the sandbox (open)
         self.sampler: sampler.Sampler | None = None   # CPU: where its threads are (open)
+        self.handed: set[str] = set()   # the libraries built here and copied in (build)
         self.frozen_s = 0.0   # how long the last command's sandbox was stopped to be sampled
 
     def take_sandbox(self) -> None:
@@ -379,6 +380,7 @@ class Job:
             return {"error": e.message, "log": e.log, "hint": e.hint}
         target = self.sandbox.folder / f"lib_{secrets.token_hex(8)}{Path(path).suffix}"
         shutil.copyfile(path, target)
+        self.handed.add(str(target))
         if self.sandbox.uid is not None:
             os.chown(target, self.sandbox.uid, self.sandbox.uid)
         return {"path": str(target)}
@@ -401,7 +403,8 @@ class Job:
         self.peek = not self.device.startswith("cuda") and can_peek(box.proc.pid,
                                                                     reply.get("probe"))
         if not self.device.startswith("cuda"):
-            self.sampler = sampler.Sampler(box.proc.pid, (str(box.folder), str(box.staging)))
+            self.sampler = sampler.Sampler(box.proc.pid, (str(box.folder), str(box.staging)),
+                                           own_files=self.handed)
 
     def run(self) -> dict:
         flags: list[str] = []

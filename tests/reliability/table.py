@@ -339,7 +339,9 @@ or to outlive its job.
   threads and precision switches no candidate can touch, on the same CPUs: a candidate's
   process cannot widen its CPU affinity (seccomp refuses `sched_setaffinity`).
 - **Fallback detection from a process-wide trace.** One checked call, chosen at random, runs under
-  torch.profiler (aten ops of every thread, kernels of every stream). Replaced compute done by
+  torch.profiler (the ops of every thread, in aten's namespace and every other operator
+  namespace: oneDNN's fused `mkldnn::_linear_pointwise` did a GEMM and its ReLU unseen when
+  only aten's were read; kernels of every stream). Replaced compute done by
   PyTorch or Inductor (`pytorch_fallback`; on the CPU Inductor's C++ shows only by the mark
   around its compiled graphs), device-to-host copies in the forward
   (`device_to_host`) and a trace without any of the candidate's own launches
@@ -389,10 +391,21 @@ or to outlive its job.
   (a dense + sparse add and a fake quantizer computed a whole forward as bookkeeping:
   `candidates/sampler_sparse_fakequant_big.py`); a kernel is a copy (allowed) only where its
   op's name is a copy's, fill's or concatenation's in whole words (`aten.CHEAP`:
-  `copysign_kernel` and `searchsorted_cpu_contiguous` are compute). A candidate file may spend time in library
+  `copysign_kernel` and `searchsorted_cpu_contiguous` are compute). A loop over elements is
+  never bookkeeping, whatever helper names its lambda (ELU with alpha 0 did a ReLU as
+  `get_scalar_elu_elementwise_func`: `candidates/sampler_relu_as_elu_bookkeeping_big.py`),
+  and an at::native lambda run by a parallel region or as a TensorIterator's loop is a kernel
+  (sparse products, pools, `nonzero`, whose namespace the mangling gives as a back-reference).
+  A candidate file may spend time in library
   code (oneDNN's generated kernels among it) only where the reference runs a GEMM,
   convolution or attention (`candidates/sampler_onednn_jit_big.py`,
-  `candidates/sampler_gemm_family_hidden_big.py`).
+  `candidates/sampler_gemm_family_hidden_big.py`). The quarter is of the samples in code that
+  computes less the code the forward may hand work to and less copies: a kept convolution
+  took most of a forward, and PyTorch's tanh done for the epilogue the file claimed hid under
+  it (`candidates/sampler_epilogue_share_under_library.py`). Only the libraries the judge
+  built and copied into the sandbox are the candidate's own code there: torch.compile's
+  library, which Inductor wrote to its cache in the sandbox's folder, ran the reference in
+  every timed call as the candidate's (`candidates/inductor_timed_only_big.py`).
 - **Tolerance per dtype and per scale** (`verifier/compare.py`): fp32 1e-4, fp16/bf16 1e-2,
   float64 1e-9, integers exact (in their own type: float64 holds 53 bits); each output must also be within rtol of the reference in relative
   norm, so a low-precision computation cannot hide under atol. The verdict states the tolerance
@@ -557,14 +570,22 @@ TEMPLATE_TAIL = """
   candidate's) and exits before the job's end is seen only by the CPU time of the children the
   candidate waited for. Its work is inside the timed calls, so its speed is real; only "which
   code computed it" can be misattributed.
-- **What the samples cannot name.** A library with no build id (numpy's bundled OpenBLAS)
-  copied into the candidate's folder, or any library copied and deleted once loaded, counts
-  as the candidate's own code (`candidates/sampler_library_without_build_id_big.py`,
-  `candidates/sampler_deleted_library_copy_big.py`); threads spinning in its own code can
-  outvote one thread in PyTorch's kernels, since every thread is sampled at every stop
-  (`candidates/sampler_share_diluted_big.py`). Reading the mapped file through
-  `/proc/PID/map_files`, a hash of code without a build id, and a per-thread judgement are
-  the ways to close these.
+- **A kept library op's own fusions, in timed calls only.** oneDNN's fused ops
+  (`mkldnn::_convolution_transpose_pointwise(..., "tanh")`) are read from the trace like any
+  op (`candidates/trace_blind_mkldnn_linear_relu.py`, `trace_blind_mkldnn_namespace.py`: the
+  trace used to keep aten's ops alone), but a file that calls one only when deterministic mode
+  is off does the epilogue it claims inside the library's generated code, where the sampler
+  allows library work (`candidates/sampler_epilogue_in_onednn_postop.py`). And a fallback
+  under copies the file adds itself (`candidates/sampler_sparse_csr_reduce_big.py`, sparse
+  products after concatenating whole inputs) is sampled mostly in its copies; it runs at
+  0.1-0.5x eager, which the session never keeps.
+- **Threads that outvote.** Threads spinning in the candidate's own code can outvote one
+  thread in PyTorch's kernels, since every thread is sampled at every stop
+  (`candidates/sampler_share_diluted_big.py`); a per-thread judgement would close it. (A
+  library with no build id copied into the candidate's folder, or one copied and deleted once
+  loaded, used to count as its own code; only the libraries the judge handed over do now:
+  `candidates/sampler_library_without_build_id_big.py`,
+  `candidates/sampler_deleted_library_copy_big.py` are caught.)
 - **The far range trial is one checked trial.** Widened timed calls use the near trial's way
   only, so a program right far from the range only when deterministic mode is on passes
   (`candidates/range_far_only_in_checked.py`); and the far ways are powers of two, so a range
@@ -599,6 +620,15 @@ TEMPLATE_TAIL = """
   judge's clock sees the longer of the two, not their sum. Since the files are mapped rather
   than read, what goes uncounted is at most the mapping's time, about a tenth of a pass over
   the inputs (it was one whole pass, all of a memory-bound forward).
+- **A kept library op's own fusions, in timed calls only.** oneDNN's fused ops
+  (`mkldnn::_convolution_transpose_pointwise(..., "tanh")`) are read from the trace like any
+  op (`candidates/trace_blind_mkldnn_linear_relu.py`, `trace_blind_mkldnn_namespace.py`: the
+  trace used to keep aten's ops alone), but a file that calls one only when deterministic mode
+  is off does the epilogue it claims inside the library's generated code, where the sampler
+  allows library work (`candidates/sampler_epilogue_in_onednn_postop.py`). And a fallback
+  under copies the file adds itself (`candidates/sampler_sparse_csr_reduce_big.py`, sparse
+  products after concatenating whole inputs) is sampled mostly in its copies; it runs at
+  0.1-0.5x eager, which the session never keeps.
 - **What the samples cannot name.** Code generated at run time (anonymous executable memory)
   counts as a vendor library's (oneDNN's convolutions and GEMMs run there on the CPU), and code
   the candidate compiles in its own process (an extension it builds, torch.compile's C++ with

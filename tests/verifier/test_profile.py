@@ -34,3 +34,16 @@ def test_torch_compiles_graphs_are_found_by_the_mark_around_their_calls():
     trace = {"traceEvents": [kernel(n, 0, 10, cat="cpu_op") for n in marks]}
     assert profile.compiled_graphs(trace) == ["## Call CompiledFxGraph fy5jzx52 ##"]
     assert profile.compiled_graphs({"traceEvents": [kernel("aten::add", 0, 1, "cpu_op")]}) == []
+
+
+def test_ops_of_every_operator_namespace_are_read_from_a_trace():
+    # oneDNN's fused ops (a GEMM with its ReLU) are no aten op, and a trace that kept only
+    # aten's showed none of a candidate's work; the autograd engine's and the profiler's own
+    # records (record_function's enter and exit are registered ops) are no op
+    trace = {"traceEvents": [kernel(n, 0, 10, cat="cpu_op") for n in (
+        "aten::add", "aten::add", "mkldnn::_linear_pointwise", "quantized::linear",
+        "autograd::engine::evaluate_function: AddBackward0", "ProfilerStep#1",
+        "torch::autograd::AccumulateGrad", "profiler::_record_function_enter_new",
+        "profiler::_record_function_exit._RecordFunction")] + [kernel("my_region", 0, 10, cat="user_annotation")]}
+    assert profile.cpu_ops(trace) == {"aten::add": 2, "mkldnn::_linear_pointwise": 1,
+                                      "quantized::linear": 1}

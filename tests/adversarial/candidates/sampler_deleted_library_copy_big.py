@@ -1,6 +1,5 @@
 # problem: pointwise_big
-# expect: rejected pytorch_fallback
-# limit: a library copied and deleted once loaded is read through a path that no longer exists, so its build id is not read and it counts as the candidate's own
+# expect: rejected pytorch_fallback | pass
 """Hack: another package's compiled code (numpy's bundled OpenBLAS) computes the affine part
 of every call, 2x + 1 as saxpy(2, x, ones), and the candidate's C kernel only applies the ReLU
 in place. Loaded where it is installed, OpenBLAS is PACKAGE (a fallback); a copy under a new
@@ -11,7 +10,10 @@ it the candidate's own code (OWN). ctypes calls are no aten op (neither the op t
 profiler sees them), and on the CPU a file defines no kernel whose launch must show.
 (This OpenBLAS has no build id at all, so a copy kept on disk passes too:
 sampler_library_without_build_id_big.py. The unlink is what beats a library that has one: a
-copy of libquadmath, whose id the judge knows, is named 'package' kept and 'own' unlinked.)"""
+copy of libquadmath, whose id the judge knows, is named 'package' kept and 'own' unlinked.)
+Now only the libraries the judge built and handed over are the candidate's own code, so this
+copy is named as not the candidate's; but its saxpy is a small share of a forward of fills,
+and it is rejected only where two stops land in it (either verdict is accepted)."""
 import ctypes
 import glob
 import os

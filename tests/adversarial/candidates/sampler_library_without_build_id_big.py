@@ -1,13 +1,15 @@
 # problem: pointwise_big
-# expect: rejected pytorch_fallback
-# limit: a library with no GNU build id (numpy's bundled OpenBLAS) copied into the candidate's folder cannot be told from the candidate's own code
+# expect: rejected pytorch_fallback | pass
 """Hack: another package's compiled code (numpy's bundled OpenBLAS) computes the affine part
 of every call, 2x + 1 as saxpy(2, x, ones); the candidate's C kernel only applies the ReLU in
 place. A copy of the library in the candidate's folder, kept on disk: Sampler._file_kind calls a
 file in the candidate's folders OWN unless _copied finds its build id among the libraries the
 judge loaded. numpy.libs/libscipy_openblas64_-*.so carries no GNU build-id note at all (readelf
 -n shows none), so it is in no table and its copy is the candidate's own code. ctypes calls are
-no aten op (neither the op tracer nor the profiler sees them)."""
+no aten op (neither the op tracer nor the profiler sees them).
+Now only the libraries the judge built and handed over are the candidate's own code, so this
+copy is named as not the candidate's; but its saxpy is a small share of a forward of fills,
+and it is rejected only where two stops land in it (either verdict is accepted)."""
 import ctypes
 import glob
 import os
