@@ -18,6 +18,7 @@ for it to rewrite into compute hidden in the calibrated path.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import os
 import random
@@ -36,6 +37,22 @@ def seed_all(seed: int) -> None:
         np.random.seed(seed % (2 ** 32))
     except ImportError:
         pass
+
+
+def forward_seed(key: bytes, seed: int) -> int:
+    """The seed a forward on the draw of ``seed`` starts from, on both sides: the judge seeds
+    every generator with it just before its reference's forward, the sandbox just before the
+    candidate's (``reseed``), so a forward that draws random numbers (training-mode dropout,
+    left to PyTorch) draws the same ones wherever its inputs were drawn. Keyed by a secret of
+    the judge's: it says nothing of ``seed``."""
+    digest = hashlib.blake2b(str(seed).encode(), key=key, digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 2
+
+
+def reseed(cmd: dict) -> None:
+    """Every generator seeded as the command says (its ``rng``), if it says."""
+    if cmd.get("rng") is not None:
+        seed_all(int(cmd["rng"]))
 
 
 def draw(prob: Any, device: str, seed: int) -> list:

@@ -41,7 +41,7 @@ from typing import Any
 from . import channel
 from .antihack import Held, live_threads, new_threads, overlaps
 from .compare import same
-from .exchange import draw, map_inputs, take_over, tensors, widen, write_outputs
+from .exchange import draw, map_inputs, reseed, take_over, tensors, widen, write_outputs
 from .profile import trace_to_file
 
 
@@ -187,6 +187,7 @@ class Harness:
                            int(cmd["seed"]))
         saved = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         poison(self.device, cmd.get("sizes", []))
+        reseed(cmd)
         trace_path = None
         with torch.no_grad(), nan_filled_empty():
             if cmd.get("trace"):
@@ -225,6 +226,7 @@ class Harness:
                           "output")
         # determinism: a second call on the same inputs
         again = [x.clone() if isinstance(x, torch.Tensor) else x for x in saved]
+        reseed(cmd)
         with torch.no_grad(), self.tracer, nan_filled_empty():
             out2 = tensors(self.model(*again))
         _plain(out2)
@@ -250,6 +252,7 @@ class Harness:
         peek = bool(cmd.get("peek"))
         xs = (self.draw(self.device, int(cmd["seed"])) if handed is None
               else map_inputs(handed) if peek else take_over(handed))
+        reseed(cmd)
         trace_path = None
         with torch.no_grad():
             if cmd.get("trace"):   # the profile a person reads: a timed call, under the profiler

@@ -47,8 +47,9 @@ from .. import gpulock
 from . import antihack, profile, sampler, timing
 from .arena import ArenaError, Mapped, listen, receive_fd, size_for
 from .compare import Print, compare, same, stale_outputs, tolerance, within_reference_error
-from .exchange import (FAR, HAND_OVER_BYTES, NEAR, Pinned, can_peek, draw, hand_over,
-                       read_output, reveal, scales, tensors, widen, widened_how, widens_few)
+from .exchange import (FAR, HAND_OVER_BYTES, NEAR, Pinned, can_peek, draw, forward_seed,
+                       hand_over, read_output, reveal, scales, seed_all, tensors, widen,
+                       widened_how, widens_few)
 from .options import VerifyOptions
 from .pool import Pool, Sandbox
 
@@ -265,6 +266,7 @@ class Job:
         self.peek = False   # CPU: the judge reads timed calls' outputs from the sandbox (open)
         self.sampler: sampler.Sampler | None = None   # CPU: where its threads are (open)
         self.handed: set[str] = set()   # the libraries built here and copied in (build)
+        self.rng_key = secrets.token_bytes(16)   # forward seeds (exchange.forward_seed)
         self.frozen_s = 0.0   # how long the last command's sandbox was stopped to be sampled
 
     def take_sandbox(self) -> None:
@@ -563,7 +565,7 @@ class Job:
             xs = self.draw(seed)
             in_bytes = sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
             with torch.no_grad():
-                ref_out = [r.detach() for r in tensors(self.ref.model(*xs))]
+                ref_out = [r.detach() for r in tensors(self.reference(self.ref.model, xs, seed))]
             del xs
             how = None
             if t == wide_trial:
@@ -609,6 +611,16 @@ class Job:
                 traced["trace"] = self.read_trace(reply.get("trace"))
         return trials, traced, outs, refs
 
+    def rng(self, seed: int) -> int:
+        """The seed both sides start a forward on the draw of ``seed`` from."""
+        return forward_seed(self.rng_key, seed)
+
+    def reference(self, model: Any, xs: list, seed: int) -> Any:
+        """``model`` (the reference, or its float64 copy) on ``xs``, the draw of ``seed``,
+        from that draw's forward seed: training-mode dropout draws the candidate's mask."""
+        seed_all(self.rng(seed))
+        return model(*xs)
+
     def ask_trial(self, seed: int, how: str | None, in_bytes: int, cmd: dict) -> dict:
         """A trial's command with its inputs (``in_bytes`` in all) drawn here and handed over
         where they can travel that way (``exchange.hand_over``: contiguous, up to 256 MB), so
@@ -616,6 +628,7 @@ class Job:
         the widening, for the sandbox to draw."""
         import torch
         handed = None
+        cmd = dict(cmd, rng=self.rng(seed))
         if in_bytes <= HAND_OVER_BYTES:
             xs = widen(self.draw(seed), how, seed)
             if all(x.is_contiguous() for x in xs if isinstance(x, torch.Tensor)):
@@ -670,7 +683,8 @@ class Job:
         try:
             with torch.no_grad():
                 out = [r.detach() for r in
-                       tensors(self.ref.model(*widen(self.draw(seed), how, seed)))]
+                       tensors(self.reference(self.ref.model,
+                                              widen(self.draw(seed), how, seed), seed))]
         except Exception:  # noqa: BLE001  (a reference that refuses it: not that way)
             return None
         if [r.shape for r in out] != [r.shape for r in plain] \
@@ -690,7 +704,8 @@ class Job:
             seed = fresh_seed()
         try:
             with torch.no_grad():
-                plain = [r.detach() for r in tensors(self.ref.model(*self.draw(seed)))]
+                plain = [r.detach() for r in
+                         tensors(self.reference(self.ref.model, self.draw(seed), seed))]
         except Exception:  # noqa: BLE001  (a draw the reference refuses: that way is not used)
             return False
         return self.widened_outputs(seed, how, plain) is not None
@@ -723,7 +738,7 @@ class Job:
             xs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                   for x in (widen(xs, how, seed) if how else xs)]
             with torch.no_grad():
-                return [r.detach() for r in tensors(ref.model64(*xs))]
+                return [r.detach() for r in tensors(self.reference(ref.model64, xs, seed))]
         except Exception as e:  # noqa: BLE001  (no float64 answer: the plain comparison stands)
             if not _out_of_memory(e):   # this problem has none, ever
                 ref.model64 = False
@@ -1188,7 +1203,7 @@ class Job:
         try:
             handed = reveal(handed, self.sandbox.inputs)
             reply = self.ask(dict({"op": "call", "seed": seed, "inputs": handed,
-                                   "peek": self.peek}, **extra), stops)
+                                   "peek": self.peek, "rng": self.rng(seed)}, **extra), stops)
             t0 += self.frozen_s   # the time it was stopped to be sampled is not its own
             # the clock stops at the reply, or (outputs read out of its memory) once the
             # candidate's process is frozen: the judge then takes the outputs as the call
@@ -1323,7 +1338,8 @@ class Job:
                 xs = widen(self.draw(seeds[i]), how, seeds[i])
                 self.check_timed_inputs(i, xs, picked.get(str(i)))
                 with torch.no_grad():
-                    ref_out = [r.detach() for r in tensors(self.ref.model(*xs))]
+                    ref_out = [r.detach() for r in
+                               tensors(self.reference(self.ref.model, xs, seeds[i]))]
                 del xs
                 got, res = self.read(picked.get(str(i)), ref_out, self.truth(seeds[i], how))
                 if got is not None and all(r["ok"] for r in res):

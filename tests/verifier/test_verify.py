@@ -142,6 +142,55 @@ def test_explicit_claims_are_enforced_and_kept_ops_allowed(module_worker, fast_o
     assert bad.status == "rejected" and bad.reason.startswith("pytorch_fallback")
 
 
+DROPOUT = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Model(nn.Module):
+    def forward(self, x):
+        return F.dropout(torch.tanh(x + 1.0), 0.3, training=True)
+
+def get_inputs():
+    return [torch.randn(64, 256)]
+
+def get_init_inputs():
+    return []
+'''
+
+DROPOUT_KEPT = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from stitchcuda_lab import runtime
+
+SRC = """
+#include <math.h>
+#include <stdint.h>
+void affine(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = tanhf(x[i] + 1.0f); }
+"""
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mod = runtime.load(SRC, lang="c", name="affine")
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        self.mod.call("affine", x.contiguous(), y, x.numel())
+        return F.dropout(y, 0.3, training=True)
+'''
+
+
+def test_a_forward_that_draws_random_numbers_draws_the_references(module_worker, fast_options):
+    """Training-mode dropout left to PyTorch: the judge hands the inputs over, and both sides
+    start the forward from the same seed (exchange.forward_seed), so the masks agree in every
+    checked trial, the second call for determinism and the timed calls checked after."""
+    v = module_worker.verify(DROPOUT, DROPOUT_KEPT, replaced=["aten.add.Tensor", "aten.tanh.default"],
+                             kept=["aten.dropout.default"], options=fast_options, timeout=120)
+    assert v.status == "pass", v.reason
+
+
 def test_missing_model_new_is_a_runtime_error(module_worker, fast_options):
     v = module_worker.verify(POINTWISE, "x = 1\n", replaced=None, options=fast_options, timeout=60)
     assert v.status == "runtime_error" and "no ModelNew" in v.reason
