@@ -277,7 +277,11 @@ or to outlive its job.
   cache's secret. Without root it runs as the caller's user in a session of its own (see Limits).
 - **Secret seeds, every timed call checked.** Seeds come from the OS in the judge and reach the
   sandbox only with the call that uses them; both sides draw `get_inputs()` from them
-  (`verifier/exchange.py`), so nothing can be tabulated ahead. Every timed call gets inputs of its
+  (`verifier/exchange.py`), so nothing can be tabulated ahead. A forward that draws random
+  numbers (training-mode dropout left to PyTorch) starts, on both sides, from a seed the judge
+  derives from the draw's with a key of its own, which says nothing of the draw's
+  (`exchange.forward_seed`): handed-over inputs used to leave the candidate's generator
+  elsewhere, and every such trial failed. Every timed call gets inputs of its
   own; after each round of timed calls the judge picks, only then, a call whose output it checks
   (`timed_output_mismatch`). On the CPU what is checked is what the call returned: the judge
   reads each timed call's outputs out of the candidate's memory as the call answers (where it
@@ -620,15 +624,6 @@ TEMPLATE_TAIL = """
   judge's clock sees the longer of the two, not their sum. Since the files are mapped rather
   than read, what goes uncounted is at most the mapping's time, about a tenth of a pass over
   the inputs (it was one whole pass, all of a memory-bound forward).
-- **A kept library op's own fusions, in timed calls only.** oneDNN's fused ops
-  (`mkldnn::_convolution_transpose_pointwise(..., "tanh")`) are read from the trace like any
-  op (`candidates/trace_blind_mkldnn_linear_relu.py`, `trace_blind_mkldnn_namespace.py`: the
-  trace used to keep aten's ops alone), but a file that calls one only when deterministic mode
-  is off does the epilogue it claims inside the library's generated code, where the sampler
-  allows library work (`candidates/sampler_epilogue_in_onednn_postop.py`). And a fallback
-  under copies the file adds itself (`candidates/sampler_sparse_csr_reduce_big.py`, sparse
-  products after concatenating whole inputs) is sampled mostly in its copies; it runs at
-  0.1-0.5x eager, which the session never keeps.
 - **What the samples cannot name.** Code generated at run time (anonymous executable memory)
   counts as a vendor library's (oneDNN's convolutions and GEMMs run there on the CPU), and code
   the candidate compiles in its own process (an extension it builds, torch.compile's C++ with
