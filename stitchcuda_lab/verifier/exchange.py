@@ -41,7 +41,7 @@ def seed_all(seed: int) -> None:
 
 def forward_seed(key: bytes, seed: int) -> int:
     """The seed a forward on the draw of ``seed`` starts from, on both sides: the judge seeds
-    every generator with it just before its reference's forward, the sandbox just before the
+    the forward's generators with it just before its reference's forward, the sandbox just before the
     candidate's (``reseed``), so a forward that draws random numbers (training-mode dropout,
     left to PyTorch) draws the same ones wherever its inputs were drawn. Keyed by a secret of
     the judge's: it says nothing of ``seed``."""
@@ -49,10 +49,18 @@ def forward_seed(key: bytes, seed: int) -> int:
     return int.from_bytes(digest, "little") >> 2
 
 
+def seed_forward(seed: int) -> None:
+    """Seed the generators a forward draws from: torch's (CPU and CUDA) and Python's. Not
+    numpy's, whose code in a candidate's timed call is another package's to the sampler."""
+    import torch
+    torch.manual_seed(seed)
+    random.seed(seed)
+
+
 def reseed(cmd: dict) -> None:
-    """Every generator seeded as the command says (its ``rng``), if it says."""
+    """The forward's generators seeded as the command says (its ``rng``), if it says."""
     if cmd.get("rng") is not None:
-        seed_all(int(cmd["rng"]))
+        seed_forward(int(cmd["rng"]))
 
 
 def draw(prob: Any, device: str, seed: int) -> list:

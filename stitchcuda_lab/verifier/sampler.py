@@ -51,6 +51,8 @@ LABELS = {OWN: "the candidate's own code", TORCH_COMPUTE: "PyTorch's CPU kernels
           TORCH: "PyTorch's bookkeeping (dispatch, allocation)", PYTHON: "the interpreter",
           RUNTIME: "the C runtime (libc, libm, OpenMP)"}
 
+# code the kernel maps into every process (clock_gettime and its like): the runtime's
+KERNEL_PAGES = ("[vdso]", "[vsyscall]")
 # the C and C++ runtime and what every program loads: their time is nobody's compute
 RUNTIME_LIBS = re.compile(r"^(ld-linux|libc|libm|libmvec|libpthread|libdl|librt|libgcc_s|"
                           r"libstdc\+\+|libgomp|libiomp5|libutil|libz|libffi|libuuid|"
@@ -254,7 +256,9 @@ def mappings(pid: int) -> list[Mapping]:
             continue
         lo, hi = (int(v, 16) for v in parts[0].split("-"))
         path = parts[5].strip() if len(parts) > 5 else ""
-        out.append(Mapping(lo, hi, int(parts[2], 16), "" if path.startswith("[") else path))
+        if path.startswith("[") and path not in KERNEL_PAGES:
+            path = ""
+        out.append(Mapping(lo, hi, int(parts[2], 16), path))
     return out
 
 
@@ -348,6 +352,8 @@ class Sampler:
         return named
 
     def _name_in(self, m: Mapping | None, pc: int) -> tuple[str, str]:
+        if m is not None and m.path in KERNEL_PAGES:   # clock_gettime for a timer
+            return RUNTIME, m.path
         if m is None or not m.path:
             # generated at run time: oneDNN's convolution and GEMM kernels on the CPU (so a
             # vendor library's), or the candidate's own, which cannot be told apart

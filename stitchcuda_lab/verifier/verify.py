@@ -48,7 +48,7 @@ from . import antihack, profile, sampler, timing
 from .arena import ArenaError, Mapped, listen, receive_fd, size_for
 from .compare import Print, compare, same, stale_outputs, tolerance, within_reference_error
 from .exchange import (FAR, HAND_OVER_BYTES, NEAR, Pinned, can_peek, draw, forward_seed,
-                       hand_over, read_output, reveal, scales, seed_all, tensors, widen,
+                       hand_over, read_output, reveal, scales, seed_forward, tensors, widen,
                        widened_how, widens_few)
 from .options import VerifyOptions
 from .pool import Pool, Sandbox
@@ -618,7 +618,7 @@ class Job:
     def reference(self, model: Any, xs: list, seed: int) -> Any:
         """``model`` (the reference, or its float64 copy) on ``xs``, the draw of ``seed``,
         from that draw's forward seed: training-mode dropout draws the candidate's mask."""
-        seed_all(self.rng(seed))
+        seed_forward(self.rng(seed))
         return model(*xs)
 
     def ask_trial(self, seed: int, how: str | None, in_bytes: int, cmd: dict) -> dict:

@@ -126,6 +126,15 @@ def test_a_copy_named_as_neutral_code_outside_the_installed_folders_is_what_it_c
         assert s._file_kind(str(where), where.name) == PACKAGE, where
 
 
+def test_the_kernels_clock_page_is_the_runtimes_and_other_anonymous_code_a_librarys():
+    s = Sampler(os.getpid())
+    vdso = next((m for m in sampler.mappings(os.getpid()) if m.path == "[vdso]"), None)
+    if vdso is None:
+        pytest.skip("no vDSO mapped here")
+    assert s._name_in(vdso, vdso.start) == (RUNTIME, "[vdso]")
+    assert s._name_in(sampler.Mapping(0, 1, 0, ""), 0)[0] == LIBRARY
+
+
 def test_the_verdict_needs_a_share_of_the_working_samples():
     # the interpreter and PyTorch's bookkeeping say nothing either way
     r = {"kinds": {PYTHON: 40, TORCH: 10, OWN: 3, PACKAGE: 2}, "where": {PACKAGE: {"x.so": 2}}}

@@ -268,7 +268,7 @@ def test_the_float64_reference_running_out_of_memory_is_remembered_for_that_job_
 
     def job() -> Job:
         j = Job.__new__(Job)
-        j.ref, j.device, j.no_float64 = ref, "cpu", False
+        j.ref, j.device, j.no_float64, j.rng_key = ref, "cpu", False, b"k" * 16
         return j
 
     first = job()
@@ -286,6 +286,7 @@ def _bare_job(ref, device="cpu"):
     from stitchcuda_lab.verifier.verify import Job
     j = Job.__new__(Job)
     j.ref, j.device, j.no_float64, j.tol, j.within_ref = ref, device, False, {}, ""
+    j.rng_key = b"k" * 16
     j.opts = types.SimpleNamespace(atol=None, rtol=None)
     return j
 
