@@ -52,7 +52,8 @@ def test_categories_follow_the_functional_op():
     assert aten.short("aten.min.other") == "minimum" and aten.short("aten.max.other") == "maximum"
     assert aten.category("aten.min.default") == aten.category("aten.max.dim") == "reduction"
     # an alias is the op it names
-    assert aten.short("aten.multiply.Tensor") == "mul" and aten.short("aten.clip.default") == "clamp"
+    assert aten.short("aten.multiply.Tensor") == "mul"
+    assert aten.short("aten.clip.default") == "clamp"
     assert aten.category("aten.divide.Tensor_mode") == aten.category("aten.arctan.default") \
         == "pointwise"
     assert aten.category("aten.linear.default") == "gemm"

@@ -46,8 +46,9 @@ WORKING = (OWN, TORCH_COPY, TORCH_COMPUTE, LIBRARY, PACKAGE)
 # ways, the first of these is what it is called
 GRAVITY = (TORCH_COMPUTE, PACKAGE, TORCH_COPY, LIBRARY, OWN, TORCH, RUNTIME, PYTHON)
 LABELS = {OWN: "the candidate's own code", TORCH_COMPUTE: "PyTorch's CPU kernels",
-          LIBRARY: "a vendor library (GEMM, convolution)", PACKAGE: "compiled code not the "
-          "candidate's (numpy, scipy, a system BLAS, torch.compile's)", TORCH_COPY: "PyTorch's copies and fills",
+          LIBRARY: "a vendor library (GEMM, convolution)",
+          PACKAGE: "compiled code not the candidate's (numpy, scipy, a system BLAS, "
+          "torch.compile's)", TORCH_COPY: "PyTorch's copies and fills",
           TORCH: "PyTorch's bookkeeping (dispatch, allocation)", PYTHON: "the interpreter",
           RUNTIME: "the C runtime (libc, libm, OpenMP)"}
 
@@ -432,10 +433,11 @@ def judge(report: dict, *, compute_allowed: bool, library_allowed: bool) -> str 
     the candidate's work.
 
     Two rules. Over all samples: at least MIN_HITS in forbidden code, a BAD_SHARE of those in
-    code that computes, less the code it may hand work to (and copies). And the first stop that found work being done: a candidate learns
-    that it is sampled once it is continued (a SIGCONT handler, a gap in its clock), never
-    before, so one that hands its work to PyTorch until then and computes itself after shows
-    it there (most of that stop's working threads in forbidden code)."""
+    code that computes, less the code it may hand work to (and copies). And the first stop that
+    found work being done: a candidate learns that it is sampled once it is continued (a SIGCONT
+    handler, a gap in its clock), never before, so one that hands its work to PyTorch until then
+    and computes itself after shows it there (most of that stop's working threads in forbidden
+    code)."""
     counted = [(k, LABELS[k]) for k, allowed in ((PACKAGE, False),
                                                   (TORCH_COMPUTE, compute_allowed),
                                                   (LIBRARY, library_allowed)) if not allowed]

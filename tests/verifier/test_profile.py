@@ -44,6 +44,7 @@ def test_ops_of_every_operator_namespace_are_read_from_a_trace():
         "aten::add", "aten::add", "mkldnn::_linear_pointwise", "quantized::linear",
         "autograd::engine::evaluate_function: AddBackward0", "ProfilerStep#1",
         "torch::autograd::AccumulateGrad", "profiler::_record_function_enter_new",
-        "profiler::_record_function_exit._RecordFunction")] + [kernel("my_region", 0, 10, cat="user_annotation")]}
+        "profiler::_record_function_exit._RecordFunction")]
+        + [kernel("my_region", 0, 10, cat="user_annotation")]}
     assert profile.cpu_ops(trace) == {"aten::add": 2, "mkldnn::_linear_pointwise": 1,
                                       "quantized::linear": 1}

@@ -167,7 +167,9 @@ from stitchcuda_lab import runtime
 SRC = """
 #include <math.h>
 #include <stdint.h>
-void affine(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = tanhf(x[i] + 1.0f); }
+void affine(const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = tanhf(x[i] + 1.0f);
+}
 """
 
 class ModelNew(nn.Module):
@@ -186,7 +188,8 @@ def test_a_forward_that_draws_random_numbers_draws_the_references(module_worker,
     """Training-mode dropout left to PyTorch: the judge hands the inputs over, and both sides
     start the forward from the same seed (exchange.forward_seed), so the masks agree in every
     checked trial, the second call for determinism and the timed calls checked after."""
-    v = module_worker.verify(DROPOUT, DROPOUT_KEPT, replaced=["aten.add.Tensor", "aten.tanh.default"],
+    v = module_worker.verify(DROPOUT, DROPOUT_KEPT,
+                             replaced=["aten.add.Tensor", "aten.tanh.default"],
                              kept=["aten.dropout.default"], options=fast_options, timeout=120)
     assert v.status == "pass", v.reason
 
