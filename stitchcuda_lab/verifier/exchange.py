@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Any
 
 def seed_all(seed: int) -> None:
-    """Seed every generator ``get_inputs()`` may use: torch (CPU and CUDA), random, numpy."""
-    import torch
-    torch.manual_seed(seed)
-    random.seed(seed)
+    """Seed every generator ``get_inputs()`` may use: a forward's (``seed_forward``), and
+    numpy's."""
+    seed_forward(seed)
     try:
         import numpy as np
         np.random.seed(seed % (2 ** 32))
@@ -42,8 +41,8 @@ def seed_all(seed: int) -> None:
 def forward_seed(key: bytes, seed: int) -> int:
     """The seed a forward on the draw of ``seed`` starts from, on both sides: the judge seeds
     the forward's generators with it just before its reference's forward, the sandbox just
-    before the candidate's (``reseed``), so a forward that draws random numbers (training-mode dropout,
-    left to PyTorch) draws the same ones wherever its inputs were drawn. Keyed by a secret of
+    before the candidate's (``reseed``), so a forward that draws random numbers
+    (training-mode dropout, left to PyTorch) draws the same ones wherever its inputs were drawn. Keyed by a secret of
     the judge's: it says nothing of ``seed``."""
     digest = hashlib.blake2b(str(seed).encode(), key=key, digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 2

@@ -334,9 +334,8 @@ class Sampler:
 
     @property
     def working(self) -> int:
-        """Samples so far of a thread in code that computes (copies left out, as ``judge``
-        leaves them out of its share: a forward of fills and concatenations says little)."""
-        return sum(self.kinds[k] for k in WORKING if k != TORCH_COPY)
+        """Samples so far of a thread in code that computes (``computing``)."""
+        return computing(self.kinds)
 
     def name(self, pc: int) -> tuple[str, str]:
         m = self._find(pc)
@@ -425,6 +424,12 @@ class Sampler:
                 "where": {k: dict(v.most_common(4)) for k, v in self.where.items()}}
 
 
+def computing(kinds: Counter, allowed: set[str] = frozenset()) -> int:
+    """Samples in code that computes, less copies (a forward of fills and concatenations says
+    little of who computes) and less the ``allowed`` kinds."""
+    return sum(kinds[k] for k in WORKING if k != TORCH_COPY and k not in allowed)
+
+
 def judge(report: dict, *, compute_allowed: bool, library_allowed: bool) -> str | None:
     """What the samples show of work the candidate may not hand to others (None: nothing).
     ``compute_allowed``: PyTorch's CPU kernels may compute in its forward (a plan that keeps
@@ -447,9 +452,8 @@ def judge(report: dict, *, compute_allowed: bool, library_allowed: bool) -> str 
     # the share is of the computing not handed to others by right, copies left out: a
     # convolution the plan keeps takes most of a forward, and a pointwise epilogue claimed as
     # the candidate's own hid under it; concatenations of whole inputs hid PyTorch's products
-    allowed = {TORCH_COPY} | {k for k, ok in ((TORCH_COMPUTE, compute_allowed),
-                                              (LIBRARY, library_allowed)) if ok}
-    working = sum(kinds[k] for k in WORKING if k not in allowed)
+    working = computing(kinds, {k for k, ok in ((TORCH_COMPUTE, compute_allowed),
+                                                (LIBRARY, library_allowed)) if ok})
     first_bad = sum(first[k] for k, _ in counted)
     if bad >= MIN_HITS and bad >= BAD_SHARE * working:
         parts = [f"{kinds[k]} in {label} ({', '.join(report.get('where', {}).get(k, {}))})"
@@ -463,7 +467,8 @@ def judge(report: dict, *, compute_allowed: bool, library_allowed: bool) -> str 
         return ("the first stop of the candidate's threads that found work being done, "
                 "taken from outside its process at a moment it cannot know, found it in "
                 + "; ".join(labels) + f" ({bad} of {working} samples in code that computes "
-                "and is not a kept op's, in all: a program can tell it was sampled only after the first stop)")
+                "and is not a kept op's, in all: a program can tell it was sampled only "
+                "after the first stop)")
     return None
 
 
