@@ -27,6 +27,7 @@ import re
 import struct
 import sys
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -424,7 +425,7 @@ class Sampler:
                 "where": {k: dict(v.most_common(4)) for k, v in self.where.items()}}
 
 
-def computing(kinds: Counter, allowed: set[str] = frozenset()) -> int:
+def computing(kinds: Counter, allowed: Collection[str] = frozenset()) -> int:
     """Samples in code that computes, less copies (a forward of fills and concatenations says
     little of who computes) and less the ``allowed`` kinds."""
     return sum(kinds[k] for k in WORKING if k != TORCH_COPY and k not in allowed)
