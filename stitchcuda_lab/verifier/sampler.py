@@ -62,6 +62,12 @@ RUNTIME_LIBS = re.compile(r"^(ld-linux|libc|libm|libmvec|libpthread|libdl|librt|
                           r"libresolv|libselinux|libpcre|libcudart|libcuda|libnvrtc|"
                           r"libnvJitLink|libcupti)([.\-]|$)")
 PYTHON_LIBS = re.compile(r"^(python3?(\.\d+)?$|libpython3)")
+# the math library computes for whoever called it (expf in PyTorch's scalar loop is PyTorch's
+# work): a sample there is named by its caller, found on the stack (x86-64 only, where a call
+# leaves its return address there)
+MATH_LIBS = re.compile(r"^(libm|libmvec)([.\-]|$)")
+STACK_WORDS = 64
+X86_64 = os.uname().machine == "x86_64"
 # what a plan may keep (aten.LIBRARY: GEMMs, convolutions, attention), inside PyTorch's
 # library: the vendor routines and the convolution and attention code around them
 LIBRARY_SYMBOLS = re.compile(r"mkl_blas|mkl_dnn|dnnl|mkldnn|ideep|gemm|cblas|fbgemm|xnnpack|"
@@ -264,10 +270,11 @@ def mappings(pid: int) -> list[Mapping]:
     return out
 
 
-def stopped_pcs(pid: int) -> list[int] | None:
+def stopped_pcs(pid: int) -> list[tuple[int, int]] | None:
     """For each thread of a stopped process that stopped in its own code (not inside a system
-    call), the address it stopped at; None where the judge may not read them."""
-    out: list[int] = []
+    call), the address it stopped at and its stack pointer; None where the judge may not read
+    them."""
+    out: list[tuple[int, int]] = []
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -282,10 +289,20 @@ def stopped_pcs(pid: int) -> list[int] | None:
             continue
         if len(fields) >= 3 and fields[0] == "-1":
             try:
-                out.append(int(fields[-1], 16))
+                out.append((int(fields[-1], 16), int(fields[-2], 16)))
             except ValueError:
                 continue
     return out
+
+
+def after_call(code: bytes) -> bool:
+    """Whether the bytes just before an x86-64 address end in a call instruction (a direct
+    call, or an indirect one: opcode FF with 2 in its ModRM reg field)."""
+    if len(code) < 7:
+        return False
+    if code[-5] == 0xE8:
+        return True
+    return any(code[-k] == 0xFF and (code[-k + 1] >> 3) & 7 == 2 for k in range(2, 8))
 
 
 class Sampler:
@@ -325,8 +342,10 @@ class Sampler:
             return
         self.maps = mappings(self.pid)
         here: Counter[str] = Counter()
-        for pc in pcs:
+        for pc, sp in pcs:
             kind, where = self.name(pc)
+            if kind == RUNTIME and MATH_LIBS.match(where):
+                kind, where = self._caller(sp, where) or (kind, where)
             here[kind] += 1
             self.where.setdefault(kind, Counter())[where] += 1
         self.kinds.update(here)
@@ -351,6 +370,28 @@ class Sampler:
             before = self._name_in(was, pc)
             named = min(named, before, key=lambda kw: GRAVITY.index(kw[0]))
         return named
+
+    def _caller(self, sp: int, lib: str) -> tuple[str, str] | None:
+        """What called the math function a thread stopped in: the first word of its stack
+        that points just past a call instruction in code outside the runtime."""
+        if not X86_64:
+            return None
+        try:
+            with open(f"/proc/{self.pid}/mem", "rb", buffering=0) as mem:
+                mem.seek(sp)
+                words = struct.unpack(f"<{STACK_WORDS}Q", mem.read(8 * STACK_WORDS))
+                for word in words:
+                    if self._find(word) is None:
+                        continue
+                    mem.seek(word - 7)
+                    if not after_call(mem.read(7)):
+                        continue
+                    kind, where = self.name(word)
+                    if kind != RUNTIME:
+                        return kind, f"{where} (through {lib})"
+        except (OSError, ValueError, struct.error, OverflowError):
+            return None
+        return None
 
     def _name_in(self, m: Mapping | None, pc: int) -> tuple[str, str]:
         if m is not None and m.path in KERNEL_PAGES:   # clock_gettime for a timer

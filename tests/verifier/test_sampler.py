@@ -18,6 +18,9 @@ WORK = {
              "def work():\n    np.maximum(a * np.float32(2) + np.float32(1), 0)\n",
     "relu": "x = torch.randn(2_000_000)\ndef work():\n    torch.relu(x * 2 + 1)\n",
     "mm": "x = torch.randn(384, 384)\ndef work():\n    x @ x\n",
+    # a strided in-place ELU takes PyTorch's scalar loop, which calls libm's expf per element
+    "elu": "buf = torch.randn(512, 4096)\nv = buf[:, ::2]\n"
+           "def work():\n    torch.ops.aten.elu_(v.copy_(buf[:, 1::2]), 0.0, 1.0, 1.0)\n",
     "own": "import ctypes\nlib = ctypes.CDLL(sys.argv[1])\nbuf = (ctypes.c_float * 2_000_000)()\n"
            "def work():\n    lib.fused(buf, 2_000_000)\n",
 }
@@ -70,6 +73,24 @@ def test_pytorch_kernels_are_named_and_count_only_where_compute_is_not_kept():
     assert any("kernel" in w for w in r["where"][TORCH_COMPUTE])   # the kernel's own name
     assert "PyTorch's CPU kernels" in judge(r, compute_allowed=False, library_allowed=True)
     assert judge(r, compute_allowed=True, library_allowed=False) is None
+
+
+@pytest.mark.skipif(not sampler.X86_64, reason="return addresses are read on x86-64 only")
+def test_the_math_librarys_time_is_its_callers():
+    r = sampled("elu", stops=40)
+    libm_left = sum(n for w, n in r["where"].get(RUNTIME, {}).items() if w.startswith("libm"))
+    through = {w: n for w, n in r["where"].get(TORCH_COMPUTE, {}).items() if "through libm" in w}
+    assert through and all("elu" in w for w in through), r["where"]
+    assert sum(through.values()) > libm_left, r["where"]
+
+
+def test_a_call_instruction_is_read_before_a_return_address():
+    assert sampler.after_call(bytes([0, 0, 0xE8, 1, 2, 3, 4]))          # call rel32
+    assert sampler.after_call(bytes([0, 0, 0, 0, 0, 0xFF, 0xD0]))       # call rax
+    assert sampler.after_call(bytes([0, 0xFF, 0x15, 1, 2, 3, 4]))       # call [rip + d]
+    assert not sampler.after_call(bytes([0, 0, 0xE9, 1, 2, 3, 4]))      # jmp rel32
+    assert not sampler.after_call(bytes([0, 0, 0, 0, 0, 0xFF, 0xE0]))   # jmp rax
+    assert not sampler.after_call(bytes(3))
 
 
 def test_a_gemm_is_library_work():
