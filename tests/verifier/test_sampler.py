@@ -84,6 +84,32 @@ def test_the_math_librarys_time_is_its_callers():
     assert sum(through.values()) > libm_left, r["where"]
 
 
+def _code_addresses(path_part: str, want_call: bool) -> int:
+    """An address in this process's code of a library whose bytes before it do (or do not)
+    end in a call instruction."""
+    m = next(m for m in sampler.mappings(os.getpid()) if path_part in os.path.basename(m.path))
+    with open("/proc/self/mem", "rb", buffering=0) as mem:
+        mem.seek(m.start)
+        code = mem.read(min(m.end - m.start, 1 << 16))
+    return next(m.start + i for i in range(8, len(code))
+                if sampler.after_call(code[i - 7:i]) == want_call)
+
+
+@pytest.mark.skipif(not sampler.X86_64, reason="return addresses are read on x86-64 only")
+def test_the_caller_is_the_first_return_address_outside_the_runtime():
+    import ctypes
+    torch_ret = _code_addresses("libtorch_cpu", True)
+    stack = (ctypes.c_uint64 * sampler.STACK_WORDS)(
+        12345,                                  # a number
+        _code_addresses("libc10", False),        # code, but no return address
+        _code_addresses("libc.so", True),        # the runtime's caller (a math function's)
+        torch_ret)
+    s = Sampler(os.getpid())
+    s.maps = sampler.mappings(os.getpid())
+    kind, where = s._caller(ctypes.addressof(stack), "libm.so.6")
+    assert (kind, where) == (lambda k, w: (k, f"{w} (through libm.so.6)"))(*s.name(torch_ret))
+
+
 def test_a_call_instruction_is_read_before_a_return_address():
     assert sampler.after_call(bytes([0, 0, 0xE8, 1, 2, 3, 4]))          # call rel32
     assert sampler.after_call(bytes([0, 0, 0, 0, 0, 0xFF, 0xD0]))       # call rax
