@@ -398,6 +398,10 @@ or to outlive its job.
   `copysign_kernel` and `searchsorted_cpu_contiguous` are compute). A loop over elements is
   never bookkeeping, whatever helper names its lambda (ELU with alpha 0 did a ReLU as
   `get_scalar_elu_elementwise_func`: `candidates/sampler_relu_as_elu_bookkeeping_big.py`),
+  and a stop in the math library (libm, libmvec) is named by its caller, the first return
+  address on the thread's stack outside the runtime (x86-64): that ELU loop's scalar path
+  spends most of its time in libm's `expf`, which was filed as the runtime's, and the
+  candidate passed one run of five there),
   and an at::native lambda run by a parallel region or as a TensorIterator's loop is a kernel
   (sparse products, pools, `nonzero`, whose namespace the mangling gives as a back-reference).
   A candidate file may spend time in library
