@@ -40,6 +40,12 @@
   by side (one ``var_mean`` pass), the row's mean the mean of theirs and its variance the mean of theirs plus the
   variance of their means (equal parts), then one pointwise pass over ``x``;
 
+- a sum, mean, amax, amin, prod or logsumexp over dims that are all of size 1 (a value an
+  earlier reduction kept with ``keepdim=True``) is its input, viewed without those dims where
+  ``keepdim`` is off (``_size_one_reductions``): each result is one element, unchanged (a
+  logsumexp of one element is that element), so no second pass over the row values, and the
+  ops after it fuse into the first reduction's kernel;
+
 - ops whose results reach no output are dropped (``_drop_dead``): a forward that computes a
   value and never returns it (a model kept from an earlier version, a branch of a debugging
   aid) costs eager its time and the candidate nothing, as under Inductor. Ops that write in
@@ -120,6 +126,7 @@ def rewrite(graph: Graph) -> Graph:
     g = copy.deepcopy(graph)
     try:
         decompose(g)
+        _size_one_reductions(g)
         _fold_avgpool_mean(g)
         _adaptive_avg_to_mean(g)
         _adaptive_max_to_amax(g)
@@ -134,6 +141,50 @@ def rewrite(graph: Graph) -> Graph:
     except (KeyError, TypeError, ValueError, IndexError):
         return graph
     return g
+
+
+# -- reductions over dims of size 1 --------------------------------------------------------------
+_IDENTITY_OVER_ONE = ("sum", "mean", "amax", "amin", "prod", "logsumexp")
+
+
+def _size_one_reductions(g: Graph) -> None:
+    users = g.users()
+    for n in list(g.calls()):
+        if n.opname not in _IDENTITY_OVER_ONE or n.shape is None or len(n.args) < 2 \
+                or n.kwargs.get("dtype") is not None or n.dtype not in ("float32", "float64"):
+            continue
+        src = node_ref(n.args[0])
+        x = g.node(src) if src is not None else None
+        if x is None or x.shape is None or x.dtype != n.dtype or not x.shape:
+            continue
+        dims = n.args[1] if isinstance(n.args[1], list) else [n.args[1]]
+        if not dims or not all(isinstance(d, int) for d in dims):
+            continue
+        rank = len(x.shape)
+        if any(not -rank <= d < rank or x.shape[d % rank] != 1 for d in dims):
+            continue
+        if any(u != "output" and (g.node(u).mutates or g.node(u).opname.endswith("_"))
+               for u in users.get(n.name, [])):
+            continue   # an in-place op would write into the input through the view
+        # a copy where the result is returned as it is: an output may not share an input's
+        # memory (nor another output's)
+        returned = "output" in users.get(n.name, []) or any(
+            g.node(u).op_class == "data_movement" and "output" in users.get(u, [])
+            for u in users.get(n.name, []) if u != "output")
+        if returned:
+            Builder(g, n).become("aten.clone.default", [{"node": src}])
+            if n.shape != x.shape:
+                view = _view(_unique(g, f"{n.name}_dims"), x, list(n.shape))
+                n.shape, n.stride = list(x.shape), list(x.stride or contiguous_strides(x.shape))
+                _insert_after(g, n.name, view)
+                for m in g.nodes:
+                    if m is not view:
+                        m.args = _replace_refs(m.args, n.name, view.name)
+                        m.kwargs = _replace_refs(m.kwargs, n.name, view.name)
+                g.outputs = _replace_refs(g.outputs, n.name, view.name)
+                view.args[0] = {"node": n.name}
+        else:
+            Builder(g, n).become("aten.view.default", [{"node": src}, list(n.shape)])
 
 
 # -- diagonal matrices --------------------------------------------------------------------------
