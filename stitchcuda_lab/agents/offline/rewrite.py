@@ -31,9 +31,10 @@
   with ``reverse=True`` (the scan kernel walks the row backwards; ``program.py`` writes the
   flips back when the scan stays in PyTorch).
 
-- on the GPU, a sum, mean, max, min or vector norm over a long suffix of dims with few rows
-  (fewer rows than the H200 has SMs: one block per row would leave most of them idle) is
-  split in two (``_split_long_rows``): the row cut into parts reduced side by side (rows x
+- a sum, mean, max, min or vector norm over a long suffix of dims with few rows (on the GPU
+  fewer rows than the H200 has SMs: one block per row would leave most of them idle; on the
+  CPU a whole tensor reduced to one value, a loss's mean, or fewer rows than a many-core CPU
+  has cores) is split in two (``_split_long_rows``): the row cut into parts reduced side by side (rows x
   parts blocks), then the parts reduced; a sum of partial sums, a mean of means of equal
   parts, a p-norm of the parts' p-norms (a Frobenius norm of a whole tensor is one row); a layer
   norm over such rows the same way (``_split_long_norm``): each part's mean and variance side
@@ -67,6 +68,7 @@ from ...graph import Graph, Node
 from .decompose import Builder, arg, decompose, ref
 from .expand import node_role
 from .helpers import contiguous_strides, node_ref
+from .lower import MAX_FULL_REDUCTION
 
 _BIAS_OPS = ("conv1d", "conv2d", "conv3d", "convolution", "conv_transpose1d", "conv_transpose2d",
              "conv_transpose3d", "linear")
@@ -611,6 +613,7 @@ SPLIT_ROWS_BELOW = 132       # rows: the H200's SM count; with fewer, one block 
 SPLIT_LEAST_LEN = 1 << 18    # elements per row from which a row is split
 SPLIT_PART_LEAST = 4096      # elements in a part, at least (a block's worth of float4 loads)
 SPLIT_BLOCKS_MOST = 8192     # rows x parts, at most: the second reduction stays small
+CPU_SPLIT_ROWS_BELOW = 16    # rows: with fewer, a core per row leaves a many-core CPU idle
 _SPLITTABLE = {"sum": "aten.sum.dim_IntList", "mean": "aten.mean.dim",
                "amax": "aten.amax.default", "amin": "aten.amin.default",
                "linalg_vector_norm": "aten.linalg_vector_norm.default"}
@@ -626,11 +629,12 @@ def _norm_order(n: Node) -> float | None:
     return p if p > 0 or p == -math.inf else None
 
 
-def _reduction_args(n: Node, src: Node) -> list:
-    """``n``'s op over the last dim of ``src``, its dim dropped."""
+def _reduction_args(n: Node, src: Node, k: int = 1) -> list:
+    """``n``'s op over the last ``k`` dims of ``src``, those dims dropped."""
+    dims = list(range(-k, 0))
     if n.opname == "linalg_vector_norm":
-        return [ref(src), _norm_order(n), [-1], False]
-    return [ref(src), [-1], False]
+        return [ref(src), _norm_order(n), dims, False]
+    return [ref(src), dims, False]
 
 
 def _reduced_suffix(n: Node, rank: int) -> int:
@@ -659,24 +663,27 @@ def _parts(rows: int, length: int) -> int:
     return parts
 
 
-def _long_rows(x: Node, k: int) -> tuple[list[int], int, int] | None:
+def _long_rows(x: Node, k: int, device: str = "cuda") -> tuple[list[int], int, int] | None:
     """(leading dims, row length, parts) where a reduction over the last ``k`` dims of ``x``
-    is worth cutting into parts on the GPU (few rows, each long, ``x`` contiguous so the rows
-    can be viewed as parts); None elsewhere."""
+    is worth cutting into parts (few rows, each long, ``x`` contiguous so the rows can be
+    viewed as parts); None elsewhere. A whole tensor reduced to one value past what one
+    kernel reduces whole (``lower.MAX_FULL_REDUCTION``: a loss's mean), or rows of
+    SPLIT_LEAST_LEN or more, fewer than the GPU's SMs or (where a core takes a row) than
+    CPU_SPLIT_ROWS_BELOW."""
     if x.shape is None or not 0 < k <= len(x.shape) or (
             x.stride is not None and x.stride != contiguous_strides(x.shape)):
         return None
     lead = list(x.shape[:len(x.shape) - k])
     rows, length = math.prod(lead), math.prod(x.shape[len(x.shape) - k:])
-    if rows >= SPLIT_ROWS_BELOW or length < SPLIT_LEAST_LEN:
+    few = SPLIT_ROWS_BELOW if device == "cuda" else CPU_SPLIT_ROWS_BELOW
+    if not ((rows == 1 and length > MAX_FULL_REDUCTION)
+            or (rows < few and length >= SPLIT_LEAST_LEN)):
         return None
     parts = _parts(rows, length)
     return (lead, length, parts) if parts >= 2 else None
 
 
 def _split_long_rows(g: Graph) -> None:
-    if g.device != "cuda":   # a CPU core per row is enough there
-        return
     for n in list(g.calls()):
         target = _SPLITTABLE.get(n.opname)
         src = node_ref(n.args[0]) if n.args else None
@@ -687,14 +694,15 @@ def _split_long_rows(g: Graph) -> None:
         x = g.node(src)
         if x.dtype != n.dtype or not x.shape:
             continue
-        found = _long_rows(x, _reduced_suffix(n, len(x.shape)))
+        found = _long_rows(x, _reduced_suffix(n, len(x.shape)), g.device)
         if found is None:
             continue
         lead, length, parts = found
         b = Builder(g, n)
-        cut = b.add("aten.view.default", [ref(x), lead + [parts, length // parts]],
-                    lead + [parts, length // parts], n.dtype, name=f"{n.name}_rows")
-        partial = b.add(target, _reduction_args(n, cut), lead + [parts], n.dtype,
+        shape, k = _cut(list(x.shape), len(lead), parts, length)
+        cut = _chain_as(g, x, n, shape, len(lead)) or b.add(
+            "aten.view.default", [ref(x), shape], shape, n.dtype, name=f"{n.name}_rows")
+        partial = b.add(target, _reduction_args(n, cut, k), lead + [parts], n.dtype,
                         name=f"{n.name}_parts")
         if list(n.shape) == lead:   # the reduced dims dropped: the parts' reduction is it
             b.become(target, _reduction_args(n, partial))
@@ -702,6 +710,85 @@ def _split_long_rows(g: Graph) -> None:
             whole = b.add(target, _reduction_args(n, partial), lead, n.dtype,
                           name=f"{n.name}_whole")
             b.become("aten.view.default", [ref(whole), list(n.shape)])
+
+
+def _cut(full: list[int], at: int, parts: int, length: int) -> tuple[list[int], int]:
+    """The shape the parts are reduced in, and how many trailing dims each part spans. The
+    first reduced dim (``full[at]``) cut in ``parts`` where they divide it: the other dims
+    stay, so an input broadcast along them is still a view in the cut; else the reduced dims
+    flattened into ``[parts, length // parts]``."""
+    if full[at] % parts == 0:
+        return full[:at] + [parts, full[at] // parts] + full[at + 1:], len(full) - at
+    return full[:at] + [parts, length // parts], 1
+
+
+def _chain_as(g: Graph, x: Node, reduction: Node, shape: list[int], at: int) -> Node | None:
+    """``x`` computed in ``shape`` (its elements in the same order: ``_cut``'s of x's shape at
+    dim ``at``), where it is a pointwise chain read only by ``reduction``: the chain's nodes
+    take the new shape and its inputs are viewed in it, so the parts' reduction reads the
+    chain's inputs in one kernel (a loss's ``(a - b) ** 2`` summed in parts) instead of a
+    kernel writing ``x`` whole for a view of it to read. Its inputs may be of x's shape,
+    single values, or (where the cut keeps x's other dims) anything that broadcasts to x.
+    None (the graph unchanged) elsewhere."""
+    users = g.users()
+    full = list(x.shape or [])
+    chain: list[Node] = []
+    todo, seen = [x], {x.name}
+    while todo:
+        m = todo.pop()
+        if node_role(m, g) != "pointwise" or list(m.shape or []) != full:
+            return None
+        chain.append(m)
+        for r in m.inputs():
+            if r in seen:
+                continue
+            seen.add(r)
+            src = g.node(r)
+            if src.op == "call_function" and node_role(src, g) == "pointwise" \
+                    and list(src.shape or []) == full and "output" not in users.get(r, []):
+                todo.append(src)
+    names = {c.name for c in chain}
+    if set(users.get(x.name, [])) != {reduction.name} or any(
+            not set(users.get(c.name, [])) <= names for c in chain if c is not x):
+        return None   # a link of the chain is read elsewhere (or returned) in its own shape
+    leaves = sorted({r for c in chain for r in c.inputs() if r not in names})
+    as_cut = {}
+    for r in leaves:
+        view = _leaf_in_cut(list(g.node(r).shape or [None]), full, shape, at)
+        if view is None:
+            return None
+        as_cut[r] = view
+    first = min(chain, key=g.nodes.index)
+    # reshape: a view of the inputs as they are drawn, a copy of one laid out otherwise
+    views = {r: Builder(g, first).add("aten.reshape.default", [{"node": r}, v], v,
+                                      g.node(r).dtype or "float32", name=f"{r}_cut")
+             for r, v in as_cut.items() if v != list(g.node(r).shape or [])}
+    for c in chain:
+        for r, v in views.items():
+            c.args = _replace_refs(c.args, r, v.name)
+            c.kwargs = _replace_refs(c.kwargs, r, v.name)
+        c.shape, c.stride = list(shape), contiguous_strides(list(shape))
+    return x
+
+
+def _leaf_in_cut(leaf: list, full: list[int], shape: list[int], at: int) -> list[int] | None:
+    """The shape an input of a chain over ``full`` takes in the cut ``shape`` (None where it
+    has none): x's own shape becomes the cut; a single value stays as it is; where the cut
+    splits dim ``at`` and keeps the others, a broadcast input is padded to x's rank and has
+    its dim ``at`` split too (or two 1s where it is broadcast along it)."""
+    if None in leaf or len(leaf) > len(full):
+        return None
+    if leaf == full:
+        return list(shape)
+    if math.prod(leaf) == 1 and len(leaf) <= len(shape):
+        return list(leaf)
+    if len(shape) != len(full) + 1:
+        return None      # the reduced dims were flattened: only whole-shape inputs follow
+    padded = [1] * (len(full) - len(leaf)) + leaf
+    if any(d not in (1, f) for d, f in zip(padded, full)):
+        return None
+    mid = shape[at:at + 2] if padded[at] != 1 else [1, 1]
+    return padded[:at] + mid + padded[at + 1:]
 
 
 def _split_long_norm(g: Graph) -> None:

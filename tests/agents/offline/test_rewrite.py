@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from stitchcuda_lab.agents.offline.rewrite import rewrite
+from stitchcuda_lab.problem import problem_from_source
 
 from .conftest import assert_close, generate, make_problem, run_both
 
@@ -249,16 +252,18 @@ def _one_input(body: str, shape: str):
     ("torch.linalg.vector_norm(x, ord=3, dim=-1)", "(3, 1 << 18)"),
     ("torch.linalg.vector_norm(x, ord=float('inf'), dim=-1, keepdim=True)", "(3, 1 << 18)"),
 ])
-def test_few_long_rows_are_reduced_in_parts_on_the_gpu(body, shape, settings):
-    """One block per row leaves the H200's SMs idle where rows are fewer than SMs: each row is
-    cut into parts reduced side by side, then the parts reduced. The same numbers (within
-    float summation order), on the GPU only."""
+def test_few_long_rows_are_reduced_in_parts(body, shape, settings):
+    """One block per row leaves the H200's SMs idle where rows are fewer than SMs (and one
+    core per row a many-core CPU's cores): each row is cut into parts reduced side by side,
+    then the parts reduced. The same numbers, within float summation order."""
     import dataclasses
 
     from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
     problem = _one_input(body, shape)
-    graph, _, _ = generate(problem, settings)
-    assert not any(n.name.endswith("_parts") for n in rewrite(graph).calls())   # CPU: as is
+    graph, _, cpu_cand = generate(problem, settings)
+    assert len([n for n in rewrite(graph).calls() if n.name.endswith("_parts")]) == 1
+    want, got, _, _ = run_both(problem, cpu_cand)
+    assert_close(got, want)
     cuda = dataclasses.replace(graph, device="cuda")
     g = rewrite(cuda)
     parts = [n for n in g.calls() if n.name.endswith("_parts")]
@@ -279,8 +284,13 @@ def test_many_rows_or_short_ones_are_left_whole(settings):
                         ("torch.sum(x, dim=0)", "(1 << 18, 4)"),          # not a suffix
                         ("torch.linalg.vector_norm(x, ord=0, dim=-1)", "(3, 1 << 18)")):  # counts
         graph, _, _ = generate(_one_input(body, shape), settings)
-        g = rewrite(dataclasses.replace(graph, device="cuda"))
-        assert not any(n.name.endswith("_parts") for n in g.calls()), body
+        for g in (rewrite(graph), rewrite(dataclasses.replace(graph, device="cuda"))):
+            assert not any(n.name.endswith("_parts") for n in g.calls()), body
+    # a CPU core per row: rows fewer than the H200's SMs but more than CPU_SPLIT_ROWS_BELOW
+    graph, _, _ = generate(_one_input("torch.sum(x, dim=1)", "(32, 1 << 18)"), settings)
+    assert not any(n.name.endswith("_parts") for n in rewrite(graph).calls())
+    assert any(n.name.endswith("_parts")
+               for n in rewrite(dataclasses.replace(graph, device="cuda")).calls())
 
 
 @pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="nvcc is not installed")
@@ -428,3 +438,50 @@ def test_a_reduction_over_dims_of_size_one_is_its_input(settings, judge):
         assert all(a.data_ptr() != b.data_ptr() for b in got if b is not a)
     verdict = judge(OVER_ONE, cand)
     assert verdict.status == "pass", verdict.reason
+
+
+LOSSES = problem_from_source(
+    (Path(__file__).resolve().parents[2] / "fixtures" / "coverage" /
+     "loss_whole_tensor_in_parts.py").read_text(), name="losses")
+
+
+def test_a_whole_tensor_reduction_is_cut_in_parts_with_the_chain_before_it(settings, judge):
+    """A loss's mean over 196608 elements (past what one kernel reduces whole): the
+    pointwise chain before it takes the parts' shape, its inputs viewed in it (a broadcast
+    one too), so one kernel reads the inputs and writes the parts' sums; a second adds them."""
+    graph, plan, cand = generate(LOSSES, settings)
+    g = rewrite(graph)
+    cuts = {n.name: n.shape for n in g.calls() if "_cut" in n.name}
+    assert cuts == {"predictions_cut": [32, 12, 512], "targets_cut": [32, 12, 512],
+                    "predictions_cut_1": [32, 12, 512], "labels_cut": [1, 1, 512]}, cuts
+    assert {n.name: n.shape for n in g.calls() if n.opname in ("sub", "clamp")} == {
+        "sub": [32, 12, 512], "clamp": [32, 12, 512]}
+    assert plan.blockers() == [], plan.blockers()
+    assert len(cand.kernels) == 4, [k.name for k in cand.kernels]   # each loss: parts, mean
+    assert [k for k in cand.kept if "mean" in k or "sum" in k] == []
+    want, got, _, _ = run_both(LOSSES, cand)
+    assert_close(got, want)
+    verdict = judge(LOSSES, cand)
+    assert verdict.status == "pass", verdict.reason
+
+
+def test_a_link_of_the_chain_read_elsewhere_is_written_whole_and_read_as_an_input(settings):
+    problem = make_problem("""
+        class Model(nn.Module):
+            def forward(self, a, b):
+                d = a - b
+                return d, torch.sum(d * d)
+        def get_inputs():
+            return [torch.randn(300, 700), torch.randn(300, 700)]
+        def get_init_inputs():
+            return []
+    """)
+    graph, plan, cand = generate(problem, settings)
+    g = rewrite(graph)
+    # d is written whole (it is returned) and read as the chain's input: d * d and the parts'
+    # sums in one kernel
+    assert {n.name: n.shape for n in g.calls() if "_cut" in n.name or n.opname == "sub"} == {
+        "sub": [300, 700], "sub_cut": [16, 13125]}   # 16 parts do not divide 300: flattened
+    assert [n.shape for n in g.calls() if n.opname == "mul"] == [[16, 13125]]
+    want, got, _, _ = run_both(problem, cand)
+    assert_close(got, want)
