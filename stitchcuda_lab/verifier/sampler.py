@@ -305,6 +305,21 @@ def after_call(code: bytes) -> bool:
     return any(code[-k] == 0xFF and (code[-k + 1] >> 3) & 7 == 2 for k in range(2, 8))
 
 
+def _stack_words(mem, sp: int) -> list[int]:
+    """Up to STACK_WORDS words from ``sp`` up, in blocks of 8 (the stack may end sooner)."""
+    words: list[int] = []
+    for at in range(sp, sp + 8 * STACK_WORDS, 64):
+        try:
+            mem.seek(at)
+            raw = mem.read(64)
+        except OSError:
+            break
+        words += struct.unpack(f"<{len(raw) // 8}Q", raw[:len(raw) // 8 * 8])
+        if len(raw) < 64:
+            break
+    return words
+
+
 class Sampler:
     """Samples of one candidate process, named as they are taken (its maps read once, again
     when an address falls outside them: a library loaded later)."""
@@ -378,9 +393,7 @@ class Sampler:
             return None
         try:
             with open(f"/proc/{self.pid}/mem", "rb", buffering=0) as mem:
-                mem.seek(sp)
-                words = struct.unpack(f"<{STACK_WORDS}Q", mem.read(8 * STACK_WORDS))
-                for word in words:
+                for word in _stack_words(mem, sp):
                     if self._find(word) is None:
                         continue
                     mem.seek(word - 7)

@@ -33,12 +33,14 @@
 
 - a sum, mean, max, min or vector norm over a long suffix of dims with few rows (on the GPU
   fewer rows than the H200 has SMs: one block per row would leave most of them idle; on the
-  CPU a whole tensor reduced to one value, a loss's mean, or fewer rows than a many-core CPU
-  has cores) is split in two (``_split_long_rows``): the row cut into parts reduced side by side (rows x
-  parts blocks), then the parts reduced; a sum of partial sums, a mean of means of equal
-  parts, a p-norm of the parts' p-norms (a Frobenius norm of a whole tensor is one row); a layer
-  norm over such rows the same way (``_split_long_norm``): each part's mean and variance side
-  by side (one ``var_mean`` pass), the row's mean the mean of theirs and its variance the mean of theirs plus the
+  CPU fewer than a many-core CPU has cores), or of a whole tensor past what one kernel reduces
+  whole (a loss's mean), is split in two (``_split_long_rows``): the row cut into parts
+  reduced side by side (rows x parts blocks), then the parts reduced; a sum of partial sums,
+  a mean of means of equal parts, a p-norm of the parts' p-norms (a Frobenius norm of a whole
+  tensor is one row). The pointwise chain that only feeds it is computed in the parts' shape,
+  in the same kernel (``_chain_as``). A layer norm over such rows on the GPU the same way
+  (``_split_long_norm``): each part's mean and variance side by side (one ``var_mean``
+  pass), the row's mean the mean of theirs and its variance the mean of theirs plus the
   variance of their means (equal parts), then one pointwise pass over ``x``;
 
 - a sum, mean, amax, amin, prod or logsumexp over dims that are all of size 1 (a value an
@@ -170,9 +172,7 @@ def _size_one_reductions(g: Graph) -> None:
             continue   # an in-place op would write into the input through the view
         # a copy where the result is returned as it is: an output may not share an input's
         # memory (nor another output's)
-        returned = "output" in users.get(n.name, []) or any(
-            g.node(u).op_class == "data_movement" and "output" in users.get(u, [])
-            for u in users.get(n.name, []) if u != "output")
+        returned = _returned_as_is(g, n.name, users)
         if returned:
             Builder(g, n).become("aten.clone.default", [{"node": src}])
             if n.shape != x.shape:
@@ -187,6 +187,19 @@ def _size_one_reductions(g: Graph) -> None:
                 view.args[0] = {"node": n.name}
         else:
             Builder(g, n).become("aten.view.default", [{"node": src}, list(n.shape)])
+
+
+def _returned_as_is(g: Graph, name: str, users: dict[str, list[str]]) -> bool:
+    """Whether ``name``'s memory reaches an output: itself, or through views and layout ops."""
+    todo, seen = [name], set()
+    while todo:
+        for u in users.get(todo.pop(), []):
+            if u == "output":
+                return True
+            if u not in seen and g.node(u).op_class == "data_movement":
+                seen.add(u)
+                todo.append(u)
+    return False
 
 
 # -- diagonal matrices --------------------------------------------------------------------------

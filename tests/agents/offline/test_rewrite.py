@@ -485,3 +485,19 @@ def test_a_link_of_the_chain_read_elsewhere_is_written_whole_and_read_as_an_inpu
     assert [n.shape for n in g.calls() if n.opname == "mul"] == [[16, 13125]]
     want, got, _, _ = run_both(problem, cand)
     assert_close(got, want)
+
+
+def test_a_size_one_reduction_returned_through_views_is_a_copy(settings):
+    problem = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.sum(x, dim=1).unsqueeze(0).view(-1)
+        def get_inputs():
+            return [torch.randn(64, 1)]
+        def get_init_inputs():
+            return []
+    """)
+    graph, _, cand = generate(problem, settings)
+    assert "clone" in [n.opname for n in rewrite(graph).calls()]
+    want, got, ref, _ = run_both(problem, cand)
+    assert_close(got, want)
