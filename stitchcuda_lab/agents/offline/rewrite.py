@@ -44,7 +44,8 @@
   variance of their means (equal parts), then one pointwise pass over ``x``;
 
 - a sum, mean, amax, amin, prod or logsumexp over dims that are all of size 1 (a value an
-  earlier reduction kept with ``keepdim=True``) is its input, viewed without those dims where
+  earlier reduction kept with ``keepdim=True``), and the values of a max or min over such a
+  dim whose indices no one reads, are its input, viewed without those dims where
   ``keepdim`` is off (``_size_one_reductions``): each result is one element, unchanged (a
   logsumexp of one element is that element), so no second pass over the row values, and the
   ops after it fuse into the first reduction's kernel;
@@ -130,11 +131,11 @@ def rewrite(graph: Graph) -> Graph:
     g = copy.deepcopy(graph)
     try:
         decompose(g)
-        _size_one_reductions(g)
         _fold_avgpool_mean(g)
         _adaptive_avg_to_mean(g)
         _adaptive_max_to_amax(g)
         _sum_of_gemm(g)
+        _size_one_reductions(g)   # after the GEMM's sum, which leaves one over a dim of size 1
         _diag_matmul(g)
         _split_bias(g)
         _pool_epilogue(g)
@@ -154,12 +155,14 @@ _IDENTITY_OVER_ONE = ("sum", "mean", "amax", "amin", "prod", "logsumexp")
 def _size_one_reductions(g: Graph) -> None:
     users = g.users()
     for n in list(g.calls()):
-        if n.opname not in _IDENTITY_OVER_ONE or n.shape is None or len(n.args) < 2 \
-                or n.kwargs.get("dtype") is not None or n.dtype not in ("float32", "float64"):
+        tuple_op = n.opname in ("max", "min") and n.target.endswith(".dim")
+        if (n.opname not in _IDENTITY_OVER_ONE and not tuple_op) or len(n.args) < 2 \
+                or n.kwargs.get("dtype") is not None:
             continue
         src = node_ref(n.args[0])
         x = g.node(src) if src is not None else None
-        if x is None or x.shape is None or x.dtype != n.dtype or not x.shape:
+        if x is None or x.shape is None or not x.shape or x.dtype not in ("float32", "float64") \
+                or (x.dtype != n.dtype and not tuple_op):   # a tuple's dtype: its items'
             continue
         dims = n.args[1] if isinstance(n.args[1], list) else [n.args[1]]
         if not dims or not all(isinstance(d, int) for d in dims):
@@ -167,26 +170,45 @@ def _size_one_reductions(g: Graph) -> None:
         rank = len(x.shape)
         if any(not -rank <= d < rank or x.shape[d % rank] != 1 for d in dims):
             continue
-        if any(u != "output" and (g.node(u).mutates or g.node(u).opname.endswith("_"))
-               for u in users.get(n.name, [])):
-            continue   # an in-place op would write into the input through the view
-        # a copy where the result is returned as it is: an output may not share an input's
-        # memory (nor another output's)
-        returned = _returned_as_is(g, n.name, users)
-        if returned:
-            Builder(g, n).become("aten.clone.default", [{"node": src}])
-            if n.shape != x.shape:
-                view = _view(_unique(g, f"{n.name}_dims"), x, list(n.shape))
-                n.shape, n.stride = list(x.shape), list(x.stride or contiguous_strides(x.shape))
-                _insert_after(g, n.name, view)
-                for m in g.nodes:
-                    if m is not view:
-                        m.args = _replace_refs(m.args, n.name, view.name)
-                        m.kwargs = _replace_refs(m.kwargs, n.name, view.name)
-                g.outputs = _replace_refs(g.outputs, n.name, view.name)
-                view.args[0] = {"node": n.name}
-        else:
-            Builder(g, n).become("aten.view.default", [{"node": src}, list(n.shape)])
+        if not tuple_op:
+            if n.shape is not None:
+                _become_input(g, n, x, users)
+            continue
+        # max / min over the dim: (values, indices); the values are the input where no one
+        # reads the indices (all zeros), and the op is left to _drop_dead
+        items = [g.node(u) for u in users.get(n.name, []) if u != "output"]
+        if "output" in users.get(n.name, []) or any(
+                i.target != "getitem" or (i.args[1] != 0 and users.get(i.name)) or
+                i.shape is None for i in items):
+            continue
+        for item in items:
+            if item.args[1] == 0:
+                _become_input(g, item, x, users)
+
+
+def _become_input(g: Graph, n: Node, x: Node, users: dict[str, list[str]]) -> None:
+    """``n`` (its value ``x``'s elements in ``n.shape``) turned into a view of ``x``, or a copy
+    where its memory reaches an output; left as it is where an in-place op would write
+    through the view into ``x``."""
+    if any(u != "output" and (g.node(u).mutates or g.node(u).opname.endswith("_"))
+           for u in users.get(n.name, [])):
+        return
+    if not _returned_as_is(g, n.name, users):
+        Builder(g, n).become("aten.view.default", [ref(x), list(n.shape)])
+        return
+    # an output may not share an input's memory (nor another output's)
+    Builder(g, n).become("aten.clone.default", [ref(x)])
+    if n.shape == x.shape:
+        return
+    view = _view(_unique(g, f"{n.name}_dims"), x, list(n.shape))
+    n.shape, n.stride = list(x.shape), list(x.stride or contiguous_strides(x.shape))
+    _insert_after(g, n.name, view)
+    for m in g.nodes:
+        if m is not view:
+            m.args = _replace_refs(m.args, n.name, view.name)
+            m.kwargs = _replace_refs(m.kwargs, n.name, view.name)
+    g.outputs = _replace_refs(g.outputs, n.name, view.name)
+    view.args[0] = ref(n)
 
 
 def _returned_as_is(g: Graph, name: str, users: dict[str, list[str]]) -> bool:

@@ -412,7 +412,9 @@ OVER_ONE = make_problem("""
             inner = torch.logsumexp(torch.relu(m), dim=1, keepdim=True) - 1.0
             wide = torch.sum(x, dim=[1, 2], keepdim=True)               # dim 2 is not of size 1
             return (inner * 3.0, torch.sum(m, dim=-3), torch.mean(x[:, :1], dim=1),
-                    torch.prod(m, dim=1, keepdim=True), wide)
+                    torch.prod(m, dim=1, keepdim=True), wide,
+                    torch.max(m, dim=1)[0] + 1.0,                      # values only
+                    torch.min(m, dim=1)[1].float())                    # its indices read
     def get_inputs():
         return [torch.randn(4, 16, 10, 12)]
     def get_init_inputs():
@@ -429,11 +431,13 @@ def test_a_reduction_over_dims_of_size_one_is_its_input(settings, judge):
     # returned as they are: a copy each (an output may not share an input's memory)
     assert ops.count("clone") == 3 and "prod" not in ops and "mean" not in ops
     assert ops.count("sum") == 1          # the one over a dim of size 10
-    assert plan.blockers() == [], plan.blockers()
+    assert "max" not in ops and ops.count("min") == 1   # the min whose indices are read stays
+    assert all(b.startswith("min") for b in plan.blockers()), plan.blockers()
     want, got, _, _ = run_both(OVER_ONE, cand)
     assert_close(got, want)
     assert [tuple(t.shape) for t in got] == [(4, 1, 10, 12), (4, 10, 12), (4, 10, 12),
-                                             (4, 1, 10, 12), (4, 1, 1, 12)]
+                                             (4, 1, 10, 12), (4, 1, 1, 12), (4, 10, 12),
+                                             (4, 10, 12)]
     for a in got:
         assert all(a.data_ptr() != b.data_ptr() for b in got if b is not a)
     verdict = judge(OVER_ONE, cand)
