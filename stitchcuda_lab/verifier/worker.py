@@ -60,6 +60,29 @@ def clean_env(base: dict[str, str] | None = None, **extra: str) -> dict[str, str
     return env
 
 
+def compile_cache_env(cache_dir: Path, env: dict[str, str]) -> dict[str, str]:
+    """Where the judge's torch.compile keeps what it compiled (Inductor's graphs, Triton's
+    kernels) from one judge to the next: a folder of the cache only the judge's user may
+    write, so the baselines of a problem compile once per problem and environment (Inductor's
+    keys: the graph, its inputs, torch and the device) instead of once per judge, whose
+    temp folder is new each time. Nothing where candidates run as the judge's own user
+    (``pool.mode()``: they could leave code there for a baseline to load), or where the
+    caller chose the folders."""
+    from .pool import mode
+    if mode() == "same-user" or "TORCHINDUCTOR_CACHE_DIR" in env:
+        return {}
+    folder = cache_dir / "compile"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = folder.stat()
+    except OSError:
+        return {}
+    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        return {}   # another user's, or one others may write in
+    return {"TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"),
+            "TRITON_CACHE_DIR": str(folder / "triton")}
+
+
 def resolve_device(name: str) -> str:
     """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; 'cuda' without a GPU is a ConfigError."""
     name = (name or "auto").strip().lower()
@@ -161,6 +184,7 @@ class Worker:
         env.update(STITCH_CACHE_DIR=str(self.cache_dir), STITCH_CACHE="1" if self.cache else "0",
                    TORCH_EXTENSIONS_DIR=str(Path(self.cache_dir) / "torch_extensions"),
                    PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+        env.update(compile_cache_env(Path(self.cache_dir), env) if self.cache else {})
         # the judge runs the Verifier this process imported, not whichever copy of the package
         # its working folder (the temp folder) or an installed one would give it
         here = str(Path(__file__).resolve().parents[2])

@@ -343,3 +343,50 @@ def test_two_threads_sharing_a_judge_each_get_their_own_verdict(cpu_worker, fast
         t.join(300)
     assert {i: (v.status, v.candidate_id) for i, v in done.items()} == {
         0: ("pass", "c0"), 1: ("pass", "c1")}, {i: v.reason for i, v in done.items()}
+
+
+def test_compile_cache_is_a_folder_only_the_judges_user_writes(tmp_path, monkeypatch):
+    from stitchcuda_lab.verifier import pool
+    monkeypatch.setattr(pool, "mode", lambda: "user")
+    env = worker_mod.compile_cache_env(tmp_path / "cache", {})
+    assert env == {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache" / "compile" / "inductor"),
+                   "TRITON_CACHE_DIR": str(tmp_path / "cache" / "compile" / "triton")}
+    assert (tmp_path / "cache" / "compile").stat().st_mode & 0o777 == 0o700
+    (tmp_path / "cache" / "compile").chmod(0o777)          # others may write in it: not used
+    assert worker_mod.compile_cache_env(tmp_path / "cache", {}) == {}
+    # candidates running as the judge's user could leave code there for a baseline to load
+    monkeypatch.setattr(pool, "mode", lambda: "same-user")
+    assert worker_mod.compile_cache_env(tmp_path / "other", {}) == {}
+    monkeypatch.setattr(pool, "mode", lambda: "user")
+    assert worker_mod.compile_cache_env(tmp_path / "mine", {"TORCHINDUCTOR_CACHE_DIR": "x"}) == {}
+
+
+def test_the_baselines_compile_into_the_cache_kept_for_the_next_judge(tmp_path, fast_options):
+    """torch.compile's graphs outlive the judge that compiled them (a judge's temp folder
+    goes with it), and a candidate sees neither the folder nor a way to write there."""
+    import dataclasses
+
+    from stitchcuda_lab.verifier.pool import mode
+    from stitchcuda_lab.verifier.worker import Worker
+    if mode() == "same-user":
+        pytest.skip("candidates run as the judge's user here: no cache is kept")
+    cache = tmp_path / "cache"
+    w = Worker("cpu", cache_dir=str(cache))
+    try:
+        w.baseline(POINTWISE, options=dataclasses.replace(fast_options, compile_modes="default"))
+        compiled = [p for p in (cache / "compile" / "inductor").rglob("*") if p.is_file()]
+        assert compiled, "torch.compile wrote nothing to the kept cache"
+        probe = f'''
+import os
+import torch.nn as nn
+assert not any("compile" in v for k, v in os.environ.items() if "CACHE" in k), os.environ
+assert not os.access({str(cache / "compile")!r}, os.W_OK)
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x
+'''
+        v = w.verify(POINTWISE, probe, replaced=None, options=fast_options, timeout=60)
+        assert v.status in ("incorrect", "rejected"), (v.status, v.reason, v.build_log)
+    finally:
+        w.close()
