@@ -27,7 +27,7 @@ import re
 import struct
 import sys
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -295,14 +295,37 @@ def stopped_pcs(pid: int) -> list[tuple[int, int]] | None:
     return out
 
 
-def after_call(code: bytes) -> bool:
-    """Whether the bytes just before an x86-64 address end in a call instruction (a direct
-    call, or an indirect one: opcode FF with 2 in its ModRM reg field)."""
-    if len(code) < 7:
-        return False
-    if code[-5] == 0xE8:
-        return True
-    return any(code[-k] == 0xFF and (code[-k + 1] >> 3) & 7 == 2 for k in range(2, 8))
+def call_target(ret: int, read: Callable[[int, int], bytes]) -> int | None:
+    """Where the x86-64 call instruction ending just before ``ret`` goes: a direct call's
+    target, or the address held in the slot a ``call [rip + d]`` reads, followed through a
+    PLT stub (``jmp [rip + d]``, after endbr64 and a bnd prefix) to what its slot holds.
+    None for any other bytes (a register or memory call whose target the stack cannot say).
+    ``read(address, size)`` reads the process's memory."""
+    code = read(ret - 6, 6)
+    if len(code) < 6:
+        return None
+    target: int | None = None
+    if code[1] == 0xE8:                                    # call rel32
+        target = ret + int.from_bytes(code[2:], "little", signed=True)
+    elif code[0] == 0xFF and code[1] == 0x15:              # call [rip + disp32]
+        target = _word(read, ret + int.from_bytes(code[2:], "little", signed=True))
+    if target is None:
+        return None
+    stub = read(target, 16)
+    i = 4 if stub[:4] == ENDBR64 else 0
+    i += 1 if stub[i:i + 1] == b"\xf2" else 0             # bnd
+    if stub[i:i + 2] == b"\xff\x25" and len(stub) >= i + 6:   # jmp [rip + disp32]
+        return _word(read, target + i + 6 + int.from_bytes(stub[i + 2:i + 6], "little",
+                                                           signed=True))
+    return target
+
+
+ENDBR64 = b"\xf3\x0f\x1e\xfa"
+
+
+def _word(read: Callable[[int, int], bytes], at: int) -> int | None:
+    raw = read(at, 8)
+    return int.from_bytes(raw, "little") if len(raw) == 8 else None
 
 
 def _stack_words(mem, sp: int) -> list[int]:
@@ -388,21 +411,31 @@ class Sampler:
 
     def _caller(self, sp: int, lib: str) -> tuple[str, str] | None:
         """What called the math function a thread stopped in: the first word of its stack
-        that points just past a call instruction in code outside the runtime."""
+        that points just past a call into the math library from code outside the runtime.
+        The call's target is checked, so a stale return address left in the math
+        function's frame (from an earlier call of the candidate's own) names nothing."""
         if not X86_64:
             return None
+
+        def read(at: int, size: int) -> bytes:
+            try:
+                mem.seek(at)
+                return mem.read(size)
+            except (OSError, ValueError, OverflowError):
+                return b""
         try:
             with open(f"/proc/{self.pid}/mem", "rb", buffering=0) as mem:
                 for word in _stack_words(mem, sp):
                     if self._find(word) is None:
                         continue
-                    mem.seek(word - 7)
-                    if not after_call(mem.read(7)):
+                    target = call_target(word, read)
+                    into = self._find(target) if target is not None else None
+                    if into is None or not MATH_LIBS.match(os.path.basename(into.path)):
                         continue
                     kind, where = self.name(word)
                     if kind != RUNTIME:
                         return kind, f"{where} (through {lib})"
-        except (OSError, ValueError, struct.error, OverflowError):
+        except OSError:
             return None
         return None
 

@@ -1,5 +1,6 @@
 """The judge's samples of another process's threads: what code each address is in, and what
 the verdict makes of them."""
+import math
 import os
 import shutil
 import subprocess
@@ -84,39 +85,96 @@ def test_the_math_librarys_time_is_its_callers():
     assert sum(through.values()) > libm_left, r["where"]
 
 
-def _code_addresses(path_part: str, want_call: bool) -> int:
-    """An address in this process's code of a library whose bytes before it do (or do not)
-    end in a call instruction."""
-    m = next(m for m in sampler.mappings(os.getpid()) if path_part in os.path.basename(m.path))
-    with open("/proc/self/mem", "rb", buffering=0) as mem:
-        mem.seek(m.start)
-        code = mem.read(min(m.end - m.start, 1 << 16))
-    return next(m.start + i for i in range(8, len(code))
-                if sampler.after_call(code[i - 7:i]) == want_call)
+CALLS_EXP = """
+#include <math.h>
+__attribute__((noinline)) float helper(float x) { return x * 2.0f + 1.0f; }
+float uses_exp(float x) { return expf(helper(x)) + 1.0f; }
+"""
 
 
-@pytest.mark.skipif(not sampler.X86_64, reason="return addresses are read on x86-64 only")
-def test_the_caller_is_the_first_return_address_outside_the_runtime():
+def _read_self(at: int, size: int) -> bytes:
+    try:
+        with open("/proc/self/mem", "rb", buffering=0) as mem:
+            mem.seek(at)
+            return mem.read(size)
+    except (OSError, ValueError, OverflowError):
+        return b""
+
+
+def _returns_into(lib, maps) -> dict[str, int]:
+    """Return addresses in ``lib``'s code, by where their call goes: "libm" (expf, through
+    the PLT) and "own" (its helper)."""
+    m = next(m for m in maps if m.path == lib)
+    code = _read_self(m.start, m.end - m.start)
+    found = {}
+    for i in range(6, len(code)):
+        if code[i - 5] != 0xE8 and code[i - 6:i - 4] != b"\xff\x15":
+            continue   # no call ends here (call_target says so too, at a read per byte)
+        target = sampler.call_target(m.start + i, _read_self)
+        into = next((x for x in maps if target is not None and x.start <= target < x.end), None)
+        if into is not None:
+            key = "libm" if os.path.basename(into.path).startswith("libm") else \
+                "own" if into.path == lib else None
+            if key:
+                found.setdefault(key, m.start + i)
+    return found
+
+
+def _library(tmp_path, name: str, source: str):
     import ctypes
-    torch_ret = _code_addresses("libtorch_cpu", True)
+    (tmp_path / f"{name}.c").write_text(source)
+    lib = tmp_path / f"lib{name}.so"
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", str(tmp_path / f"{name}.c"), "-o", str(lib),
+                    "-lm"], check=True)
+    k = ctypes.CDLL(str(lib))
+    k.uses_exp.restype, k.uses_exp.argtypes = ctypes.c_float, [ctypes.c_float]
+    assert abs(k.uses_exp(0.5) - (math.exp(2.0) + 1)) < 1e-4   # and its PLT slots are bound
+    return str(lib)
+
+
+@pytest.mark.skipif(not sampler.X86_64 or shutil.which("cc") is None,
+                    reason="return addresses are read on x86-64 only; no C compiler")
+def test_the_caller_is_the_first_return_address_of_a_call_into_the_math_library(tmp_path):
+    import ctypes
+    caller = _library(tmp_path, "caller", CALLS_EXP)
+    stale = _library(tmp_path, "stale", CALLS_EXP)
+    maps = sampler.mappings(os.getpid())
+    into_libm = _returns_into(caller, maps)["libm"]
+    stale_own = _returns_into(stale, maps)["own"]   # its call went to its helper
+    libm = next(m.path for m in maps if os.path.basename(m.path).startswith("libm."))
     stack = (ctypes.c_uint64 * sampler.STACK_WORDS)(
-        12345,                                  # a number
-        _code_addresses("libc10", False),        # code, but no return address
-        _code_addresses("libc.so", True),        # the runtime's caller (a math function's)
-        torch_ret)
-    s = Sampler(os.getpid())
-    s.maps = sampler.mappings(os.getpid())
-    kind, where = s._caller(ctypes.addressof(stack), "libm.so.6")
-    assert (kind, where) == (lambda k, w: (k, f"{w} (through libm.so.6)"))(*s.name(torch_ret))
+        12345,                                               # a number
+        next(m.start for m in maps if "libc10" in m.path),   # code, no return address
+        stale_own,              # a stale return address left in the math function's frame
+        _returns_into(libm, maps)["libm"],   # one math function called by another
+        into_libm)              # the call into expf
+    s = Sampler(os.getpid(), own_folders=(str(tmp_path),))
+    s.maps = maps
+    assert s._caller(ctypes.addressof(stack), "libm.so.6") == (
+        OWN, "libcaller.so (through libm.so.6)")
+    stack[4] = 0           # no call into the math library on the stack: the runtime's
+    assert s._caller(ctypes.addressof(stack), "libm.so.6") is None
 
 
-def test_a_call_instruction_is_read_before_a_return_address():
-    assert sampler.after_call(bytes([0, 0, 0xE8, 1, 2, 3, 4]))          # call rel32
-    assert sampler.after_call(bytes([0, 0, 0, 0, 0, 0xFF, 0xD0]))       # call rax
-    assert sampler.after_call(bytes([0, 0xFF, 0x15, 1, 2, 3, 4]))       # call [rip + d]
-    assert not sampler.after_call(bytes([0, 0, 0xE9, 1, 2, 3, 4]))      # jmp rel32
-    assert not sampler.after_call(bytes([0, 0, 0, 0, 0, 0xFF, 0xE0]))   # jmp rax
-    assert not sampler.after_call(bytes(3))
+def test_a_call_is_followed_to_its_target_through_a_plt_stub():
+    memory = {0x1000: bytes([0x90, 0xE8]) + (0x100).to_bytes(4, "little", signed=True),
+              0x1106: bytes.fromhex("f30f1efa f2ff25") + (0x1000).to_bytes(4, "little",
+                                                                                signed=True),
+              0x2111: (0xABCDEF).to_bytes(8, "little"),                 # the PLT's slot
+              0x3000: bytes([0xFF, 0x15]) + (0x0FFA).to_bytes(4, "little", signed=True),
+              0x4000: (0x1234).to_bytes(8, "little"),                   # call [rip + d]'s slot
+              0x1234: bytes(16),                                        # no stub there
+              0x5000: bytes([0x90, 0x90, 0x90, 0x90, 0xFF, 0xD0])}      # call rax
+
+    def read(at, size):
+        for base, raw in memory.items():
+            if base <= at < base + len(raw):
+                return raw[at - base:at - base + size]
+        return b""
+    assert sampler.call_target(0x1006, read) == 0xABCDEF    # call rel32 -> endbr; bnd jmp [slot]
+    assert sampler.call_target(0x3006, read) == 0x1234      # call [rip + d], no stub after it
+    assert sampler.call_target(0x5006, read) is None        # a register's target is unknown
+    assert sampler.call_target(0x9000, read) is None        # unreadable
 
 
 def test_a_gemm_is_library_work():
