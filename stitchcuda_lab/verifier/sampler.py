@@ -66,7 +66,7 @@ PYTHON_LIBS = re.compile(r"^(python3?(\.\d+)?$|libpython3)")
 # work): a sample there is named by its caller, found on the stack (x86-64 only, where a call
 # leaves its return address there)
 MATH_LIBS = re.compile(r"^(libm|libmvec)([.\-]|$)")
-STACK_WORDS = 64
+STACK_WORDS = 16   # 128 bytes: a math function's frame and its caller's return address
 X86_64 = os.uname().machine == "x86_64"
 # what a plan may keep (aten.LIBRARY: GEMMs, convolutions, attention), inside PyTorch's
 # library: the vendor routines and the convolution and attention code around them
@@ -329,13 +329,14 @@ def _word(read: Callable[[int, int], bytes], at: int) -> int | None:
 
 
 def _stack_words(mem, sp: int) -> list[int]:
-    """Up to STACK_WORDS words from ``sp`` up, in blocks of 8 (the stack may end sooner)."""
+    """Up to STACK_WORDS words from ``sp`` up, in blocks of 8 (the stack may end sooner; the
+    stack pointer is the candidate's to set: any value)."""
     words: list[int] = []
     for at in range(sp, sp + 8 * STACK_WORDS, 64):
         try:
             mem.seek(at)
             raw = mem.read(64)
-        except OSError:
+        except (OSError, ValueError, OverflowError):
             break
         words += struct.unpack(f"<{len(raw) // 8}Q", raw[:len(raw) // 8 * 8])
         if len(raw) < 64:
@@ -410,10 +411,12 @@ class Sampler:
         return named
 
     def _caller(self, sp: int, lib: str) -> tuple[str, str] | None:
-        """What called the math function a thread stopped in: the first word of its stack
-        that points just past a call into the math library from code outside the runtime.
-        The call's target is checked, so a stale return address left in the math
-        function's frame (from an earlier call of the candidate's own) names nothing."""
+        """What called the math function a thread stopped in, from the first STACK_WORDS
+        words of its stack: each word just past a call into the math library, from code
+        outside the runtime, names a caller, and the gravest of them is the answer. A
+        program can write words into the unwritten slots of a math function's frame (a
+        return address of its own next to PyTorch's call), but cannot take away the real
+        caller's, which a leaf math function's small frame keeps inside the window."""
         if not X86_64:
             return None
 
@@ -423,6 +426,7 @@ class Sampler:
                 return mem.read(size)
             except (OSError, ValueError, OverflowError):
                 return b""
+        callers = []
         try:
             with open(f"/proc/{self.pid}/mem", "rb", buffering=0) as mem:
                 for word in _stack_words(mem, sp):
@@ -433,11 +437,11 @@ class Sampler:
                     if into is None or not MATH_LIBS.match(os.path.basename(into.path)):
                         continue
                     kind, where = self.name(word)
-                    if kind != RUNTIME:
-                        return kind, f"{where} (through {lib})"
-        except OSError:
+                    if kind != RUNTIME:   # past math functions called by math functions
+                        callers.append((kind, f"{where} (through {lib})"))
+        except (OSError, ValueError, OverflowError):
             return None
-        return None
+        return min(callers, key=lambda kw: GRAVITY.index(kw[0])) if callers else None
 
     def _name_in(self, m: Mapping | None, pc: int) -> tuple[str, str]:
         if m is not None and m.path in KERNEL_PAGES:   # clock_gettime for a timer

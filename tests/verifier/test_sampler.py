@@ -134,26 +134,34 @@ def _library(tmp_path, name: str, source: str):
 
 @pytest.mark.skipif(not sampler.X86_64 or shutil.which("cc") is None,
                     reason="return addresses are read on x86-64 only; no C compiler")
-def test_the_caller_is_the_first_return_address_of_a_call_into_the_math_library(tmp_path):
+def test_the_caller_is_the_gravest_return_address_of_a_call_into_the_math_library(tmp_path):
     import ctypes
     caller = _library(tmp_path, "caller", CALLS_EXP)
-    stale = _library(tmp_path, "stale", CALLS_EXP)
+    forger = _library(tmp_path, "forger", CALLS_EXP)
     maps = sampler.mappings(os.getpid())
     into_libm = _returns_into(caller, maps)["libm"]
-    stale_own = _returns_into(stale, maps)["own"]   # its call went to its helper
+    forged = _returns_into(forger, maps)["libm"]     # a real call into libm, of its own
+    to_helper = _returns_into(forger, maps)["own"]   # a call that goes elsewhere
     libm = next(m.path for m in maps if os.path.basename(m.path).startswith("libm."))
-    stack = (ctypes.c_uint64 * sampler.STACK_WORDS)(
-        12345,                                               # a number
-        next(m.start for m in maps if "libc10" in m.path),   # code, no return address
-        stale_own,              # a stale return address left in the math function's frame
-        _returns_into(libm, maps)["libm"],   # one math function called by another
-        into_libm)              # the call into expf
-    s = Sampler(os.getpid(), own_folders=(str(tmp_path),))
+    nested = _returns_into(libm, maps)["libm"]       # one math function called by another
+    # the forger's library is the candidate's own; the caller's, in its folder but not one the
+    # judge built, is another package's (graver)
+    s = Sampler(os.getpid(), own_folders=(str(tmp_path),), own_files={forger})
     s.maps = maps
-    assert s._caller(ctypes.addressof(stack), "libm.so.6") == (
-        OWN, "libcaller.so (through libm.so.6)")
-    stack[4] = 0           # no call into the math library on the stack: the runtime's
-    assert s._caller(ctypes.addressof(stack), "libm.so.6") is None
+
+    def caller(*words):
+        stack = (ctypes.c_uint64 * sampler.STACK_WORDS)(*words)
+        return s._caller(ctypes.addressof(stack), "libm.so.6")
+    number, code = 12345, next(m.start for m in maps if "libc10" in m.path)   # no return address
+    assert caller(number, code, nested, forged) == (OWN, "libforger.so (through libm.so.6)")
+    # a word of its own written into the math function's frame, next to the real caller's:
+    # the graver names the stop
+    assert caller(number, forged, to_helper, nested, into_libm) == (
+        PACKAGE, "libcaller.so (through libm.so.6)")
+    assert caller(number, code, to_helper) is None   # no call into the math library at all
+    words = [number] * (sampler.STACK_WORDS - 1) + [into_libm, into_libm]
+    assert caller(*words[:sampler.STACK_WORDS]) == (PACKAGE, "libcaller.so (through libm.so.6)")
+    assert caller(*([number] * sampler.STACK_WORDS)) is None   # past the window: not read
 
 
 def test_a_call_is_followed_to_its_target_through_a_plt_stub():
@@ -514,3 +522,9 @@ def test_calls_are_sampled_on_until_enough_samples_found_a_thread_computing():
     unreadable = _Watch(lambda n: 0)
     unreadable.readable = False
     assert _timed_with(unreadable).calls <= SAMPLED_CALLS_MIN
+
+
+def test_a_stack_pointer_anywhere_reads_no_words_and_raises_nothing():
+    with open("/proc/self/mem", "rb", buffering=0) as mem:
+        for sp in (0, 8, 1 << 47, (1 << 63) - 8, 0xFFFFFFFFFFFFFFF0):
+            assert sampler._stack_words(mem, sp) == []

@@ -45,10 +45,10 @@
 
 - a sum, mean, amax, amin, prod or logsumexp over dims that are all of size 1 (a value an
   earlier reduction kept with ``keepdim=True``), and the values of a max or min over such a
-  dim whose indices no one reads, are its input, viewed without those dims where
-  ``keepdim`` is off (``_size_one_reductions``): each result is one element, unchanged (a
-  logsumexp of one element is that element), so no second pass over the row values, and the
-  ops after it fuse into the first reduction's kernel;
+  dim whose indices no one reads, are its input, as ``x + 0.0`` or ``x * 1.0`` (the same
+  bits, -0.0 included; a new tensor, not a view), viewed without those dims where ``keepdim``
+  is off (``_size_one_reductions``): no second pass over the row values, and the ops after it
+  fuse into the first reduction's kernel;
 
 - ops whose results reach no output are dropped (``_drop_dead``): a forward that computes a
   value and never returns it (a model kept from an earlier version, a branch of a debugging
@@ -172,7 +172,7 @@ def _size_one_reductions(g: Graph) -> None:
             continue
         if not tuple_op:
             if n.shape is not None:
-                _become_input(g, n, x, users)
+                _become_input(g, n, x)
             continue
         # max / min over the dim: (values, indices); the values are the input where no one
         # reads the indices (all zeros), and the op is left to _drop_dead
@@ -183,45 +183,35 @@ def _size_one_reductions(g: Graph) -> None:
             continue
         for item in items:
             if item.args[1] == 0:
-                _become_input(g, item, x, users)
+                _become_input(g, item, x)
 
 
-def _become_input(g: Graph, n: Node, x: Node, users: dict[str, list[str]]) -> None:
-    """``n`` (its value ``x``'s elements in ``n.shape``) turned into a view of ``x``, or a copy
-    where its memory reaches an output; left as it is where an in-place op would write
-    through the view into ``x``."""
-    if any(u != "output" and (g.node(u).mutates or g.node(u).opname.endswith("_"))
-           for u in users.get(n.name, [])):
+# sum, mean and logsumexp of one element add it to 0 (-0.0 comes back +0.0); amax, amin and a
+# max's or min's values return it as it is, and prod multiplies it by 1
+_PLUS_ZERO = ("sum", "mean", "logsumexp")
+
+
+def _become_input(g: Graph, n: Node, x: Node) -> None:
+    """``n`` (``x``'s elements in ``n.shape``: a reduction over size-1 dims) turned into the
+    pointwise op of ``x`` that gives the same bits (``x + 0.0`` or ``x * 1.0``): a new
+    tensor, never a view of ``x``, so a write in place into either, or an output that is
+    ``n``, is what it was; and it joins the kernel before it. Where the reduction dropped
+    its dims, a view of that op's result drops them."""
+    target, scalar = (("aten.add.Tensor", 0.0) if n.opname in _PLUS_ZERO
+                      else ("aten.mul.Tensor", 1.0))
+    Builder(g, n).become(target, [ref(x), scalar])
+    n.dtype = x.dtype
+    shape = list(n.shape or [])
+    n.shape, n.stride = list(x.shape or []), contiguous_strides(list(x.shape or []))
+    if shape == n.shape:
         return
-    if not _returned_as_is(g, n.name, users):
-        Builder(g, n).become("aten.view.default", [ref(x), list(n.shape)])
-        return
-    # an output may not share an input's memory (nor another output's)
-    Builder(g, n).become("aten.clone.default", [ref(x)])
-    if n.shape == x.shape:
-        return
-    view = _view(_unique(g, f"{n.name}_dims"), x, list(n.shape))
-    n.shape, n.stride = list(x.shape), list(x.stride or contiguous_strides(x.shape))
+    view = _view(_unique(g, f"{n.name}_dims"), n, shape)
     _insert_after(g, n.name, view)
     for m in g.nodes:
         if m is not view:
             m.args = _replace_refs(m.args, n.name, view.name)
             m.kwargs = _replace_refs(m.kwargs, n.name, view.name)
     g.outputs = _replace_refs(g.outputs, n.name, view.name)
-    view.args[0] = ref(n)
-
-
-def _returned_as_is(g: Graph, name: str, users: dict[str, list[str]]) -> bool:
-    """Whether ``name``'s memory reaches an output: itself, or through views and layout ops."""
-    todo, seen = [name], set()
-    while todo:
-        for u in users.get(todo.pop(), []):
-            if u == "output":
-                return True
-            if u not in seen and g.node(u).op_class == "data_movement":
-                seen.add(u)
-                todo.append(u)
-    return False
 
 
 # -- diagonal matrices --------------------------------------------------------------------------
@@ -771,7 +761,7 @@ def _chain_as(g: Graph, x: Node, reduction: Node, shape: list[int], at: int) -> 
     todo, seen = [x], {x.name}
     while todo:
         m = todo.pop()
-        if node_role(m, g) != "pointwise" or list(m.shape or []) != full:
+        if not _follows_broadcasting(m, g) or list(m.shape or []) != full:
             return None
         chain.append(m)
         for r in m.inputs():
@@ -779,7 +769,7 @@ def _chain_as(g: Graph, x: Node, reduction: Node, shape: list[int], at: int) -> 
                 continue
             seen.add(r)
             src = g.node(r)
-            if src.op == "call_function" and node_role(src, g) == "pointwise" \
+            if src.op == "call_function" and _follows_broadcasting(src, g) \
                     and list(src.shape or []) == full and "output" not in users.get(r, []):
                 todo.append(src)
     names = {c.name for c in chain}
@@ -789,21 +779,32 @@ def _chain_as(g: Graph, x: Node, reduction: Node, shape: list[int], at: int) -> 
     leaves = sorted({r for c in chain for r in c.inputs() if r not in names})
     as_cut = {}
     for r in leaves:
-        view = _leaf_in_cut(list(g.node(r).shape or [None]), full, shape, at)
-        if view is None:
-            return None
+        leaf = g.node(r)
+        view = _leaf_in_cut(list(leaf.shape or [None]), full, shape, at)
+        if view is None or (leaf.stride is not None and leaf.shape is not None
+                            and leaf.stride != contiguous_strides(list(leaf.shape))):
+            return None   # a strided leaf (an expand, a transpose) is not viewed as the cut
         as_cut[r] = view
-    first = min(chain, key=g.nodes.index)
-    # reshape: a view of the inputs as they are drawn, a copy of one laid out otherwise
-    views = {r: Builder(g, first).add("aten.reshape.default", [{"node": r}, v], v,
-                                      g.node(r).dtype or "float32", name=f"{r}_cut")
-             for r, v in as_cut.items() if v != list(g.node(r).shape or [])}
+    # reshape: a view of the inputs as they are drawn (contiguous), a copy of one that is not;
+    # each before the first link that reads it (after the leaf itself, in graph order)
+    views = {}
+    for r, v in as_cut.items():
+        if v != list(g.node(r).shape or []):
+            first = min((c for c in chain if r in c.inputs()), key=g.nodes.index)
+            views[r] = Builder(g, first).add("aten.reshape.default", [{"node": r}, v], v,
+                                             g.node(r).dtype or "float32", name=f"{r}_cut")
     for c in chain:
         for r, v in views.items():
             c.args = _replace_refs(c.args, r, v.name)
             c.kwargs = _replace_refs(c.kwargs, r, v.name)
         c.shape, c.stride = list(shape), contiguous_strides(list(shape))
     return x
+
+
+def _follows_broadcasting(n: Node, g: Graph) -> bool:
+    """A pointwise op whose inputs line up with its output by broadcasting alone (batch norm
+    in eval mode is pointwise, but its per-channel statistics follow dim 1)."""
+    return node_role(n, g) == "pointwise" and "batch_norm" not in n.opname
 
 
 def _leaf_in_cut(leaf: list, full: list[int], shape: list[int], at: int) -> list[int] | None:
