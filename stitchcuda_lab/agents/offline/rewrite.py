@@ -787,16 +787,17 @@ def _chain_as(g: Graph, x: Node, reduction: Node, shape: list[int], at: int) -> 
         as_cut[r] = view
     # reshape: a view of the inputs as they are drawn (contiguous), a copy of one that is not;
     # each before the first link that reads it (after the leaf itself, in graph order)
-    views = {}
-    for r, v in as_cut.items():
-        if v != list(g.node(r).shape or []):
+    views: dict[str, Node] = {}
+    for r, cut_shape in as_cut.items():
+        if cut_shape != list(g.node(r).shape or []):
             first = min((c for c in chain if r in c.inputs()), key=g.nodes.index)
-            views[r] = Builder(g, first).add("aten.reshape.default", [{"node": r}, v], v,
-                                             g.node(r).dtype or "float32", name=f"{r}_cut")
+            views[r] = Builder(g, first).add("aten.reshape.default", [{"node": r}, cut_shape],
+                                             cut_shape, g.node(r).dtype or "float32",
+                                             name=f"{r}_cut")
     for c in chain:
-        for r, v in views.items():
-            c.args = _replace_refs(c.args, r, v.name)
-            c.kwargs = _replace_refs(c.kwargs, r, v.name)
+        for r, node in views.items():
+            c.args = _replace_refs(c.args, r, node.name)
+            c.kwargs = _replace_refs(c.kwargs, r, node.name)
         c.shape, c.stride = list(shape), contiguous_strides(list(shape))
     return x
 

@@ -37,7 +37,6 @@ Since then the sampler names a libm stop by the gravest of all the callers into 
 sits above it in erff's small frame): rejected 4 of 4 on an idle host, 4 to 8 of 10 to 12
 samples in scalar_gelu, through libm or not. The share of the samples can still fall under the
 quarter on a loaded host (the known limit above): either verdict is accepted."""
-import re
 
 import torch
 import torch.nn as nn
