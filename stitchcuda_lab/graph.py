@@ -650,6 +650,42 @@ def _functional_in_place(graph: Graph) -> None:
         n.target, n.mutates = f"aten.{functional}.{overload}", []
 
 
+def memory_order(graph: Graph) -> dict[str, list[str]]:
+    """Edges (node -> nodes that must come after it) that keep each read of memory an in-place
+    op writes on its side of the write, where no value flows between them: ``m.unsqueeze(0)
+    .add_(1)`` writes ``m``, and ``m * 3`` after it must not share a kernel with what made
+    ``m`` (nor ``m * 2`` before it one with ``m * 3``). The memory is every alias of the
+    written tensor's base: the views of views it was taken through and any others."""
+    by_name = {n.name: n for n in graph.nodes}
+    order = {n.name: i for i, n in enumerate(graph.nodes)}
+    users = graph.users()
+    edges: dict[str, list[str]] = {}
+    for w in graph.calls():
+        for written in [r for i in w.mutates if i < len(w.args) for r in _refs(w.args[i])]:
+            base = written
+            while base in by_name and by_name[base].op == "call_function" \
+                    and _returns_alias(by_name[base].target):
+                first = next(iter(_refs(by_name[base].args[:1])), None)
+                if first is None:
+                    break
+                base = first
+            aliases, todo = {base}, [base]
+            while todo:
+                for u in users.get(todo.pop(), []):
+                    if u in by_name and u not in aliases and _returns_alias(by_name[u].target):
+                        aliases.add(u)
+                        todo.append(u)
+            for a in aliases:
+                for r in users.get(a, []):
+                    if r == "output" or r == w.name or r in aliases:
+                        continue
+                    if order[r] < order[w.name]:
+                        edges.setdefault(r, []).append(w.name)
+                    else:
+                        edges.setdefault(w.name, []).append(r)
+    return edges
+
+
 def _returns_alias(target: str) -> bool:
     """The op's result may share memory with an input (views, ``to``, in-place ops), by its
     schema; unknown ops do."""

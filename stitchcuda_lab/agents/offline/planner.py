@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ... import aten
-from ...graph import mode_dependent
+from ...graph import memory_order, mode_dependent
 from ...plan import Plan, Task
 from .expand import kept_in_library, node_role
 from .ir import Unsupported
@@ -53,6 +53,8 @@ def fusion_groups(graph: Graph) -> tuple[list[list[str]], dict[str, str]]:
     calls = graph.calls()
     order = {n.name: i for i, n in enumerate(graph.nodes)}
     users = graph.users()
+    for a, later in memory_order(graph).items():   # an in-place write orders reads around it
+        users[a] = users.get(a, []) + later
     why: dict[str, str] = {}
     group_of: dict[str, int] = {}
     groups: dict[int, list[str]] = {}

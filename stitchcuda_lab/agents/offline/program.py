@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import aten
-from ...graph import Graph
+from ...graph import Graph, memory_order
 from .expand import kept_in_library
 from .ir import KernelSpec
 from .helpers import contiguous_strides
@@ -84,9 +84,13 @@ def schedule(graph: Graph, groups: list[list[str]]) -> list[tuple[str, Any]]:
         key = ("g", owner[n.name]) if n.name in owner else ("n", n.name)
         items.setdefault(key, []).append(n.name)
     deps: dict[Any, set] = {k: set() for k in items}
+    before: dict[str, list[str]] = {}     # reads and writes of one memory keep their order
+    for a, later in memory_order(graph).items():
+        for b in later:
+            before.setdefault(b, []).append(a)
     for k, names in items.items():
         for nm in names:
-            for p in graph.node(nm).inputs():
+            for p in list(graph.node(nm).inputs()) + before.get(nm, []):
                 pk = ("g", owner[p]) if p in owner else ("n", p)
                 if pk in items and pk != k:
                     deps[k].add(pk)

@@ -237,3 +237,39 @@ def test_tensor_cores_setting_off_keeps_gemms_in_fp32_cublas(settings):
     _, plan = plan_of(big, settings.replace(tensor_cores=False), device="cuda")
     assert "tensor_core_gemm" not in kinds(plan)
     assert any("tensor_cores is off" in n for n in plan.notes)
+
+
+WRITTEN_THROUGH_A_VIEW = """
+    class Model(nn.Module):
+        def forward(self, x, y):
+            m = x * 2.0
+            before = m * 3.0
+            m.unsqueeze(0).add_(1.0)             # writes m through a view of it
+            return before + torch.relu(y), m * 5.0
+    def get_inputs():
+        return [torch.randn(8, 16), torch.randn(8, 16)]
+    def get_init_inputs():
+        return []
+"""
+
+
+def test_reads_of_memory_written_in_place_stay_on_their_side_of_the_write(settings):
+    """An in-place op kept in PyTorch writes ``m`` through a view: what reads ``m`` after it
+    shares no kernel with what made ``m`` or read it before, and runs after the write."""
+    from stitchcuda_lab.agents.offline.program import schedule
+    from stitchcuda_lab.graph import memory_order
+
+    from .conftest import assert_close, generate, run_both
+    problem = make_problem(WRITTEN_THROUGH_A_VIEW, name="written_through_a_view")
+    graph, plan, cand = generate(problem, settings)
+    write = next(n.name for n in graph.calls() if n.opname == "add_")
+    edges = memory_order(graph)
+    assert set(edges[write]) == {"mul_2"} and edges["mul_1"] == [write], edges
+    for t in plan.tasks:
+        assert not {"mul", "mul_1"} & set(t.ops) or "mul_2" not in t.ops, (t.id, t.ops)
+    assert cand.kernels
+    want, got, _, _ = run_both(problem, cand)
+    assert_close(got, want)
+    # a group holding the read before the write and an op after it runs before the write
+    steps = schedule(graph, [["mul_1", "add"]])
+    assert steps.index(("g", 0)) < steps.index(("n", write)) < steps.index(("n", "mul_2"))
