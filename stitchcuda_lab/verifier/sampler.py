@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import struct
 import sys
 from collections import Counter
@@ -208,7 +209,12 @@ def image(path: str) -> Image | None:
 
 
 def _read_elf(path: str) -> Image | None:
-    with open(path, "rb") as f:
+    # a candidate may replace a file it mapped by a FIFO, whose open would wait for a writer
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    with os.fdopen(fd, "rb") as f:
         head = f.read(64)
         if head[:4] != b"\x7fELF" or head[4] != 2:   # 64-bit only
             return None

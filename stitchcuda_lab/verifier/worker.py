@@ -24,6 +24,7 @@ import re
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import sys
@@ -32,7 +33,7 @@ import time
 import weakref
 from pathlib import Path
 from typing import Any, Protocol
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ..errors import ConfigError, WorkerError
 from ..redact import has_credentials
@@ -60,7 +61,7 @@ def clean_env(base: dict[str, str] | None = None, **extra: str) -> dict[str, str
     return env
 
 
-def compile_cache_env(cache_dir: Path, env: dict[str, str]) -> dict[str, str]:
+def compile_cache_env(cache_dir: Path, env: Mapping[str, str]) -> dict[str, str]:
     """Where the judge's torch.compile keeps what it compiled (Inductor's graphs, Triton's
     kernels) from one judge to the next: a folder of the cache only the judge's user may
     write, so the baselines of a problem compile once per problem and environment (Inductor's
@@ -71,16 +72,24 @@ def compile_cache_env(cache_dir: Path, env: dict[str, str]) -> dict[str, str]:
     from .pool import mode
     if mode() == "same-user" or "TORCHINDUCTOR_CACHE_DIR" in env:
         return {}
-    folder = cache_dir / "compile"
+    folder = cache_dir.absolute() / "compile"
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = folder.stat()
+        if not all(_only_ours(p) for p in (folder, *folder.parents)):
+            return {}   # one another user could replace, or write in
     except OSError:
         return {}
-    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
-        return {}   # another user's, or one others may write in
     return {"TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"),
             "TRITON_CACHE_DIR": str(folder / "triton")}
+
+
+def _only_ours(folder: Path) -> bool:
+    """Owned by this user or root, and no one else may write in it (or only into entries of
+    their own: the sticky bit, as on /tmp)."""
+    info = folder.lstat()
+    if info.st_uid not in (0, os.geteuid()) or stat.S_ISLNK(info.st_mode):
+        return False
+    return not info.st_mode & 0o022 or bool(info.st_mode & stat.S_ISVTX)
 
 
 def resolve_device(name: str) -> str:
@@ -184,7 +193,6 @@ class Worker:
         env.update(STITCH_CACHE_DIR=str(self.cache_dir), STITCH_CACHE="1" if self.cache else "0",
                    TORCH_EXTENSIONS_DIR=str(Path(self.cache_dir) / "torch_extensions"),
                    PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
-        env.update(compile_cache_env(Path(self.cache_dir), env) if self.cache else {})
         # the judge runs the Verifier this process imported, not whichever copy of the package
         # its working folder (the temp folder) or an installed one would give it
         here = str(Path(__file__).resolve().parents[2])
@@ -454,6 +462,9 @@ def _child_main(device: str, rfd: int, wfd: int, memory: str | None = None) -> N
     # OpenMP threads that spin after a parallel region take the CPU from whatever runs next
     # (the judge's clock would charge it to the next contender): every process here sleeps
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    # decided here, where the sandboxes' isolation is decided: what the judge compiles is kept
+    if os.environ.get("STITCH_CACHE") == "1" and os.environ.get("STITCH_CACHE_DIR"):
+        os.environ.update(compile_cache_env(Path(os.environ["STITCH_CACHE_DIR"]), os.environ))
     limit = os.environ.get("STITCH_WORKER_MEMORY")
     if not device.startswith("cuda"):
         _limit_memory(int(limit) if limit else None)

@@ -528,3 +528,9 @@ def test_a_stack_pointer_anywhere_reads_no_words_and_raises_nothing():
     with open("/proc/self/mem", "rb", buffering=0) as mem:
         for sp in (0, 8, 1 << 47, (1 << 63) - 8, 0xFFFFFFFFFFFFFFF0):
             assert sampler._stack_words(mem, sp) == []
+
+
+def test_a_fifo_where_a_library_was_mapped_is_no_image_and_no_wait(tmp_path):
+    fifo = tmp_path / "lib_gone.so"
+    os.mkfifo(fifo)
+    assert sampler.image(str(fifo)) is None      # an open of it for reading would block

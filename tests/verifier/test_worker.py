@@ -359,6 +359,12 @@ def test_compile_cache_is_a_folder_only_the_judges_user_writes(tmp_path, monkeyp
     assert worker_mod.compile_cache_env(tmp_path / "other", {}) == {}
     monkeypatch.setattr(pool, "mode", lambda: "user")
     assert worker_mod.compile_cache_env(tmp_path / "mine", {"TORCHINDUCTOR_CACHE_DIR": "x"}) == {}
+    open_parent = tmp_path / "open"
+    open_parent.mkdir(mode=0o777)
+    open_parent.chmod(0o777)     # anyone could swap the folder below it for their own
+    assert worker_mod.compile_cache_env(open_parent / "cache", {}) == {}
+    open_parent.chmod(0o1777)    # sticky, as /tmp: entries are their owners' alone
+    assert worker_mod.compile_cache_env(open_parent / "cache", {}) != {}
 
 
 def test_the_baselines_compile_into_the_cache_kept_for_the_next_judge(tmp_path, fast_options):
