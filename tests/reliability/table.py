@@ -398,10 +398,14 @@ or to outlive its job.
   `copysign_kernel` and `searchsorted_cpu_contiguous` are compute). A loop over elements is
   never bookkeeping, whatever helper names its lambda (ELU with alpha 0 did a ReLU as
   `get_scalar_elu_elementwise_func`: `candidates/sampler_relu_as_elu_bookkeeping_big.py`),
-  and a stop in the math library (libm, libmvec) is named by its caller, the first return
-  address on the thread's stack outside the runtime (x86-64): that ELU loop's scalar path
-  spends most of its time in libm's `expf`, which was filed as the runtime's, and the
-  candidate passed one run of five there),
+  and a stop in the math library (libm, libmvec) is named by its caller (x86-64): that ELU
+  loop's scalar path spends most of its time in libm's `expf`, which was filed as the
+  runtime's, and the candidate passed one run of five there. The caller is read from the 16
+  words above the thread's stack pointer: each word just past a call whose target, followed
+  through the PLT, is in the math library names a caller, and the gravest names the stop. A
+  return address of the candidate's own written into the unused slots of `erff`'s frame, next
+  to PyTorch's, named the stop the candidate's own while the first such word counted
+  (`candidates/sampler_libm_caller_forged_gelu_big.py`); PyTorch's cannot be taken away),
   and an at::native lambda run by a parallel region or as a TensorIterator's loop is a kernel
   (sparse products, pools, `nonzero`, whose namespace the mangling gives as a back-reference).
   A candidate file may spend time in library
