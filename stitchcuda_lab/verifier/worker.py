@@ -67,10 +67,11 @@ def compile_cache_env(cache_dir: Path, env: Mapping[str, str]) -> dict[str, str]
     write, so the baselines of a problem compile once per problem and environment (Inductor's
     keys: the graph, its inputs, torch and the device) instead of once per judge, whose
     temp folder is new each time. Nothing where candidates run as the judge's own user
-    (``pool.mode()``: they could leave code there for a baseline to load), or where the
-    caller chose the folders."""
+    (``pool.mode()``: they could leave code there for a baseline to load). A folder in the
+    caller's environment is not kept: Inductor writes its default one there once it has
+    compiled anything, a folder the judge cannot vouch for."""
     from .pool import mode
-    if mode() == "same-user" or "TORCHINDUCTOR_CACHE_DIR" in env:
+    if mode() == "same-user":
         return {}
     folder = cache_dir.absolute() / "compile"
     try:
@@ -463,6 +464,8 @@ def _child_main(device: str, rfd: int, wfd: int, memory: str | None = None) -> N
     # (the judge's clock would charge it to the next contender): every process here sleeps
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     # decided here, where the sandboxes' isolation is decided: what the judge compiles is kept
+    for key in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        os.environ.pop(key, None)   # the caller's (Inductor sets its default in os.environ)
     if os.environ.get("STITCH_CACHE") == "1" and os.environ.get("STITCH_CACHE_DIR"):
         os.environ.update(compile_cache_env(Path(os.environ["STITCH_CACHE_DIR"]), os.environ))
     limit = os.environ.get("STITCH_WORKER_MEMORY")

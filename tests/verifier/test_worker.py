@@ -358,7 +358,6 @@ def test_compile_cache_is_a_folder_only_the_judges_user_writes(tmp_path, monkeyp
     monkeypatch.setattr(pool, "mode", lambda: "same-user")
     assert worker_mod.compile_cache_env(tmp_path / "other", {}) == {}
     monkeypatch.setattr(pool, "mode", lambda: "user")
-    assert worker_mod.compile_cache_env(tmp_path / "mine", {"TORCHINDUCTOR_CACHE_DIR": "x"}) == {}
     open_parent = tmp_path / "open"
     open_parent.mkdir(mode=0o777)
     open_parent.chmod(0o777)     # anyone could swap the folder below it for their own
@@ -367,10 +366,14 @@ def test_compile_cache_is_a_folder_only_the_judges_user_writes(tmp_path, monkeyp
     assert worker_mod.compile_cache_env(open_parent / "cache", {}) != {}
 
 
-def test_the_baselines_compile_into_the_cache_kept_for_the_next_judge(tmp_path, fast_options):
+def test_the_baselines_compile_into_the_cache_kept_for_the_next_judge(tmp_path, fast_options,
+                                                                     monkeypatch):
     """torch.compile's graphs outlive the judge that compiled them (a judge's temp folder
-    goes with it), and a candidate sees neither the folder nor a way to write there."""
+    goes with it), and a candidate sees neither the folder nor a way to write there. The
+    caller's own Inductor folder (Inductor puts its default in the environment once it has
+    compiled) is not the judge's."""
     import dataclasses
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "callers"))
 
     from stitchcuda_lab.verifier.pool import mode
     from stitchcuda_lab.verifier.worker import Worker
