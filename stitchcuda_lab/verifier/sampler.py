@@ -644,6 +644,17 @@ def moves_data(sym: str) -> bool:
                                and all(w in _COPY_REST for w in words[1:]))
 
 
+# the special functions of ATen's Math.h, templates outside any namespace that its kernels
+# call out of line (digamma, the incomplete gammas, Bessel functions, erfcx): compute
+MATH_HELPERS = re.compile(
+    r"^(calc_(digamma|trigamma|polygamma|igammac?|i0e?|i1e?|erfinv|ndtri|log_ndtr|gcd)|"
+    r"_igamc?_helper_[a-z_]+|zeta|chbevl|polevl|ratevl|trigamma|digamma_one|"
+    r"lanczos_sum_expg_scaled|erfcx_y100|(modified_|scaled_modified_|spherical_)?bessel_"
+    r"[a-z0-9_]+_forward|(shifted_)?chebyshev_polynomial_[tuvw]_forward|"
+    r"hermite_polynomial_he?_forward|laguerre_polynomial_l_forward|"
+    r"legendre_polynomial_p_forward|airy_ai_forward)$")
+
+
 def classify_torch_symbol(sym: str) -> str:
     """The kind of code a function of PyTorch's CPU library is: LIBRARY, TORCH_COPY,
     TORCH_COMPUTE or TORCH (bookkeeping)."""
@@ -651,6 +662,9 @@ def classify_torch_symbol(sym: str) -> str:
         return TORCH_COPY
     if LIBRARY_SYMBOLS.search(sym):
         return LIBRARY
+    ids = identifiers(sym)
+    if ids and MATH_HELPERS.match(ids[0]):
+        return TORCH_COMPUTE
     return kernel_kind(sym) or TORCH
 
 

@@ -405,7 +405,10 @@ or to outlive its job.
   through the PLT, is in the math library names a caller, and the gravest names the stop. A
   return address of the candidate's own written into the unused slots of `erff`'s frame, next
   to PyTorch's, named the stop the candidate's own while the first such word counted
-  (`candidates/sampler_libm_caller_forged_gelu_big.py`); PyTorch's cannot be taken away),
+  (`candidates/sampler_libm_caller_forged_gelu_big.py`); PyTorch's cannot be taken away.
+  ATen's special functions called out of line from their loops (`calc_digamma`, the
+  incomplete gamma's `_igam_helper_*`, the Bessel functions, `erfcx_y100`: 60 symbols,
+  templates outside any namespace) were bookkeeping and are its kernels),
   and an at::native lambda run by a parallel region or as a TensorIterator's loop is a kernel
   (sparse products, pools, `nonzero`, whose namespace the mangling gives as a back-reference).
   A candidate file may spend time in library

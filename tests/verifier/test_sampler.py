@@ -394,6 +394,12 @@ def test_a_kernel_is_a_copy_only_where_its_op_is_one_by_whole_words(sym):
      TORCH_COMPUTE),
     # a cast fbgemm does: a copy, not a GEMM
     ("_ZN6fbgemm19FloatToFloat16_avx2EPKfPNS_7float16Emb", sampler.TORCH_COPY),
+    # ATen's special functions, called out of line from their kernels' loops (digamma, the
+    # incomplete gamma's helpers, a Bessel function), and not the dispatch of an op so named
+    ("_Z12calc_digammad", TORCH_COMPUTE),
+    ("_Z16_igam_helper_facIdET_S0_S0_", TORCH_COMPUTE),
+    ("_Z17bessel_j1_forwardIdET_S0_", TORCH_COMPUTE),
+    ("_ZN2at4_ops7digamma4callERKNS_6TensorE", TORCH),
     # vector math inside compute kernels
     ("_ZN2at3vec4AVX210VectorizedIdE3setERKS3_S5_l", TORCH_COMPUTE),
     ("_ZN2at6native7DEFAULT12_GLOBAL__N_15fmaddERKNS_3vec7DEFAULT10VectorizedIN3c108BFloat16EE"
