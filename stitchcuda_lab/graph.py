@@ -633,13 +633,7 @@ def _functional_in_place(graph: Graph) -> None:
         src = by_name.get(written or "")
         if src is None or src.op != "call_function" or _returns_alias(src.target):
             continue
-        aliases, todo = {src.name}, [src.name]
-        while todo:   # everything that shares src's memory: views of it, views of those
-            for u in users.get(todo.pop(), []):
-                if u != n.name and u in by_name and u not in aliases \
-                        and _returns_alias(by_name[u].target):
-                    aliases.add(u)
-                    todo.append(u)
+        aliases = _aliases(src.name, users, by_name, but=n.name)
         if aliases & outputs or any(u == "output" or order[u] > order[n.name]
                                     for a in aliases for u in users.get(a, []) if u != n.name):
             continue
@@ -669,12 +663,7 @@ def memory_order(graph: Graph) -> dict[str, list[str]]:
                 if first is None:
                     break
                 base = first
-            aliases, todo = {base}, [base]
-            while todo:
-                for u in users.get(todo.pop(), []):
-                    if u in by_name and u not in aliases and _returns_alias(by_name[u].target):
-                        aliases.add(u)
-                        todo.append(u)
+            aliases = _aliases(base, users, by_name)
             for a in aliases:
                 for r in users.get(a, []):
                     if r == "output" or r == w.name or r in aliases:
@@ -684,6 +673,20 @@ def memory_order(graph: Graph) -> dict[str, list[str]]:
                     else:
                         edges.setdefault(w.name, []).append(r)
     return edges
+
+
+def _aliases(base: str, users: dict[str, list[str]], by_name: dict[str, Node],
+             but: str = "") -> set[str]:
+    """``base`` and everything that shares its memory: the views of it, views of those (not
+    through the node ``but``)."""
+    aliases, todo = {base}, [base]
+    while todo:
+        for u in users.get(todo.pop(), []):
+            if u != but and u in by_name and u not in aliases \
+                    and _returns_alias(by_name[u].target):
+                aliases.add(u)
+                todo.append(u)
+    return aliases
 
 
 def _returns_alias(target: str) -> bool:

@@ -42,8 +42,8 @@ def forward_seed(key: bytes, seed: int) -> int:
     """The seed a forward on the draw of ``seed`` starts from, on both sides: the judge seeds
     the forward's generators with it just before its reference's forward, the sandbox just
     before the candidate's (``reseed``), so a forward that draws random numbers
-    (training-mode dropout, left to PyTorch) draws the same ones wherever its inputs were drawn. Keyed by a secret of
-    the judge's: it says nothing of ``seed``."""
+    (training-mode dropout, left to PyTorch) draws the same ones wherever its inputs were
+    drawn. Keyed by a secret of the judge's: it says nothing of ``seed``."""
     digest = hashlib.blake2b(str(seed).encode(), key=key, digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 2
 

@@ -33,7 +33,7 @@ import time
 import weakref
 from pathlib import Path
 from typing import Any, Protocol
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from ..errors import ConfigError, WorkerError
 from ..redact import has_credentials
@@ -61,15 +61,15 @@ def clean_env(base: dict[str, str] | None = None, **extra: str) -> dict[str, str
     return env
 
 
-def compile_cache_env(cache_dir: Path, env: Mapping[str, str]) -> dict[str, str]:
+def compile_cache_env(cache_dir: Path) -> dict[str, str]:
     """Where the judge's torch.compile keeps what it compiled (Inductor's graphs, Triton's
     kernels) from one judge to the next: a folder of the cache only the judge's user may
     write, so the baselines of a problem compile once per problem and environment (Inductor's
     keys: the graph, its inputs, torch and the device) instead of once per judge, whose
     temp folder is new each time. Nothing where candidates run as the judge's own user
-    (``pool.mode()``: they could leave code there for a baseline to load). A folder in the
-    caller's environment is not kept: Inductor writes its default one there once it has
-    compiled anything, a folder the judge cannot vouch for."""
+    (``pool.mode()``: they could leave code there for a baseline to load). The judge drops
+    the caller's folders (``_child_main``): Inductor writes its default one into the
+    environment once it has compiled anything, a folder the judge cannot vouch for."""
     from .pool import mode
     if mode() == "same-user":
         return {}
@@ -467,7 +467,7 @@ def _child_main(device: str, rfd: int, wfd: int, memory: str | None = None) -> N
     for key in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
         os.environ.pop(key, None)   # the caller's (Inductor sets its default in os.environ)
     if os.environ.get("STITCH_CACHE") == "1" and os.environ.get("STITCH_CACHE_DIR"):
-        os.environ.update(compile_cache_env(Path(os.environ["STITCH_CACHE_DIR"]), os.environ))
+        os.environ.update(compile_cache_env(Path(os.environ["STITCH_CACHE_DIR"])))
     limit = os.environ.get("STITCH_WORKER_MEMORY")
     if not device.startswith("cuda"):
         _limit_memory(int(limit) if limit else None)

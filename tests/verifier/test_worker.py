@@ -348,22 +348,22 @@ def test_two_threads_sharing_a_judge_each_get_their_own_verdict(cpu_worker, fast
 def test_compile_cache_is_a_folder_only_the_judges_user_writes(tmp_path, monkeypatch):
     from stitchcuda_lab.verifier import pool
     monkeypatch.setattr(pool, "mode", lambda: "user")
-    env = worker_mod.compile_cache_env(tmp_path / "cache", {})
+    env = worker_mod.compile_cache_env(tmp_path / "cache")
     assert env == {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache" / "compile" / "inductor"),
                    "TRITON_CACHE_DIR": str(tmp_path / "cache" / "compile" / "triton")}
     assert (tmp_path / "cache" / "compile").stat().st_mode & 0o777 == 0o700
     (tmp_path / "cache" / "compile").chmod(0o777)          # others may write in it: not used
-    assert worker_mod.compile_cache_env(tmp_path / "cache", {}) == {}
+    assert worker_mod.compile_cache_env(tmp_path / "cache") == {}
     # candidates running as the judge's user could leave code there for a baseline to load
     monkeypatch.setattr(pool, "mode", lambda: "same-user")
-    assert worker_mod.compile_cache_env(tmp_path / "other", {}) == {}
+    assert worker_mod.compile_cache_env(tmp_path / "other") == {}
     monkeypatch.setattr(pool, "mode", lambda: "user")
     open_parent = tmp_path / "open"
     open_parent.mkdir(mode=0o777)
     open_parent.chmod(0o777)     # anyone could swap the folder below it for their own
-    assert worker_mod.compile_cache_env(open_parent / "cache", {}) == {}
+    assert worker_mod.compile_cache_env(open_parent / "cache") == {}
     open_parent.chmod(0o1777)    # sticky, as /tmp: entries are their owners' alone
-    assert worker_mod.compile_cache_env(open_parent / "cache", {}) != {}
+    assert worker_mod.compile_cache_env(open_parent / "cache") != {}
 
 
 def test_the_baselines_compile_into_the_cache_kept_for_the_next_judge(tmp_path, fast_options,

@@ -99,6 +99,15 @@ def _replace_refs(x: Any, old: str, new: str) -> Any:
     return x
 
 
+def _use_instead(g: Graph, old: str, new: str, but: Node | None = None) -> None:
+    """Every read of ``old`` (the graph's outputs too) reads ``new``, but ``but``'s."""
+    for m in g.nodes:
+        if m is not but:
+            m.args = _replace_refs(m.args, old, new)
+            m.kwargs = _replace_refs(m.kwargs, old, new)
+    g.outputs = _replace_refs(g.outputs, old, new)
+
+
 def _view(name: str, src: Node, shape: list[int]) -> Node:
     return Node(name=name, op="call_function", target="aten.view.default",
                 op_class=aten.category("aten.view.default"), args=[{"node": src.name}, list(shape)],
@@ -207,11 +216,7 @@ def _become_input(g: Graph, n: Node, x: Node) -> None:
         return
     view = _view(_unique(g, f"{n.name}_dims"), n, shape)
     _insert_after(g, n.name, view)
-    for m in g.nodes:
-        if m is not view:
-            m.args = _replace_refs(m.args, n.name, view.name)
-            m.kwargs = _replace_refs(m.kwargs, n.name, view.name)
-    g.outputs = _replace_refs(g.outputs, n.name, view.name)
+    _use_instead(g, n.name, view.name, but=view)
 
 
 # -- diagonal matrices --------------------------------------------------------------------------
@@ -386,10 +391,7 @@ def _adaptive_max_to_amax(g: Graph) -> None:
         n.shape = x.shape[:2] + [1] * nd
         n.dtype, n.stride = x.dtype, contiguous_strides(n.shape)
         for item in items:   # the values item is the amax itself; the indices go unread
-            for m in g.nodes:
-                m.args = _replace_refs(m.args, item.name, n.name)
-                m.kwargs = _replace_refs(m.kwargs, item.name, n.name)
-            g.outputs = _replace_refs(g.outputs, item.name, n.name)
+            _use_instead(g, item.name, n.name)
             g.nodes.remove(item)
 
 
