@@ -244,8 +244,9 @@ WRITTEN_THROUGH_A_VIEW = """
         def forward(self, x, y):
             m = x * 2.0
             before = m * 3.0
+            flat = m.view(-1)                    # another view, taken before the write
             m.unsqueeze(0).add_(1.0)             # writes m through a view of it
-            return before + torch.relu(y), m * 5.0
+            return before + torch.relu(y), m * 5.0, flat * 7.0
     def get_inputs():
         return [torch.randn(8, 16), torch.randn(8, 16)]
     def get_init_inputs():
@@ -264,7 +265,7 @@ def test_reads_of_memory_written_in_place_stay_on_their_side_of_the_write(settin
     graph, plan, cand = generate(problem, settings)
     write = next(n.name for n in graph.calls() if n.opname == "add_")
     edges = memory_order(graph)
-    assert set(edges[write]) == {"mul_2"} and edges["mul_1"] == [write], edges
+    assert set(edges[write]) == {"mul_2", "mul_3"} and edges["mul_1"] == [write], edges
     for t in plan.tasks:
         assert not {"mul", "mul_1"} & set(t.ops) or "mul_2" not in t.ops, (t.id, t.ops)
     assert cand.kernels
