@@ -820,6 +820,11 @@ class Job:
             return res
         exact = truth()
         if not exact or index >= len(exact):
+            # say so: "104 of 262144 out of tolerance" alone reads as a wrong program where it
+            # may be a less exact reference that nothing could be checked against
+            res["msg"] += ("; the reference could not be computed in float64 to tell which of "
+                           "the two is the more exact" + (" (out of memory)" if self.no_float64
+                                                          else ""))
             return res
         try:
             wide = within_reference_error(out, ref, exact[index], atol, rtol)
@@ -828,9 +833,9 @@ class Job:
                 raise
             self.float64_ran_out(e)
             return res
-        if "widened" not in wide:   # the reference is not close enough to float64 to widen
-            return res
-        if wide["ok"]:
+        # where nothing was widened (the reference too far from float64, or errors with a
+        # tail) its message still says why the reference's error earned nothing
+        if wide["ok"] and "widened" in wide:
             self.within_ref = wide["widened"]
         return wide
 

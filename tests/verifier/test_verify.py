@@ -362,6 +362,27 @@ def test_running_out_of_memory_while_judging_in_float64_leaves_the_plain_compari
     assert not res["ok"] and res["reason"] == "output_mismatch"
 
 
+def test_a_miss_against_float64_says_what_the_references_own_error_allowed():
+    """Where the float64 comparison fails too, the verdict's message says why the reference's
+    error allowed nothing (a tail, or a reference far from float64), not only the plain count;
+    where there is no float64 form, it says that."""
+    ref = _times_three_reference()
+    j = _bare_job(ref)
+    torch.manual_seed(0)
+    truth = torch.randn(100_000, dtype=torch.float64)
+    truth[:400] = 1.0
+    r = truth.float()
+    r[:10] += 1e-3                      # the reference's tail: 10 errors far above its others
+    out = truth.float()
+    out[100:400] += 1e-3                # thirty times as many misses as the reference's
+    res = j.judge_output(out, r, lambda: [truth], 0)
+    assert not res["ok"] and res["reason"] == "output_mismatch"
+    assert "misses the float64 result on 300 elements, the reference on 10" in res["msg"]
+    assert not j.within_ref
+    res = j.judge_output(out, r, lambda: None, 0)
+    assert not res["ok"] and "could not be computed in float64" in res["msg"]
+
+
 def test_baselines_are_timed_again_when_eager_has_moved_since(module_worker, fast_options, tmp_path):
     """A host whose load changes over a session: eager is timed again at each job's start, and
     where it moved by more than BASELINE_DRIFT the baselines are timed again and the verdict
