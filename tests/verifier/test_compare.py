@@ -263,3 +263,55 @@ def test_where_the_references_errors_have_a_tail_more_misses_than_its_own_fail()
     out = truth.clone().view(-1)
     out[hit[:own]] *= 1.001    # as many as the reference: passes
     assert within_reference_error(out.view_as(truth).float(), ref, truth, 1e-4, 1e-4)["ok"]
+
+
+def normalised_means(seed: int = 0):
+    """The mean over each sample of its group-normalised values: 0 in exact arithmetic, so the
+    fp32 reference is all rounding noise (KernelBench's Conv3d_GroupNorm_Mean)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(64, 8, 4096, generator=g) * 3 + 1
+
+    def forward(x):
+        return torch.nn.functional.group_norm(x, 4).mean(dim=(1, 2))
+    return x, forward(x), forward(x.double())
+
+
+def test_an_output_that_is_rounding_noise_is_judged_by_its_distance_from_float64():
+    x, ref, truth = normalised_means()
+    assert truth.abs().max() < 1e-15 and ref.abs().max() > 1e-9
+    # the same arithmetic in another order (the sums split): other noise, as near float64
+    xg = x.view(64, 4, -1)
+
+    def running(v):
+        # four running fp32 sums per group, as a plain C loop takes them: its noise is 1-6x
+        # the reference's (whose sums are blocked and vectorised)
+        parts = torch.zeros(64, 4, 4)
+        for j in range(0, v.shape[-1], 4):
+            parts += v[..., j:j + 4]
+        return parts.sum(-1, keepdim=True)
+    mu = running(xg) / xg.shape[-1]
+    y = (xg - mu) * torch.rsqrt(running((xg - mu) ** 2) / xg.shape[-1] + 1e-5)
+    other = running(y).sum((1, 2)) / xg[0].numel()
+    assert not compare(other, ref, 1e-4, 1e-4)["ok"]
+    r = within_reference_error(other, ref, truth, 1e-4, 1e-4)
+    assert r["ok"], r["msg"]
+    assert "rounding noise" in r["widened"]
+    # the exact result, 0, is right
+    assert within_reference_error(torch.zeros_like(ref), ref, truth, 1e-4, 1e-4)["ok"]
+
+
+def test_noise_allows_nothing_beyond_the_arithmetics_own():
+    x, ref, truth = normalised_means(1)
+    y = torch.nn.functional.group_norm(x, 4)
+    for narrow in (torch.float16, torch.bfloat16):   # the normalised values rounded to it
+        r = within_reference_error(y.to(narrow).float().mean(dim=(1, 2)), ref, truth, 1e-4,
+                                   1e-4)
+        assert not r["ok"] and r["reason"] == "output_mismatch" and "rounding noise" in r["msg"]
+    # an offset of a hundred times the noise, in every element or one
+    assert not within_reference_error(ref + 100 * ref.abs().max(), ref, truth, 1e-4, 1e-4)["ok"]
+    one = ref.clone()
+    one[3] = 100 * ref.abs().max()
+    assert not within_reference_error(one, ref, truth, 1e-4, 1e-4)["ok"]
+    nan = ref.clone()
+    nan[5] = float("nan")
+    assert not within_reference_error(nan, ref, truth, 1e-4, 1e-4)["ok"]
