@@ -257,7 +257,8 @@ def _select(x: _Args, n: str, overload: str) -> str:
 
 
 def _dropout(x: _Args, n: str, overload: str) -> str | None:
-    return None if x.kw("train", 2, False) else f"({x.A})"
+    # p = 0 is its input even in training: ATen returns it before drawing anything
+    return None if x.kw("train", 2, False) and x.kw("p", 1, 0.5) != 0 else f"({x.A})"
 
 
 def _loss(x: _Args, n: str, overload: str) -> str | None:

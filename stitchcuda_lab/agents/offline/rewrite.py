@@ -883,8 +883,12 @@ RANDOM_OPS = ("rand", "randn", "randint", "randperm", "rand_like", "randn_like",
 
 
 def _has_effect(n: Node) -> bool:
-    """Whether ``n`` does something besides making its result."""
+    """Whether ``n`` does something besides making its result (a dropout of p = 0 draws
+    nothing: ATen returns its input first)."""
     name = n.opname
+    if name in ("dropout", "alpha_dropout", "feature_dropout", "feature_alpha_dropout") \
+            and n.args[1:2] == [0.0]:
+        return False
     return bool(n.mutates) or name.endswith("_") or name.rstrip("_") in RANDOM_OPS
 
 

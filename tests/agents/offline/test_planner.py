@@ -140,6 +140,41 @@ def test_training_batchnorm_and_dropout_follow_the_mode(settings):
     assert any("training" in n for n in plan.notes)
 
 
+def test_dropout_of_p_zero_in_training_is_its_input_and_joins_the_kernel(settings):
+    """KernelBench's models carry nn.Dropout(p=0.0) in training mode: ATen returns the input
+    before drawing anything, so it is the identity, fused like one, and a random op after
+    it draws what it drew in the reference."""
+    import torch
+
+    from .conftest import generate, run_both
+    p = make_problem("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.drop = nn.Dropout(p=0.0)
+            def forward(self, x):
+                y = self.drop(torch.relu(x * 2.0)) + 1.0
+                return y, F.dropout(y, 0, training=True) * torch.rand_like(y)
+        def get_inputs():
+            return [torch.randn(8, 16)]
+        def get_init_inputs():
+            return []
+    """)
+    _graph, plan = plan_of(p, settings)
+    kept = {r for t in plan.tasks if t.kind == "keep" for r in t.targets}
+    assert "aten.dropout.default" not in kept
+    assert not any("dropout" in b for b in map(str, plan.blockers()))
+    _, _, cand = generate(p, settings)
+    _, _, ref, new = run_both(p, cand)
+    x = p.make_inputs(device="cpu", seed=0)[0]
+    outs = []
+    for model in (ref, new):
+        torch.manual_seed(7)
+        outs.append(model(x.clone()))
+    for w, g in zip(*outs):
+        assert torch.equal(w, g)
+
+
 def test_noncontiguous_input_is_noted(settings):
     p = make_problem("""
         class Model(nn.Module):
