@@ -449,11 +449,14 @@ or to outlive its job.
   `candidates/tail_allowance_low_precision.py` does not). One whose float64 result is under
   1% of its own error in norm is all rounding noise around an exact 0 (the mean of a
   normalised tensor), and any other order of the same sums gives other noise: there the output
-  is judged by its distance from the float64 result alone, within 16x the reference's error
-  in norm and 96x its 99.9th percentile in each element (fp32 sums in another order measured
-  1-6x, fp16 values 120x, bf16 1000x: `candidates/pass_noise_in_another_order.py` and
-  `candidates/pass_noise_exact_zero.py` pass, `candidates/noise_bet_in_bfloat16.py` does
-  not). A percentile, not the largest error,
+  is judged by its distance from the float64 result alone, within 64x the reference's error
+  in norm and 64x its 99.9th percentile in each element (fp32 sums in another order measured
+  5-6x, one running sum 20-31x, fp16 values 120x, bf16 1000x), and so is a second call on the
+  same inputs (float atomics change a sum's order from call to call):
+  `candidates/pass_noise_in_another_order.py`, `candidates/pass_noise_order_changes_by_call.py`
+  and `candidates/pass_noise_exact_zero.py` pass, `candidates/noise_bet_in_bfloat16.py` does
+  not. Such noise must spread over most elements with no tail: a threshold decided otherwise
+  on a few values that are exactly 0 is no allowance. A percentile, not the largest error,
   so that a few large errors of the reference do not become every element's allowance; an
   exact reference allows nothing more. The verdict's tolerance names the reference's error when it was used.
 - **The kernel cache cannot be poisoned.** Builds are done by the judge (the sandbox asks for

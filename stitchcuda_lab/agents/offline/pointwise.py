@@ -296,5 +296,6 @@ _RULES: dict[str, Callable[[_Args, str, str], str | None]] = {
     **{b: _binary for b in ("maximum", "fmax", "minimum", "fmin", "logical_and", "logical_or",
                             "logical_xor", "fmod", "remainder", "floor_divide")},
     **{s: _select for s in ("where", "masked_fill", "lerp", "addcmul", "addcdiv")},
-    "dropout": _dropout, "alpha_dropout": _dropout, "feature_dropout": _dropout,
+    **{d: _dropout for d in ("dropout", "alpha_dropout", "feature_dropout",
+                             "feature_alpha_dropout")},
 }
