@@ -29,7 +29,7 @@ from .ir import Unsupported
 from .launch import default_params, launch_config
 from .lower import build_spec
 from .planner import SPLIT_TARGETS
-from .rewrite import RANDOM_OPS, rewrite
+from .rewrite import draws_random, rewrite
 from .program import CannotRender, KernelCall, channels_last_convs, render, render_fallback
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ class OfflineCoder:
         # not where the forward draws random numbers: a graph's replays draw other numbers
         # than eager's calls from the same seed
         as_is = lang == "cuda" and launches >= AS_IS_LAUNCHES and not any(
-            n.opname.rstrip("_") in RANDOM_OPS for n in graph.calls())
+            draws_random(n) for n in graph.calls())
         as_is_variant = {PROGRAM: {AS_IS: True}}
         ktasks = sorted((t for t in plan.tasks if t.kind in KERNEL_TASKS
                          and t.status not in ("skipped", "failed")),

@@ -882,14 +882,19 @@ RANDOM_OPS = ("rand", "randn", "randint", "randperm", "rand_like", "randn_like",
            "feature_dropout", "feature_alpha_dropout", "rrelu", "rrelu_with_noise")
 
 
-def _has_effect(n: Node) -> bool:
-    """Whether ``n`` does something besides making its result (a dropout of p = 0 draws
-    nothing: ATen returns its input first)."""
-    name = n.opname
+def draws_random(n: Node) -> bool:
+    """Whether ``n`` draws from the random generator: a dropout of p = 0 does not (ATen
+    returns its input first), ``native_dropout`` does even then."""
+    name = n.opname.rstrip("_")
     if name in ("dropout", "alpha_dropout", "feature_dropout", "feature_alpha_dropout") \
             and n.args[1:2] == [0.0]:
         return False
-    return bool(n.mutates) or name.endswith("_") or name.rstrip("_") in RANDOM_OPS
+    return name in RANDOM_OPS
+
+
+def _has_effect(n: Node) -> bool:
+    """Whether ``n`` does something besides making its result."""
+    return bool(n.mutates) or n.opname.endswith("_") or draws_random(n)
 
 
 def _drop_dead(g: Graph) -> None:

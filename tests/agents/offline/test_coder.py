@@ -642,6 +642,15 @@ def test_a_deep_forward_on_the_gpu_is_also_tried_as_its_own_ops_in_a_cuda_graph(
     p3.device = "cuda"
     assert all(AS_IS not in p.get(PROGRAM, {}) for _, p in coder.variants(
         g3, p3, dict(c3.params["tasks"]), 1, Verdict(status="incorrect")))
+    # a dropout of p = 0 draws nothing (KernelBench's GoogleNet carries one): the graph may
+    from stitchcuda_lab.problem import problem_from_source
+    quiet = problem_from_source(noisy.source.replace("F.dropout(x, 0.1,", "F.dropout(x, 0.0,"),
+                                name="quiet")
+    assert quiet.source != noisy.source
+    g4, p4, c4 = generate(quiet, settings)
+    p4.device = "cuda"
+    assert any(AS_IS in p.get(PROGRAM, {}) for _, p in coder.variants(
+        g4, p4, dict(c4.params["tasks"]), 1, Verdict(status="incorrect")))
     g2, p2, c2 = generate(CONV_T, settings)
     p2.device = "cuda"
     assert all(AS_IS not in p.get(PROGRAM, {}) for _, p in coder.variants(
