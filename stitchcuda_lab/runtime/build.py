@@ -22,7 +22,12 @@ from pathlib import Path
 
 from ..errors import BuildError
 
-C_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c11")
+# -fno-trapping-math: no program here reads the floating-point exception flags, and without it
+# GCC will not turn a select on a float comparison (x > 88.7f ? inf : y) into a blend, so a
+# loop holding the branch-free exp, tanh or a clamp stays scalar: "control flow in loop" (GCC
+# 12). The results are the same bits; an exp-and-tanh chain over 16M floats ran 3.4x faster.
+C_FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fopenmp", "-shared", "-fPIC",
+           "-std=c11")
 C_LIBS = ("-lm",)
 COMPILES = {"c": 0, "cuda": 0}
 
@@ -140,7 +145,7 @@ def _as_user(uid: int | None) -> dict[str, Any]:
 
 def compile_c(source: str, *, name: str = "kernel", flags: tuple[str, ...] = (),
               user: int | None = None) -> bytes:
-    """``cc -O3 -march=native -fopenmp -shared -fPIC -std=c11 ... -lm`` -> the .so's bytes.
+    """``cc`` with ``C_FLAGS`` and the kernel's own flags, ``-lm`` -> the .so's bytes.
 
     ``user``: the uid the compiler runs as. The Verifier gives each build a user of its own, in
     a folder only that user may enter: the compiler cannot read what an unprivileged user may

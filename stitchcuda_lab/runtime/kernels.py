@@ -79,8 +79,8 @@ def build_cached(lang: str, source: str, name: str, flags: tuple[str, ...], arch
     cache = cache or _cache()
     if lang == "c":
         cc = build.c_compiler()
-        key = KernelCache.key(lang="c", source=source, flags=flags, cc=cc,
-                              cc_version=build.c_compiler_version(cc), arch=arch,
+        key = KernelCache.key(lang="c", source=source, flags=flags, c_flags=build.C_FLAGS,
+                              cc=cc, cc_version=build.c_compiler_version(cc), arch=arch,
                               torch=_torch_version(), vector_math=build.vector_math(cc))
         return cache.get_or_build(
             key, lambda: build.compile_c(source, name=name, flags=flags, user=user), ".so",

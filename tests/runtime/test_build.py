@@ -29,3 +29,31 @@ def test_compiler_flags_outside_the_allowlist_are_refused(flag):
 
 def test_allowed_flags_compile():
     assert build.compile_c("void f(void) {}\n", name="k", flags=("-O2", "-DX=1", "-pthread"))
+
+
+def test_a_loop_over_the_c_preludes_exp_and_tanh_is_vectorised(tmp_path):
+    """The offline Coder's C kernels call branch-free exp and tanh so that their loops run on
+    vector registers; a select on a float comparison in them kept GCC's loop scalar (seven times
+    slower) until the runtime compiled with -fno-trapping-math. Read off the machine code: the
+    loop multiplies packed floats (mulps, of any width)."""
+    import shutil
+    import subprocess
+
+    from stitchcuda_lab.agents.offline.backend_c import PRELUDE
+    if shutil.which("objdump") is None:
+        pytest.skip("objdump (binutils) is needed to read the machine code")
+    src = PRELUDE + """
+void chain(const float* restrict x, float* restrict y, long long n) {
+    #pragma omp simd
+    for (long long i = 0; i < n; ++i) {
+        float s = x[i] * sc_sigmoid(x[i]);
+        y[i] = sc_tanh(s < -3.0f ? -3.0f : (s > 3.0f ? 3.0f : s)) * 0.5f + 0.5f;
+    }
+}
+"""
+    so = tmp_path / "chain.so"
+    so.write_bytes(build.compile_c(src, name="chain"))
+    asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(so)], capture_output=True,
+                         text=True, check=True).stdout
+    body = asm.split("<chain>:", 1)[1].split("\n\n", 1)[0]
+    assert "mulps" in body, body[:2000]

@@ -7,7 +7,7 @@ simple loop (sum/max/min with ``omp simd reduction``; mean/variance as two exact
 softmax as max then sum of exp). Math helpers are branch-free float versions the vectoriser can
 inline (exp/log to ~1 ulp, tanh, erf to ~1e-7), so chains with exp, tanh or GELU vectorise too.
 
-Compiled by the runtime with ``cc -O3 -march=native -fopenmp -shared -fPIC``.
+Compiled by the runtime with ``cc -O3 -march=native -fno-trapping-math -fopenmp -shared -fPIC``.
 """
 
 from __future__ import annotations
