@@ -7,7 +7,7 @@ simple loop (sum/max/min with ``omp simd reduction``; mean/variance as two exact
 softmax as max then sum of exp). Math helpers are branch-free float versions the vectoriser can
 inline (exp/log to ~1 ulp, tanh, erf to ~1e-7), so chains with exp, tanh or GELU vectorise too.
 
-Compiled by the runtime with ``cc -O3 -march=native -fno-trapping-math -fopenmp -shared -fPIC``.
+Compiled by the runtime with ``cc -O3 -march=native -fno-trapping-math -fno-math-errno -fopenmp -shared -fPIC``.
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ static inline float sc_logf(float x) {
     float r = m + y + 0.693359375f * fe;
     r = x == SC_INF ? SC_INF : r;
     r = x == 0.0f ? -SC_INF : r;
-    return x < 0.0f || x != x ? SC_NAN : r;
+    return x >= 0.0f ? r : SC_NAN;   /* negative or NaN; one compare: GCC 12 leaves a loop
+                                         with `a || b` between two masks scalar */
 }
 static inline float sc_tanhf(float x) {
     float a = fabsf(x);
@@ -190,15 +191,20 @@ def _pointwise(spec: KernelSpec, params: dict) -> str:
              f"            const long long c1 = c0 + (end - i) < {inner}LL ? c0 + (end - i) : {inner}LL;"]
     for o in ops:
         lines.append(f"            const long long b_{o.name} = {offset(o.strides, dims, 'r', outer)};")
-    lines.append("            #pragma omp simd")
-    lines.append("            for (long long c = c0; c < c1; ++c) {")
 
     def idx_of(o: Operand) -> str:
         st = o.strides[-1]
         return f"b_{o.name}" + ("" if st == 0 else " + c" if st == 1 else f" + c * {st}LL")
 
-    lines += elem_lines(spec, [s for s in spec.stmts if s.op in ("load", "expr")], _load, idx_of,
-                        ind=" " * 16)
+    # a value broadcast along the row is read once, before the loop: read inside it, GCC sinks
+    # the read into the one branch of a select that uses it (PReLU's weight) and then cannot
+    # vectorise a masked load of one address, so the loop stays scalar
+    body = [s for s in spec.stmts if s.op in ("load", "expr")]
+    fixed = [s for s in body if s.op == "load" and ops[s.operand].strides[-1] == 0]
+    lines += elem_lines(spec, fixed, _load, idx_of, ind=" " * 12)
+    lines.append("            #pragma omp simd")
+    lines.append("            for (long long c = c0; c < c1; ++c) {")
+    lines += elem_lines(spec, [s for s in body if s not in fixed], _load, idx_of, ind=" " * 16)
     for s in spec.stmts:
         if s.op == "store":
             lines.append(" " * 16 + _store(ops[s.operand], idx_of(ops[s.operand]), s.var))

@@ -26,10 +26,18 @@ def offset(strides: list[int], dims: list[int], idx: str, which: list[int],
            sfx: str = "LL") -> str:
     """Element offset of flat index ``idx`` over the dims in ``which`` (mixed radix);
     ``sfx`` is the literal suffix ("U" for 32-bit index math)."""
+    # dims that lie one inside the other in this operand (a stride that is the next dim's
+    # stride times its size, or both 0) are one dim of their product: (j / 16) * 16 + j % 16
+    # is j, and a C compiler vectorises a loop over j, not over the gather that spells it
+    merged: list[list[int]] = []   # [size, stride]
+    for d in which:
+        if merged and merged[-1][1] == strides[d] * dims[d]:
+            merged[-1] = [merged[-1][0] * dims[d], strides[d]]
+        else:
+            merged.append([dims[d], strides[d]])
     terms = []
-    sub = [dims[d] for d in which]
-    for k, d in enumerate(which):
-        st = strides[d]
+    sub = [m[0] for m in merged]
+    for k, (_, st) in enumerate(merged):
         if st == 0:
             continue
         inner = math.prod(sub[k + 1:])
