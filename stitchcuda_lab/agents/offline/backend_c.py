@@ -12,8 +12,10 @@ Compiled by the runtime with ``cc -O3 -march=native -fno-trapping-math -fno-math
 
 from __future__ import annotations
 
+import math
+
 from .codegen import (REDUCTIONS, RowValues, elem_index, elem_lines, offset, row_bases,
-                      row_passes, update)
+                      row_dims, row_passes, update)
 from .helpers import ceildiv
 from .ir import KernelSpec, Operand, Stmt, deps_closure
 from .launch import C_CHUNK
@@ -212,6 +214,27 @@ def _pointwise(spec: KernelSpec, params: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _row_split(spec: KernelSpec) -> tuple[list[int], list[int], int] | None:
+    """(outer dims, inner dims, inner length) to walk a row as blocks of elements that every
+    operand reads contiguously or not at all, where some operand reads the row itself as a
+    gather: a batch norm's rows over N x H x W of an NCHW tensor, a group norm's weight that
+    changes every H*W elements. One loop over j would index (j / HW) * CHW + j % HW, which
+    GCC leaves scalar; a loop over the blocks with the vector loop inside reads plain runs.
+    None where one loop is already plain, or the blocks would be shorter than 8 elements."""
+    _, edims = row_dims(spec)
+    flat = [offset(o.strides, spec.dims, "j", edims) for o in spec.operands]
+    if all(f in ("0", "j") for f in flat):
+        return None
+    for k in range(1, len(edims)):
+        outer, inner = edims[:k], edims[k:]
+        length = math.prod(spec.dims[d] for d in inner)
+        if length < 8:
+            break
+        if all(offset(o.strides, spec.dims, "ji", inner) in ("0", "ji") for o in spec.operands):
+            return outer, inner, length
+    return None
+
+
 class _RowKernel:
     """Rows in parallel; in each row, one simple loop per reduction (mean/variance as two
     exact passes, softmax as max then sum of exp), then the per-element outputs."""
@@ -224,7 +247,18 @@ class _RowKernel:
                       f"    for (long long r = 0; r < {spec.rows}LL; ++r) {{"]
         self.lines += row_bases(spec, self.ind)
         self.rows = RowValues(spec, _load, _store)
-        self.at_j = elem_index(spec, "j")
+        self.split = _row_split(spec)
+        if self.split:
+            outer, inner, _ = self.split
+
+            def at(o: Operand) -> str:
+                off = " + ".join(t for t in (offset(o.strides, spec.dims, "jo", outer),
+                                             offset(o.strides, spec.dims, "ji", inner))
+                                 if t != "0")
+                return f"b_{o.name}" + (f" + {off}" if off else "")
+            self.at_j = at
+        else:
+            self.at_j = elem_index(spec, "j")
 
     def body(self) -> str:
         spec, ops = self.spec, self.spec.operands
@@ -245,12 +279,23 @@ class _RowKernel:
     def _elem_loop(self, roots: list[str], tail: list[str], pragma: str = "") -> None:
         ind = self.ind
         need = [s for s in deps_closure(self.spec, roots) if s.var not in self.rows.avail]
+        if self.split:   # an outer loop over the blocks, the vector loop inside each
+            inner = self.split[2]
+            self.lines.append(f"{ind}for (long long jo = 0; jo < {self.spec.rowlen // inner}LL;"
+                              " ++jo) {")
+            ind += "    "
         if pragma:
             self.lines.append(ind + pragma)
-        self.lines.append(f"{ind}for (long long j = 0; j < {self.spec.rowlen}LL; ++j) {{")
+        if self.split:
+            self.lines.append(f"{ind}for (long long ji = 0; ji < {inner}LL; ++ji) {{")
+            self.lines.append(f"{ind}    const long long j = jo * {inner}LL + ji;")
+        else:
+            self.lines.append(f"{ind}for (long long j = 0; j < {self.spec.rowlen}LL; ++j) {{")
         self.lines.extend(elem_lines(self.spec, need, _load, self.at_j, ind=ind + "    "))
         self.lines.extend(ind + "    " + t for t in tail)
         self.lines.append(ind + "}")
+        if self.split:
+            self.lines.append(self.ind + "}")
 
     def _sum(self, v: str, x: str, term: str) -> None:
         """``acc v`` = the row's sum of ``term`` (per element of ``x``). A long float row is
