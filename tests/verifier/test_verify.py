@@ -87,9 +87,12 @@ def test_torch_compile_default_baseline_is_timed_in_the_same_run(module_worker, 
     assert v.speedup_vs_compile == pytest.approx(v.timings["compile:default"] / v.timings["ours"])
     # baselines are cached per problem in the worker: the next candidate meets the same numbers
     again = module_worker.verify(POINTWISE, GOOD, replaced=None, options=opts, timeout=300)
-    assert again.timings["eager"] == v.timings["eager"]
-    assert again.timings["compile:default"] == v.timings["compile:default"]
-    assert module_worker.baseline(POINTWISE, options=opts)["eager"] == v.timings["eager"]
+    # ... unless eager moved by more than BASELINE_DRIFT meanwhile (a loaded host), when they
+    # are all timed again and the verdict says so
+    if not any(f.startswith("baselines_retimed") for f in again.flags):
+        assert again.timings["eager"] == v.timings["eager"]
+        assert again.timings["compile:default"] == v.timings["compile:default"]
+    assert module_worker.baseline(POINTWISE, options=opts)["eager"] == again.timings["eager"]
 
 
 def test_speedups_over_10x_are_flagged(module_worker, fast_options):

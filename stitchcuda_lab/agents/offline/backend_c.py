@@ -13,6 +13,7 @@ Compiled by the runtime with ``cc -O3 -march=native -fno-trapping-math -fno-math
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from .codegen import (REDUCTIONS, RowValues, elem_index, elem_lines, offset, row_bases,
                       row_dims, row_passes, update)
@@ -30,6 +31,9 @@ C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16",
            "bfloat16": "uint16_t", "bool": "uint8_t", "int64": "int64_t", "int32": "int32_t",
            "int16": "int16_t", "int8": "int8_t", "uint8": "uint8_t"}
 
+# The log tests `x >= 0` for "negative or NaN": GCC 12 leaves a loop with `x < 0 || x != x`
+# (an `||` between two masks) scalar. Comments in the prelude stay on one line each: a person
+# editing a kernel may append to any line.
 PRELUDE = r"""#include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -80,8 +84,7 @@ static inline float sc_logf(float x) {
     float r = m + y + 0.693359375f * fe;
     r = x == SC_INF ? SC_INF : r;
     r = x == 0.0f ? -SC_INF : r;
-    return x >= 0.0f ? r : SC_NAN;   /* negative or NaN; one compare: GCC 12 leaves a loop
-                                         with `a || b` between two masks scalar */
+    return x >= 0.0f ? r : SC_NAN;   /* negative or NaN, in one compare (see PRELUDE) */
 }
 static inline float sc_tanhf(float x) {
     float a = fabsf(x);
@@ -248,6 +251,7 @@ class _RowKernel:
         self.lines += row_bases(spec, self.ind)
         self.rows = RowValues(spec, _load, _store)
         self.split = _row_split(spec)
+        self.at_j: Callable[[Operand], str]
         if self.split:
             outer, inner, _ = self.split
 
