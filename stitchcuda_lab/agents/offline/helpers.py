@@ -31,3 +31,13 @@ def round_up(n: int, m: int) -> int:
 def node_ref(x: Any) -> str | None:
     """The node name of a graph argument ``{"node": name}``; None for anything else."""
     return x["node"] if isinstance(x, dict) and set(x) == {"node"} else None
+
+
+DROPOUTS = ("dropout", "alpha_dropout", "feature_dropout", "feature_alpha_dropout")
+
+
+def dropout_of_zero(args: list, kwargs: dict) -> bool:
+    """Whether a dropout's p (by keyword, else second) is 0: ATen returns the input before
+    drawing anything, in training too (``native_dropout`` is not one of these: it draws)."""
+    p = kwargs["p"] if "p" in kwargs else (args[1] if len(args) > 1 else 0.5)
+    return p == 0

@@ -17,6 +17,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from .helpers import DROPOUTS, dropout_of_zero
+
 Val = Callable[[Any], str]
 
 
@@ -257,8 +259,9 @@ def _select(x: _Args, n: str, overload: str) -> str:
 
 
 def _dropout(x: _Args, n: str, overload: str) -> str | None:
-    # p = 0 is its input even in training: ATen returns it before drawing anything
-    return None if x.kw("train", 2, False) and x.kw("p", 1, 0.5) != 0 else f"({x.A})"
+    if x.kw("train", 2, False) and not dropout_of_zero(x.args, x.kwargs):
+        return None
+    return f"({x.A})"
 
 
 def _loss(x: _Args, n: str, overload: str) -> str | None:
@@ -296,6 +299,5 @@ _RULES: dict[str, Callable[[_Args, str, str], str | None]] = {
     **{b: _binary for b in ("maximum", "fmax", "minimum", "fmin", "logical_and", "logical_or",
                             "logical_xor", "fmod", "remainder", "floor_divide")},
     **{s: _select for s in ("where", "masked_fill", "lerp", "addcmul", "addcdiv")},
-    **{d: _dropout for d in ("dropout", "alpha_dropout", "feature_dropout",
-                             "feature_alpha_dropout")},
+    **{d: _dropout for d in DROPOUTS},
 }

@@ -70,7 +70,7 @@ from ... import aten
 from ...graph import Graph, Node
 from .decompose import Builder, arg, decompose, ref
 from .expand import node_role
-from .helpers import contiguous_strides, node_ref
+from .helpers import DROPOUTS, contiguous_strides, dropout_of_zero, node_ref
 from .lower import MAX_FULL_REDUCTION
 
 _BIAS_OPS = ("conv1d", "conv2d", "conv3d", "convolution", "conv_transpose1d", "conv_transpose2d",
@@ -886,8 +886,7 @@ def draws_random(n: Node) -> bool:
     """Whether ``n`` draws from the random generator: a dropout of p = 0 does not (ATen
     returns its input first), ``native_dropout`` does even then."""
     name = n.opname.rstrip("_")
-    if name in ("dropout", "alpha_dropout", "feature_dropout", "feature_alpha_dropout") \
-            and n.args[1:2] == [0.0]:
+    if name in DROPOUTS and dropout_of_zero(n.args, n.kwargs):
         return False
     return name in RANDOM_OPS
 
