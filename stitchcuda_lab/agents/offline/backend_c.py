@@ -13,6 +13,7 @@ Compiled by the runtime with ``cc -O3 -march=native -fno-trapping-math -fno-math
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 
 from .codegen import (REDUCTIONS, RowValues, elem_index, elem_lines, offset, row_bases,
@@ -26,6 +27,15 @@ from .scan import scan_body_c, scan_stmt
 # Rows from this long have their float sums (sum, mean, variance, softmax's denominator) added
 # in double (``_RowKernel._sum``); shorter ones stay in float, a few hundred elements a lane.
 SUM_IN_DOUBLE_FROM = 4096
+# Rows side by side in one vector loop where rows are interleaved in memory (a reduction along
+# a middle dim, ``_lanes``): up to a run of 1024 of them (4 KB of each operand read in one
+# stretch per element, where 64 rows read 256 B a page apart), fewer where that would leave
+# under MIN_LANE_BLOCKS blocks for the threads. Each lane adds its row one element at a time,
+# so its float sums go to double from a shorter row.
+MAX_LANES, MIN_LANES, MIN_LANE_BLOCKS = 1024, 64, 16
+LANE_SUM_IN_DOUBLE_FROM = 512
+# a row value's declaration, as the row kernel prints it: (type, name, value)
+_DECL = re.compile(r"^\s*(?:const )?([A-Za-z_][\w ]*?) (v\w+) = (.+);$")
 
 C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16",
            "bfloat16": "uint16_t", "bool": "uint8_t", "int64": "int64_t", "int32": "int32_t",
@@ -238,20 +248,46 @@ def _row_split(spec: KernelSpec) -> tuple[list[int], list[int], int] | None:
     return None
 
 
+def _lanes(spec: KernelSpec) -> int:
+    """Rows a C row kernel runs side by side (0: one row at a time). Where the last dim is
+    kept (a reduction along a middle dim), element j of row r + 1 lies next to element j of
+    row r: a vector loop across rows reads plain runs where one along a row reads a gather that
+    GCC leaves scalar. Every operand must read that dim contiguously or not at all."""
+    last = spec.dims[-1]
+    if spec.reduce[-1] or last < 8:
+        return 0
+    if any(o.strides[-1] not in (0, 1) for o in spec.operands):
+        return 0
+    n = min(last, MAX_LANES)
+    while n > MIN_LANES and spec.rows // last * ceildiv(last, n) < MIN_LANE_BLOCKS:
+        n = max(MIN_LANES, n // 4)
+    return n
+
+
 class _RowKernel:
     """Rows in parallel; in each row, one simple loop per reduction (mean/variance as two
-    exact passes, softmax as max then sum of exp), then the per-element outputs."""
+    exact passes, softmax as max then sum of exp), then the per-element outputs.
+
+    With lanes (``_lanes``) a block of up to LANES neighbouring rows is one parallel step:
+    each row value becomes an array over the block, and every loop over a row's elements has
+    the vector loop across the block's rows inside it."""
 
     ind = " " * 8
 
     def __init__(self, spec: KernelSpec) -> None:
         self.spec, self.acc = spec, spec.acc
-        self.lines = ["    #pragma omp parallel for schedule(static)",
-                      f"    for (long long r = 0; r < {spec.rows}LL; ++r) {{"]
-        self.lines += row_bases(spec, self.ind)
+        self.lanes = _lanes(spec)
         self.rows = RowValues(spec, _load, _store)
-        self.split = _row_split(spec)
+        self.split = None if self.lanes else _row_split(spec)
         self.at_j: Callable[[Operand], str]
+        if self.lanes:
+            self.lines = self._lane_head()
+        else:
+            self.lines = ["    #pragma omp parallel for schedule(static)",
+                          f"    for (long long r = 0; r < {spec.rows}LL; ++r) {{"]
+        self.lines += row_bases(spec, self.ind)
+        self.lane_vars: set[str] = set()    # row values held as arrays over the lanes
+        self.pending: list[str] = []        # row lines waiting for their loop over the lanes
         if self.split:
             outer, inner, _ = self.split
 
@@ -264,25 +300,96 @@ class _RowKernel:
         else:
             self.at_j = elem_index(spec, "j")
 
+    def _lane_head(self) -> list[str]:
+        """The parallel loop over blocks of neighbouring rows: ``r`` is the block's first row,
+        ``nl`` its number of rows (the last block of each run of the last dim may be short)."""
+        last, n = self.spec.dims[-1], self.lanes
+        blocks = ceildiv(last, n)
+        first = f"(rt % {blocks}LL) * {n}LL"
+        lines = ["    #pragma omp parallel for schedule(static)",
+                 f"    for (long long rt = 0; rt < {self.spec.rows // last * blocks}LL; ++rt) {{",
+                 f"{self.ind}const long long r = (rt / {blocks}LL) * {last}LL + {first};"]
+        if last % n:
+            lines.append(f"{self.ind}const long long nl = {last}LL - {first} < {n}LL ? "
+                         f"{last}LL - {first} : {n}LL;")
+        else:
+            lines.append(f"{self.ind}const long long nl = {n}LL;")
+        return lines
+
     def body(self) -> str:
         spec, ops = self.spec, self.spec.operands
-        self.rows.flush(self.lines, self.ind)
+        self._flush_rows()
         for _, reds, stores in row_passes(spec):
             for s in reds:
                 self._reduce(s)
                 self.rows.avail.update(s.outs.values())
-            self.rows.flush(self.lines, self.ind)
+            self._flush_rows()
             # the last pass writes the per-element outputs
             if stores:
                 self._elem_loop([s.var for s in stores],
                                 [_store(ops[s.operand], self.at_j(ops[s.operand]), s.var)
                                  for s in stores], "#pragma omp simd")
+        self._lane_loop()
         self.lines.append("    }")
         return "\n".join(self.lines) + "\n"
+
+    # -- row values: scalars, or arrays over the lanes -----------------------------------------
+
+    def _row(self, line: str) -> None:
+        """One statement of the row (not of an element loop): printed as it is, or with lanes,
+        its value declared as an array and the statement kept for the next loop over them."""
+        if not self.lanes:
+            self.lines.append(line)
+            return
+        m = _DECL.match(line)
+        if m:
+            ctype, name, value = m.groups()
+            self.lines.append(f"{self.ind}{ctype} {name}[{self.lanes}];")
+            self.lane_vars.add(name)
+            line = f"{self.ind}{name} = {value};"
+        self.pending.append(self._in_lane(line))
+
+    def _flush_rows(self) -> None:
+        out: list[str] = []
+        self.rows.flush(out, self.ind)
+        for line in out:
+            self._row(line)
+
+    def _in_lane(self, line: str) -> str:
+        """``line`` for lane ``ln``: row values indexed by it, each operand's row base moved to
+        that lane's row (operands that do not vary along the last dim keep theirs)."""
+        if not self.lanes:
+            return line
+        line = re.sub(r"\b(v\w+)\b",
+                      lambda m: f"{m.group(1)}[ln]" if m.group(1) in self.lane_vars else m.group(1),
+                      line)
+        for o in self.spec.operands:
+            if o.strides[-1]:
+                line = re.sub(rf"\bb_{o.name}\b", f"(b_{o.name} + ln)", line)
+        return line
+
+    def _lane_loop(self) -> None:
+        """The loop over the lanes of the row statements kept so far."""
+        if self.pending:
+            self.lines += [f"{self.ind}#pragma omp simd",
+                           f"{self.ind}for (long long ln = 0; ln < nl; ++ln) {{"]
+            self.lines += ["    " + line for line in self.pending]
+            self.lines.append(self.ind + "}")
+            self.pending = []
 
     def _elem_loop(self, roots: list[str], tail: list[str], pragma: str = "") -> None:
         ind = self.ind
         need = [s for s in deps_closure(self.spec, roots) if s.var not in self.rows.avail]
+        if self.lanes:   # the row's elements one after another, the lanes' rows as vectors
+            self._lane_loop()
+            self.lines += [f"{ind}for (long long j = 0; j < {self.spec.rowlen}LL; ++j) {{",
+                           f"{ind}    #pragma omp simd",
+                           f"{ind}    for (long long ln = 0; ln < nl; ++ln) {{"]
+            self.lines += [self._in_lane(line) for line in
+                           elem_lines(self.spec, need, _load, self.at_j, ind=ind + "        ")
+                           + [ind + "        " + t for t in tail]]
+            self.lines += [ind + "    }", ind + "}"]
+            return
         if self.split:   # an outer loop over the blocks, the vector loop inside each
             inner = self.split[2]
             self.lines.append(f"{ind}for (long long jo = 0; jo < {self.spec.rowlen // inner}LL;"
@@ -306,8 +413,9 @@ class _RowKernel:
         summed in double: each of the loop's vector lanes adds a long run of it one by one,
         whose float rounding grows with its length (a batch norm over 2M elements a channel
         had its variance 1e-3 off, ten times its fp32 tolerance)."""
-        ind, acc, w = self.ind, self.acc, self.lines.append
-        if acc == "float" and self.spec.rowlen >= SUM_IN_DOUBLE_FROM:
+        ind, acc, w = self.ind, self.acc, self._row
+        long_from = LANE_SUM_IN_DOUBLE_FROM if self.lanes else SUM_IN_DOUBLE_FROM
+        if acc == "float" and self.spec.rowlen >= long_from:
             w(f"{ind}double {v}_d = 0;")
             self._elem_loop([x], [f"{v}_d += (double)({term});"],
                             f"#pragma omp simd reduction(+:{v}_d)")
@@ -317,7 +425,7 @@ class _RowKernel:
         self._elem_loop([x], [f"{v} += {term};"], f"#pragma omp simd reduction(+:{v})")
 
     def _reduce(self, s: Stmt) -> None:
-        ind, acc, L, w = self.ind, self.acc, self.spec.rowlen, self.lines.append
+        ind, acc, L, w = self.ind, self.acc, self.spec.rowlen, self._row
         x, o, red = s.deps[0], s.outs, REDUCTIONS[s.kind]
         if s.kind == "sum":
             self._sum(next(iter(o.values())), x, x)

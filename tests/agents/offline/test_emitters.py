@@ -217,6 +217,26 @@ CASES = {
         def get_init_inputs():
             return []
     """,
+    # rows interleaved in memory (the last dim kept): the C kernel runs neighbouring rows as
+    # one vector loop, a whole run of the last dim (x), 64 of them (y), or 64 and a short
+    # block (z); an operand along the kept dim
+    "reductions_along_a_middle_dim": """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.b = nn.Parameter(torch.randn(70))
+            def forward(self, x, y, z):
+                v, i = x.max(dim=1)
+                return (x.sum(1) + self.b, v, i, x.argmin(1), x.var(1), x.prod(1),
+                        torch.logsumexp(x, 1), torch.log_softmax(x, 1) * 0.5,
+                        y.mean(1, keepdim=True), y.std(1), y.amin(1) - self.b.mean(),
+                        z.sum(1), torch.softmax(z, 1))
+        def get_inputs():
+            return [torch.randn(20, 9, 70), torch.rand(2, 600, 128) + 10.0,
+                    torch.randn(3, 5, 100)]
+        def get_init_inputs():
+            return []
+    """,
     "gemm_epilogue_mlp": """
         class Model(nn.Module):
             def __init__(self):
@@ -386,6 +406,30 @@ def test_long_float_rows_are_summed_as_accurately_as_float64_allows(settings):
     """)
     _, _, cand = generate(problem, settings)
     assert cand.kernels
+    x = problem.make_inputs(device="cpu", seed=0)[0]
+    _, got, _, _ = run_both(problem, cand)
+    x64 = x.double()
+    want = torch.stack([x64.mean(dim=1), x64.var(dim=1, unbiased=False),
+                        torch.softmax(x64, dim=1).sum(dim=1)])
+    torch.testing.assert_close(got.double(), want, atol=0, rtol=2e-6)
+
+
+def test_long_rows_along_a_middle_dim_are_summed_in_double(settings):
+    """Rows along a middle dim run as vector lanes across rows, each lane adding its row one
+    element at a time: over 16384 floats near 10.5 that drifts by about 1e-4 of the mean, so
+    such lanes add in double from much shorter rows."""
+    problem = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.stack([x.mean(dim=1), x.var(dim=1, unbiased=False),
+                                    torch.softmax(x, dim=1).sum(dim=1)])
+        def get_inputs():
+            return [torch.rand(2, 1 << 14, 64) + 10.0]
+        def get_init_inputs():
+            return []
+    """)
+    _, _, cand = generate(problem, settings)
+    assert cand.kernels and all("ln < nl" in k.code for k in cand.kernels)
     x = problem.make_inputs(device="cpu", seed=0)[0]
     _, got, _, _ = run_both(problem, cand)
     x64 = x.double()
@@ -564,7 +608,8 @@ VECTOR_CASES = {
 @pytest.mark.parametrize("case", ["pointwise_chain_odd", "broadcast_size1_scalar",
                                   "layernorm_2d_gelu_residual", "rms_norm_both_forms",
                                   "softmax_long_rows", "group_and_instance_norm",
-                                  "batchnorm_train", *VECTOR_CASES])
+                                  "batchnorm_train", "reductions_along_a_middle_dim",
+                                  *VECTOR_CASES])
 def test_every_simd_loop_of_the_c_kernels_is_vectorised(case, tmp_path):
     """Each `#pragma omp simd` loop of these C kernels runs on vector registers, as GCC itself
     reports. Scalar they ran several times slower, and silently: a select on a float compare
@@ -573,7 +618,8 @@ def test_every_simd_loop_of_the_c_kernels_is_vectorised(case, tmp_path):
     select, a masked load of one address), a contiguous row indexed as (j / 16) * 16 + j % 16
     (a gather), a row that is runs apart (a batch norm's N x H x W of an NCHW tensor, a group
     norm's weight that changes every H*W elements: a loop over the runs, the vector loop
-    inside). Not yet: reductions along a middle dim (the loop should run across rows)."""
+    inside), a reduction along a middle dim walked one row at a time (a stride between its
+    elements: the vector loop runs across neighbouring rows instead)."""
     import re
 
     from stitchcuda_lab.agents.offline.backend_c import emit_c
@@ -591,6 +637,9 @@ def test_every_simd_loop_of_the_c_kernels_is_vectorised(case, tmp_path):
                                 capture_output=True, text=True, timeout=300, check=True).stderr
         done = {int(m) for m in re.findall(rf"k{k}\.c:(\d+):\d+: optimized: loop vectorized",
                                            report)}
+        # a loop that only fills or copies an array GCC turns into memset or memcpy
+        done |= {int(m) for m in re.findall(rf"k{k}\.c:(\d+):\d+: .*__builtin_mem(?:set|cpy) ",
+                                            report)}
         lines = src.splitlines()
         loops = [i + 2 for i, line in enumerate(lines) if "omp simd" in line]
         # GCC names the loop's line or its first statement's (a split row: `j` in between)
