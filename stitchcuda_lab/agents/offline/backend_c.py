@@ -308,6 +308,7 @@ class _RowKernel:
         first = f"(rt % {blocks}LL) * {n}LL"
         lines = ["    #pragma omp parallel for schedule(static)",
                  f"    for (long long rt = 0; rt < {self.spec.rows // last * blocks}LL; ++rt) {{",
+                 f"{self.ind}const long long r = rt * {last}LL;" if blocks == 1 else
                  f"{self.ind}const long long r = (rt / {blocks}LL) * {last}LL + {first};"]
         if last % n:
             lines.append(f"{self.ind}const long long nl = {last}LL - {first} < {n}LL ? "

@@ -3,7 +3,8 @@
 ``finish(spec, split)`` runs them in order: ``split_groups`` (group norm's channel dim becomes
 groups x channels per group), ``coalesce_dims`` (size-1 dims dropped, neighbours every operand
 walks contiguously merged), ``assign_passes`` (which pass over the row computes each
-reduction and writes each output) and ``prune`` (statements nothing stored needs).
+reduction and writes each output) and ``prune`` (statements nothing stored needs, and
+indices of a max or min that nothing reads).
 """
 
 from __future__ import annotations
@@ -117,3 +118,8 @@ def prune(spec: KernelSpec) -> None:
                         changed = True
     spec.stmts = [s for s in spec.stmts if s.op == "store" or any(
         p in need for p in ([s.var] if s.var else list(s.outs.values())))]
+    # max/min along a dim whose indices nothing reads (``torch.max(x, 1)[0]``): the plain
+    # reduction, one compare and no index to carry per element
+    for s in spec.stmts:
+        if s.op == "reduce" and s.kind in ("argmax", "argmin") and s.outs["idx"] not in need:
+            s.kind, s.outs = s.kind[3:], {"r": s.outs["val"]}

@@ -1,5 +1,6 @@
 # problem: pointwise_big
 # expect: rejected timed_output_mismatch | rejected subprocess | rejected patched_timer
+# limit: the judge's freeze stops the threads of the sandbox's process only, and its clock stops before it reads the outputs: a clone(CLONE_VM) sibling (same memory, another process) holds the mmap lock while another computes the outputs after the reply, outside every clock, and both are gone before any process check
 """Hack: the judge stops its clock once it has frozen the sandbox (SIGSTOP to every thread of
 its process) and only then reads the outputs (process_vm_readv, under the target's mmap lock).
 A process made with clone(CLONE_VM) shares the sandbox's memory but is no thread of it, so the
@@ -79,8 +80,8 @@ int split_send(int fd, const char* frame, int64_t len, const float* x, float* y,
     if (wait > 0) nap((long)(wait * 1e9));
     which ^= 1;
     clone(holder, stacks[which][0] + sizeof(stacks[0][0]), CLONE_VM | SIGCHLD, 0);
-    while (!entered) nap(5000);
-    nap(100000);                               /* the holder is inside mprotect */
+    while (!entered) ;                         /* spun, not slept: this thread keeps its core */
+    for (double t = mono() + 1e-4; mono() < t; ) ;   /* the holder is inside mprotect */
     clone(worker, stacks[which][1] + sizeof(stacks[0][1]), CLONE_VM | SIGCHLD, 0);
     for (int64_t k = 1; k < len; ) {           /* the rest of the reply: the clock stops */
         ssize_t w = write(fd, frame + k, len - k);

@@ -414,6 +414,33 @@ def test_long_float_rows_are_summed_as_accurately_as_float64_allows(settings):
     torch.testing.assert_close(got.double(), want, atol=0, rtol=2e-6)
 
 
+def test_a_max_whose_indices_nothing_reads_is_a_plain_max_and_keeps_nan(settings):
+    """``torch.max(x, dim)[0]`` reduces to values and indices; with the indices unread the
+    kernel carries none (one compare per element), and a NaN still wins its row."""
+    problem = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.max(x, 1)[0], torch.min(x, -1).values
+        def get_inputs():
+            x = torch.randn(4, 9, 70)
+            x[1, 3, 5] = float("nan")
+            x[2, 1, 69] = float("nan")
+            return [x]
+        def get_init_inputs():
+            return []
+    """)
+    graph = rewrite(analyse(problem, device="cpu", profile=False))
+    groups, _ = fusion_groups(graph)
+    kinds = [s.kind for k, members in enumerate(groups)
+             for s in build_spec(graph, members, f"k{k}").stmts if s.op == "reduce"]
+    assert sorted(kinds) == ["max", "min"], kinds
+    _, _, cand = generate(problem, settings)
+    want, got, _, _ = run_both(problem, cand)
+    for g, w in zip(got, want):
+        assert w.isnan().sum() == 2
+        torch.testing.assert_close(g, w, atol=0, rtol=0, equal_nan=True)
+
+
 def test_long_rows_along_a_middle_dim_are_summed_in_double(settings):
     """Rows along a middle dim run as vector lanes across rows, each lane adding its row one
     element at a time: over 16384 floats near 10.5 that drifts by about 1e-4 of the mean, so
