@@ -22,6 +22,7 @@ import os
 import statistics
 import time
 import warnings
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,6 +72,14 @@ if TYPE_CHECKING:
 ProgressFn = Callable[[str, "float | None"], None]
 NOISE = 0.02          # a refine iteration must beat the best so far by 2% to keep going
 MAX_BLOCKERS = 3     # ops named in a kept-reference reason (the rest are in the plan)
+# how candidates are judged and how many are written: a reopened session keeps the values it
+# was created with (verdicts before and after a restart compare like with like), whatever
+# the reopening kernel's settings say
+RECORDED_SETTINGS = ("trials", "timing_trials", "warmup", "atol", "rtol", "seed",
+                     "compile_modes", "profile", "tensor_cores", "candidates")
+# the Session object that drives each session folder in this process: a second open of the
+# folder supersedes the first (two objects posting to one log would interleave their events)
+_DRIVERS: dict[Path, weakref.ref] = {}
 # A candidate's build time beyond which its iteration's candidates build side by side first
 # (verifier/prebuild.py): that phase costs about 0.2 s a candidate (a process, the problem,
 # the import), measured on a 2-core CPU host (benchmarks/prebuild.py)
@@ -95,6 +104,7 @@ class Session(Shown):
         self._planner, self._coder, self._worker = planner, coder, worker
         self._recorders_attached = False
         self.readonly = False
+        self.superseded = ""     # why this object no longer drives its session, if it does not
         self.report: ProblemReport | None = None    # what validation saw (Session.create)
         self._spend: Spend | None = None
         self._facts: dict[str, Any] | None = None
@@ -169,6 +179,7 @@ class Session(Shown):
                 planner=planner, coder=coder, worker=worker, on_progress=on_progress)
         s.report = report
         log.append("graph", {"graph": graph.to_dict()})
+        s._drive()
         return s
 
     @classmethod
@@ -198,7 +209,9 @@ class Session(Shown):
                           notes=list(p.get("notes", [])))
         recorded = created.payload.get("settings", {})
         settings = settings.replace(iters=iters if iters is not None
-                                    else recorded.get("iters", settings.iters))
+                                    else recorded.get("iters", settings.iters),
+                                    **{k: recorded[k] for k in RECORDED_SETTINGS
+                                       if k in recorded})
         graph = None
         state = State()
         for r in records:
@@ -217,18 +230,47 @@ class Session(Shown):
                 device=created.payload["device"], state=state, graph=graph,
                 planner=planner, coder=coder, worker=worker, on_progress=on_progress)
         s.readonly = not lock
+        if lock:
+            s._drive()
         return s
+
+    def _drive(self) -> None:
+        """Make this object the one that drives its folder in this process; an earlier one
+        stops posting (its panel says why) and leaves the lock to this one."""
+        key = self.dir.resolve()
+        ref = _DRIVERS.get(key)
+        prev = ref() if ref is not None else None
+        if prev is not None and prev is not self and not prev.readonly:
+            prev.readonly = True
+            prev.superseded = (f"session {self.id} was opened again in this process: this "
+                               "Session object (and its panel) no longer drives it")
+        _DRIVERS[key] = weakref.ref(self)
 
     # ------------------------------------------------------------------ events
     def post(self, event: Event) -> State:
         """Apply one event: checked by the loop, written to the log, then taken as the state."""
-        if self.readonly:
-            raise InvalidEvent(f"session {self.id} was opened read-only",
-                               hint="open it with Session.open(..., lock=True) to change it")
+        self._writable("change it")
         new = step(self.state, event)
         self.log.append(event.kind, event.payload())
         self.state = new
         return new
+
+    def _writable(self, to: str) -> None:
+        if self.superseded:
+            raise InvalidEvent(self.superseded,
+                               hint="use the Session (and the panel) the newer open returned")
+        if self.readonly:
+            raise InvalidEvent(f"session {self.id} was opened read-only",
+                               hint=f"open it with Session.open(..., lock=True) to {to}")
+
+    def drafts(self) -> dict[str, dict[str, str]]:
+        """Kernel text a person typed and has neither verified nor discarded, by candidate id
+        and kernel name (kept in the session folder, so a kernel restart loses none of it)."""
+        return self.log.drafts()
+
+    def save_drafts(self, drafts: dict[str, dict[str, str]]) -> None:
+        if not (self.readonly or self.superseded):
+            self.log.write_drafts(drafts)
 
     def record(self, kind: str, payload: dict[str, Any]) -> None:
         """Log a non-loop event (LLM exchanges, baselines, notes); replay ignores it."""
@@ -243,9 +285,7 @@ class Session(Shown):
         With ``auto`` every plan and candidate is approved and ``settings.iters`` refine
         iterations run, stopping early when the best speedup improves by less than 2%.
         """
-        if self.readonly:
-            raise InvalidEvent(f"session {self.id} was opened read-only",
-                               hint="open it with Session.open(..., lock=True) to carry it on")
+        self._writable("carry it on")
         self._paused = None
         try:
             while not self.state.finished:
@@ -555,8 +595,13 @@ class Session(Shown):
 
     def close(self) -> None:
         """Give the session up (its lock). The shared worker stays up for other sessions."""
+        if self.superseded:   # the newer object of this process holds the lock
+            return
         self._checkpoint()
         self.log.release()
+        key = self.dir.resolve()
+        if key in _DRIVERS and _DRIVERS[key]() is self:
+            del _DRIVERS[key]
 
     def __enter__(self) -> Session:  # noqa: PYI034
         return self

@@ -283,6 +283,30 @@ class SessionLog:
         raw = redact_urls(raw)
         return raw.decode() if is_str else raw
 
+    # --- drafts: kernel text typed and not yet verified or discarded
+    def drafts(self) -> dict[str, dict[str, str]]:
+        """candidate id -> kernel name -> text ({} when none, or unreadable: warned)."""
+        try:
+            data = json.loads((self.dir / "drafts.json").read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as e:
+            warnings.warn(f"cannot read the unsaved edits of session {self.id} "
+                          f"({self.dir / 'drafts.json'}): {e}", StoreWarning, stacklevel=2)
+            return {}
+        return {str(c): {str(k): str(t) for k, t in d.items()}
+                for c, d in data.items() if isinstance(d, dict)} if isinstance(data, dict) else {}
+
+    def write_drafts(self, drafts: dict[str, dict[str, str]]) -> None:
+        path = self.dir / "drafts.json"
+        try:
+            if drafts:
+                _atomic_write(path, self._redact(json.dumps(drafts, indent=1, sort_keys=True)))
+            else:
+                path.unlink(missing_ok=True)
+        except OSError as e:
+            raise _write_error(path, e, "cannot keep the unsaved edits in") from None
+
     # --- meta, lock, status
     def meta(self) -> dict[str, Any]:
         try:

@@ -78,6 +78,24 @@ def history(session: Any) -> list[dict[str, Any]]:
     return out
 
 
+def drafts(session: Any) -> dict[str, dict[str, str]]:
+    """Kernel text typed and neither verified nor discarded, kept in the session folder
+    (none for a session object without a folder of its own)."""
+    fn = getattr(session, "drafts", None)
+    return fn() if callable(fn) else {}
+
+
+def save_drafts(session: Any, typed: dict[str, dict[str, str]]) -> None:
+    fn = getattr(session, "save_drafts", None)
+    if callable(fn):
+        fn(typed)
+
+
+def superseded(session: Any) -> str:
+    """Why this session object no longer drives its session ("" while it does)."""
+    return str(getattr(session, "superseded", "") or "")
+
+
 def is_done(session: Any) -> bool:
     from ..loop import TERMINAL
     return phase(session) in TERMINAL

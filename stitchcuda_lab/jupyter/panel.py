@@ -64,7 +64,8 @@ class SessionPanel:
         self._lock = threading.RLock()
         self._task_rows: list[_TaskRow] = []
         self._editors: dict[str, Any] = {}         # kernel name -> editor of the shown candidate
-        self._drafts: dict[str, dict[str, str]] = {}   # candidate id -> kernel -> typed text
+        # candidate id -> kernel -> typed text, kept in the session folder as it is typed
+        self._drafts: dict[str, dict[str, str]] = bridge.drafts(session)
         self._drawn: tuple | None = None           # what the Kernels tab shows now
         self._selected: str | None = None          # candidate id shown in Kernels/Profile
         self._follow_latest = True
@@ -221,6 +222,9 @@ class SessionPanel:
             self.next_step.value = f"<div class='stitch-next'>▶ {next_step_html(self)}</div>"
 
     def _update_buttons(self) -> None:
+        why = bridge.superseded(self.session)
+        if why and not self._detached:
+            self.detach(f"no longer in charge: {why}")
         if self._detached:
             return
         busy, s = self.busy, self.session
@@ -396,7 +400,15 @@ class SessionPanel:
             d[name] = text
         if not d:
             self._drafts.pop(candidate_id, None)
+        self._keep_drafts()
         self._update_buttons()
+
+    def _keep_drafts(self) -> None:
+        """The typed text into the session folder (a kernel restart loses none of it)."""
+        try:
+            bridge.save_drafts(self.session, self._drafts)
+        except StitchError as e:
+            self._show_error(f"Your typing is not saved to disk: {e}", e.hint or "")
 
     def _draft_edits(self, c: Candidate) -> dict[str, str]:
         code = {k.name: k.code for k in c.kernels}
@@ -445,6 +457,7 @@ class SessionPanel:
         for k in c.kernels:
             if k.name in self._editors:
                 self._editors[k.name].value = k.code
+        self._keep_drafts()
         self._update_buttons()
 
     # Profile tab
@@ -559,6 +572,7 @@ class SessionPanel:
         if new.id in bridge.verdicts(self.session):
             # the same edit of the same version was verified before: show that version
             self._drafts.pop(c.id, None)
+            self._keep_drafts()
             self._follow_latest = False
             self.select(new.id)
             self._notify(f"This edit of {c.id} was verified before: it is version {new.id}.")
@@ -573,6 +587,7 @@ class SessionPanel:
         def go() -> None:
             bridge.post_edited(self.session, new)
             self._drafts.pop(c.id, None)        # posted: the edit is a version of its own now
+            self._keep_drafts()
             self._selected, self._follow_latest = new.id, True
         self._run(f"Verifying your edit of {c.id}", go)
         if twin is not None:
@@ -647,6 +662,9 @@ class SessionPanel:
         last one so a caller running inline can re-raise it. ``select_best``: once done, the
         Kernels and Profile tabs show the best candidate, unless the person picked another
         one meanwhile."""
+        why = bridge.superseded(self.session)
+        if why and not self._detached:
+            self.detach(f"no longer in charge: {why}")
         if self._detached:
             self._notify(f"This panel is {self._detached}.")
             return

@@ -229,3 +229,87 @@ def test_the_plan_names_the_training_mode_modules_only_when_there_are_some(setti
             assert says in notes, notes
     finally:
         s.close()
+
+
+def test_typed_text_outlives_a_kernel_restart_until_it_is_discarded(real_session, settings):
+    """What a person typed and has not verified is in the session folder as they type: a
+    panel over the reopened session (after a kernel restart) shows it again, marked as an
+    edit; Discard edits clears it there too."""
+    from stitchcuda_lab.jupyter.panel import SessionPanel
+    from stitchcuda_lab.session import Session
+
+    s = real_session
+    panel = SessionPanel(s, threaded=False)
+    panel.advance()
+    panel.plan_approve.click()
+    assert s.state.phase == "coded"
+    typed = KERNEL.replace("float v = x[i] + 1.0f;", "float v = x[i] + 1.0f;  /* half typed")
+    panel.edit_kernel("fused_0", typed)
+    s.close()                                       # what a kernel restart leaves behind
+
+    again = Session.open(s.id, settings, planner=ScriptedPlanner(), coder=ScriptedCoder())
+    try:
+        reopened = SessionPanel(again, threaded=False)
+        reopened.refresh()
+        assert reopened.edited_kernels() == {"fused_0": typed}
+        assert reopened._editors["fused_0"].value == typed
+        assert reopened.kernel_approve.description == "Approve edit"
+        assert "You edited" in reopened.draft_note.value
+        reopened.kernel_discard.click()
+        assert reopened._editors["fused_0"].value == KERNEL
+        assert not (again.dir / "drafts.json").exists()
+    finally:
+        again.close()
+    last = Session.open(s.id, settings, planner=ScriptedPlanner(), coder=ScriptedCoder())
+    try:
+        assert SessionPanel(last, threaded=False).edited_kernels() == {}
+    finally:
+        last.close()
+
+
+def test_opening_a_session_twice_in_one_process_leaves_one_driver(real_session, settings):
+    """A second open of the same session (``%stitch_open`` after ``Session.create`` in one
+    kernel) supersedes the first object: it refuses to post, its panel says why, and closing
+    it leaves the lock to the newer one. Two drivers interleaved their events in one log."""
+    from stitchcuda_lab.errors import InvalidEvent
+    from stitchcuda_lab.jupyter.panel import SessionPanel
+    from stitchcuda_lab.loop import PlanApproved
+    from stitchcuda_lab.session import Session
+
+    s = real_session
+    old_panel = SessionPanel(s, threaded=False)
+    old_panel.advance()
+    assert s.state.phase == "planned"
+    new = Session.open(s.id, settings, planner=ScriptedPlanner(), coder=ScriptedCoder())
+    try:
+        with pytest.raises(InvalidEvent, match="opened again in this process"):
+            s.post(PlanApproved())
+        old_panel.plan_approve.click()
+        assert "no longer in charge" in old_panel.next_step.value
+        assert all(b.disabled for b in old_panel._buttons)
+        s.close()
+        assert new.log.holder() is not None             # still held, by the newer object
+        new.post(PlanApproved())
+        kinds = [r.kind for r in new.records()]
+        assert kinds.count("plan_approved") == 1
+    finally:
+        new.close()
+
+
+def test_a_reopened_session_judges_with_the_settings_it_was_created_with(settings):
+    from stitchcuda_lab.problem import problem_from_source
+    from stitchcuda_lab.session import Session
+
+    s = Session.create(problem_from_source(SOURCE),
+                       settings.replace(compile_modes="", timing_trials=7, seed=5),
+                       planner=ScriptedPlanner(), coder=ScriptedCoder())
+    s.close()
+    again = Session.open(s.id, settings.replace(compile_modes="default,max-autotune",
+                                                timing_trials=30, seed=1, timeout=99.0),
+                         planner=ScriptedPlanner(), coder=ScriptedCoder())
+    try:
+        st = again.settings
+        assert (st.compile_modes, st.timing_trials, st.seed) == ("", 7, 5)
+        assert st.timeout == 99.0            # how long a job may take is this machine's
+    finally:
+        again.close()
