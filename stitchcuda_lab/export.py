@@ -70,27 +70,36 @@ def export_session(session: Session, directory: str | os.PathLike, *,
         raise UsageError(f"session {session.id} has no candidate that passed verification",
                          hint="nothing to export yet; `--trajectories` still exports the "
                               "recorded LLM exchanges")
-    out.mkdir(parents=True, exist_ok=True)
-    if best is not None:
-        write_candidate(best[0], best[1], out, problem_source=session.problem.source,
-                        problem_name=session.problem.name, session_id=session.id)
-    else:
-        (out / "README.md").write_text(
-            f"# {session.problem.name}: no passing candidate\n\nSession `{session.id}` has no "
-            "candidate that passed verification; only its trajectories were exported.\n")
-    if trajectories:
-        write_trajectories(session, out / "trajectories.jsonl")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if best is not None:
+            write_candidate(best[0], best[1], out, problem_source=session.problem.source,
+                            problem_name=session.problem.name, session_id=session.id,
+                            slower=session.kept_reason() if session.keeps_reference() else None)
+        else:
+            (out / "README.md").write_text(
+                f"# {session.problem.name}: no passing candidate\n\nSession `{session.id}` has "
+                "no candidate that passed verification; only its trajectories were exported.\n")
+        if trajectories:
+            write_trajectories(session, out / "trajectories.jsonl")
+    except OSError as e:
+        raise UsageError(f"cannot export to {out}: {e.strerror or e}",
+                         hint="give a folder you can write to (it is made if it does not "
+                              "exist); nothing of the session was changed") from None
     return out
 
 
 def write_candidate(cand: Candidate, verdict: Verdict | None, out: Path, *,
                     problem_source: str | None = None, problem_name: str = "problem",
-                    session_id: str = "") -> None:
-    """model_new.py, kernels/, verdict.json and README.md for one candidate."""
+                    session_id: str = "", slower: str | None = None) -> None:
+    """model_new.py, kernels/, verdict.json and README.md for one candidate; ``slower``: why
+    the session keeps the reference (this candidate is not faster than eager), said in both."""
     summary = verdict.summary() if verdict else "not verified"
     header = (f"# ModelNew for {problem_name}, exported by stitchcuda-lab"
               f"{f' from session {session_id}' if session_id else ''}.\n"
-              f"# Verdict: {summary}\n")
+              f"# Verdict: {summary}\n"
+              + (f"# Not faster than eager PyTorch ({slower}): the problem's own Model is the "
+                 "faster program.\n" if slower else ""))
     (out / "model_new.py").write_text(header + cand.module_source().rstrip("\n") + "\n")
     kdir = out / "kernels"
     if cand.kernels:
@@ -101,11 +110,17 @@ def write_candidate(cand: Candidate, verdict: Verdict | None, out: Path, *,
         (out / "problem.py").write_text(problem_source)
     if verdict is not None:
         (out / "verdict.json").write_text(verdict.to_json(indent=2) + "\n")
-    (out / "README.md").write_text(_readme(cand, verdict, problem_name, session_id))
+    (out / "README.md").write_text(_readme(cand, verdict, problem_name, session_id, slower))
 
 
-def _readme(cand: Candidate, verdict: Verdict | None, problem_name: str, session_id: str) -> str:
-    lines = [f"# {problem_name}: optimised ModelNew", ""]
+def _readme(cand: Candidate, verdict: Verdict | None, problem_name: str, session_id: str,
+            slower: str | None = None) -> str:
+    lines = [f"# {problem_name}: " + ("best passing ModelNew, not faster than eager" if slower
+                                      else "optimised ModelNew"), ""]
+    if slower:
+        lines += [f"**The reference is kept**: {slower}. This candidate passed verification "
+                  "but the problem's own `Model` is the faster program; it is exported to be "
+                  "read, edited or tried elsewhere.", ""]
     lines.append(f"Candidate `{cand.id}` (iteration {cand.iteration}, written by {cand.origin})"
                  + (f", from session `{session_id}`." if session_id else "."))
     lines += ["", "## Verdict", ""]

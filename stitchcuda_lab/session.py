@@ -525,6 +525,11 @@ class Session(Shown):
             raise InvalidEvent(f"candidate {cand.id} defines no ModelNew")
         init = ns_problem.get("get_init_inputs", list)()
         torch.manual_seed(self.settings.seed)
+        if self.keeps_reference():
+            # what was asked for, but not what to use: say so where the caller sees it
+            _warn(f"session {self.id}: {cand.id} is the best passing candidate but not faster "
+                  f"than eager PyTorch ({self.kept_reason()}); the problem's own Model is the "
+                  "faster program")
         return ns["ModelNew"](*init).to(device or self.device)
 
     def baseline(self) -> dict[str, float]:

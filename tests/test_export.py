@@ -57,6 +57,27 @@ def test_export_writes_kernel_sources_readme_and_verdict(settings, graph, tmp_pa
     assert (out / "model_new.py").read_text().startswith("# ModelNew for cell")
 
 
+def test_a_candidate_slower_than_eager_is_exported_saying_the_reference_is_kept(
+        settings, graph, tmp_path):
+    s = session(settings, graph, {0: [0.7], 1: [0.6]})
+    assert s.keeps_reference()
+    out = s.export(tmp_path / "out")
+    readme = (out / "README.md").read_text()
+    assert "not faster than eager" in readme and "The reference is kept" in readme
+    assert "Not faster than eager PyTorch" in (out / "model_new.py").read_text()
+    with pytest.warns(RuntimeWarning, match="not faster than eager"):
+        s.model()
+
+
+def test_an_export_folder_that_cannot_be_written_is_a_usage_error(settings, graph, tmp_path):
+    s = session(settings, graph, {0: [1.4], 1: [1.9]})
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError, match="cannot export to") as e:
+        s.export(tmp_path / "file" / "out")        # a folder under a file
+    assert "folder you can write to" in e.value.hint
+    assert s.best() is not None and s.state.phase == "done"
+
+
 def test_cuda_kernels_get_a_cu_extension(tmp_path):
     cand = Candidate(program="class ModelNew: pass\n",
                      kernels=[KernelSource(name="fused_0", lang="cuda",

@@ -29,7 +29,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 from traitlets import Bool, Float, Int, Unicode
 
-from ..errors import StitchError
+from ..errors import ProblemError, StitchError
 from ..errors import UsageError as StitchUsageError
 from ..settings import AGENTS, Settings
 from ..quiet import quiet_profiler
@@ -125,6 +125,8 @@ class StitchMagics(_SettingTraits):
             problem = problem_from_source(source, name=name, origin="<cell>")
             # validated here, in the kernel: a cell's objects live in this process
             session = Session.create(problem, settings)
+        except ProblemError as e:
+            raise UsageError(_cell_lines(e)) from None
         except StitchUsageError as e:
             raise UsageError(str(e)) from None
         self._register(session)
@@ -325,6 +327,16 @@ class StitchMagics(_SettingTraits):
         if panel is not None:
             panel.session = session
             panel.refresh()
+
+
+def _cell_lines(e: ProblemError) -> str:
+    """``e``'s message with its line counted as the cell counts it: the ``%%stitch`` line is
+    the cell's first, and not part of the problem's source."""
+    text = str(e)
+    if e.line and e.source_name == "<cell>":
+        text = text.replace(f"<cell>:{e.line}: ", f"<cell>:{e.line + 1}: ", 1).replace(
+            f"line {e.line} reads:", f"line {e.line + 1} reads:", 1)
+    return text
 
 
 class SessionList:

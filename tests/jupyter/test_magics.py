@@ -112,9 +112,10 @@ def test_user_mistakes_raise_usage_error_with_a_clear_message(shell, line, cell,
         shell.run_cell_magic("stitch", line, cell)
 
 
-def test_problem_errors_name_their_line(shell):
+def test_problem_errors_name_their_line_as_the_cell_counts_it(shell):
+    # the body's 7th line is the cell's 8th: the %%stitch line is the cell's first
     bad = SOURCE.replace("return torch.relu(x + 1.0)", "return torch.relu(x +)")
-    with pytest.raises(UsageError, match=r"line 7|:7: syntax error"):
+    with pytest.raises(UsageError, match=r"<cell>:8: syntax error"):
         shell.run_cell_magic("stitch", "", bad)
 
 
@@ -193,7 +194,9 @@ def real_session(shell, monkeypatch):
 def test_a_forward_that_raises_is_a_usage_error_naming_its_line(real_session):
     shell = real_session
     bad = SOURCE.replace("return torch.relu(x + 1.0)", "return torch.relu(x @ torch.ones(3, 3))")
-    with pytest.raises(UsageError, match=r":7: .*Model.forward raised RuntimeError"):
+    # the cell's 8th line (the %%stitch line is its first), quoted under that number too
+    with pytest.raises(UsageError, match=r"<cell>:8: .*Model.forward raised RuntimeError"
+                                         r"(.|\n)*line 8 reads: return torch.relu\(x @"):
         shell.run_cell_magic("stitch", "", bad)
 
 
