@@ -11,6 +11,7 @@ session store keeps them as artifacts) and render themselves in terminals and no
 from __future__ import annotations
 
 import html
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,28 @@ class Task(Record):
                             hint=f"use one of: {', '.join(TASK_STATUSES)}")
 
 
+def _int_in(lo: int, hi: int, step: int = 1):
+    return lambda v: (isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+                      and v % step == 0)
+
+
+# The launch knobs a task's params may set for the offline coder (agents/offline/launch.py
+# reads them): (test, what it must be, an example). A value outside them built a kernel that wrote nothing, and the
+# verdict blamed the kernel, not the edit.
+PARAM_RULES: dict[str, tuple[Any, str, Any]] = {
+    "block": (_int_in(32, 1024, 32), "a multiple of 32 from 32 to 1024 (threads per block)",
+              256),
+    "vec": (lambda v: v in (1, 4) and not isinstance(v, bool), "1 or 4 (float4 loads)", 4),
+    "ipt": (_int_in(1, 16), "a whole number from 1 to 16 (items per thread)", 2),
+    "unroll": (_int_in(1, 8), "a whole number from 1 to 8 (loads in flight)", 2),
+    "waves": (_int_in(1, 1 << 16), "a whole number from 1 (grid cap in blocks per SM)", 512),
+    "rows": (lambda v: v in ("block", "warp", "thread"), "block, warp or thread", "warp"),
+    "cache": (lambda v: isinstance(v, bool), "true or false (row cache)", True),
+    "chunk": (_int_in(64, 1 << 30), "a whole number of at least 64 (elements per C task)",
+              16384),
+}
+
+
 @dataclass
 class Plan(Shown, Record):
     """The Planner's proposal: an ordered todo list plus notes for the person."""
@@ -65,6 +88,19 @@ class Plan(Shown, Record):
     notes: list[str] = field(default_factory=list)
     agent: str = "offline"
     approved: bool = False
+
+    def __post_init__(self) -> None:
+        if self.agent != "offline":   # an LLM coder reads params in its own way
+            return
+        for t in self.tasks:
+            for key, value in t.params.items():
+                rule = PARAM_RULES.get(key)
+                if rule is not None and not rule[0](value):
+                    from .errors import PlanError
+                    raise PlanError(
+                        f"task {t.id}: params {key!r} = {value!r} is not {rule[1]}",
+                        hint=f"e.g. {{{json.dumps(key)}: {json.dumps(rule[2])}}}; leave a knob "
+                             "out to take the coder's default")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Plan:

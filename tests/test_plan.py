@@ -70,3 +70,22 @@ def test_blockers_name_the_computing_ops_a_plan_keeps_with_their_reason():
         Task(id="t4", kind="keep", ops=["flip"], targets=["aten.view.default"],
              reason="view: moves no data")])
     assert plan.blockers() == ["cumsum: no kernel template"]
+
+
+def test_an_offline_plan_refuses_a_launch_knob_out_of_its_range():
+    """A person's `"chunk": -5` built a kernel that wrote nothing, and the verdict blamed the
+    kernel; the plan now names the knob. An LLM coder's params are its own (vec 8 there)."""
+    from stitchcuda_lab.errors import PlanError
+    from stitchcuda_lab.plan import Plan, Task
+
+    def plan(agent: str, **params) -> Plan:
+        return Plan(agent=agent, tasks=[Task(id="t1", kind="pointwise_fusion", ops=["add"],
+                                             params=params)])
+    for bad in ({"chunk": -5}, {"block": 100}, {"vec": 8}, {"rows": "grid"}, {"ipt": 2.5},
+                {"cache": "yes"}, {"block": True}):
+        with pytest.raises(PlanError, match=f"params '{next(iter(bad))}'") as e:
+            plan("offline", **bad)
+        assert "leave a knob out" in e.value.hint
+    assert plan("offline", chunk=4096, block=128, vec=4, ipt=2, rows="warp", cache=False,
+                waves=32, unroll=2).tasks[0].params["chunk"] == 4096
+    assert plan("claude", vec=8, chunk=-5).tasks[0].params["vec"] == 8
