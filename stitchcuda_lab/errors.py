@@ -91,6 +91,10 @@ class ServiceError(StitchError):
     """An external service (the LLM API) failed: rate limit, overload, timeout, network."""
 
 
+class ReplayExhausted(ServiceError):
+    """A replayed session reached the end of its recording: going on needs a live agent."""
+
+
 class StoreError(StitchError):
     """A session folder or a cache entry is unreadable or cannot be written."""
 

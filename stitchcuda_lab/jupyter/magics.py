@@ -303,7 +303,13 @@ class StitchMagics(_SettingTraits):
             return parse_argstring(fn, line)
         except UsageError as e:
             name = getattr(fn, "__name__", "stitch")
-            raise UsageError(f"%{name}: {e}") from None
+            sign = "%%" if name == "stitch" else "%"   # the cell magic
+            parser = getattr(fn, "parser", None)
+            opts = sorted({o for a in getattr(parser, "_actions", []) for o in a.option_strings
+                           if o.startswith("--") and o != "--help"})
+            raise UsageError(f"{sign}{name}: {e}" + (f" (options: {', '.join(opts)}; "
+                                                      f"{sign}{name}? describes them)"
+                                                      if opts else "")) from None
 
     def _get(self, session_id: str | None) -> Any:
         sid = session_id or self.last

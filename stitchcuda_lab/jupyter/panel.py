@@ -29,7 +29,7 @@ from typing import Any
 
 import ipywidgets as W
 
-from ..errors import StitchError
+from ..errors import ReplayExhausted, StitchError
 from ..candidate import Candidate
 from ..plan import Plan, Task
 from ..verdict import Verdict
@@ -964,6 +964,11 @@ def next_step_html(panel: SessionPanel) -> str:
     if ph == "failed":
         return ("The session failed (see the error). Its events are kept: "
                 f"<code>%stitch_open {html.escape(str(s.id))}</code> reopens it.")
+    if ph not in ("done", "stopped") and isinstance(panel.last_exception, ReplayExhausted):
+        return ("The recording ends here: every recorded exchange has been replayed, so "
+                "<b>Run next iteration</b> cannot go further. Next: <b>Stop and export</b> keeps "
+                "the best; a live agent (<code>--agent claude</code> with an API key) goes on "
+                "in a new session.")
     if ph in ("done", "stopped"):
         use = (f"<code>{html.escape(sv)}.model()</code> or <b>Load finished model</b>" if sv
                else "<b>Load finished model</b>")

@@ -255,3 +255,11 @@ def test_stitch_close_lets_the_session_go_and_its_panel_stops_posting(shell, cap
     assert s.state.phase == "planned" and "closed in this kernel" in p.note
     with pytest.raises(UsageError, match="no open stitch session"):
         shell.run_line_magic("stitch_close", s.id)
+
+
+def test_an_unknown_option_names_the_cell_magic_and_the_options_it_has(shell):
+    with pytest.raises(UsageError, match=r"^%%stitch: unrecognized arguments: --itres 2 "
+                                         r"\(options: --agent, .*--iters.*\)"):
+        shell.run_cell_magic("stitch", "--itres 2", SOURCE)
+    with pytest.raises(UsageError, match=r"^%stitch_open: unrecognized arguments"):
+        shell.run_line_magic("stitch_open", "--frob")

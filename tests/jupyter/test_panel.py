@@ -292,6 +292,20 @@ def test_the_next_line_says_when_the_sessions_iterations_are_done(panel):
     assert "Stop and export</b> keeps the best" in nxt and "Run next iteration" in nxt
 
 
+def test_past_the_end_of_a_recording_the_next_line_does_not_offer_the_dead_end(panel):
+    from stitchcuda_lab.errors import ReplayExhausted
+    _approve_plan(panel)
+    panel.kernel_approve.click()
+
+    def beyond() -> None:
+        raise ReplayExhausted("the recording has no more coder exchanges to replay")
+    panel._run("Running the next iteration", beyond)
+    assert "no more coder exchanges" in panel.error
+    nxt = panel.next_step.value
+    assert "The recording ends here" in nxt and "cannot go further" in nxt
+    assert "carries on from there" not in nxt
+
+
 def test_after_stop_and_export_the_next_line_says_where_not_the_same_action(panel, tmp_path):
     _approve_plan(panel)
     panel.kernel_approve.click()

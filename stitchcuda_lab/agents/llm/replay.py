@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ...errors import ReplyError, ServiceError, StoreError
+from ...errors import ReplayExhausted, ReplyError, ServiceError, StoreError
 from .structured import Progress, Recorder, Reply, Repair, Request, StructuredClient, Transient, Turn
 
 EXCHANGE_KIND = "llm_exchange"
@@ -62,7 +62,7 @@ class ReplayClient(StructuredClient):
     def ask(self, request: Request) -> Reply:
         calls = self._calls.get(request.role)
         if not calls:
-            raise ServiceError(f"the recording has no more {request.role} exchanges to replay "
+            raise ReplayExhausted(f"the recording has no more {request.role} exchanges to replay "
                                f"(task {request.task})",
                                hint="replay stops where the recorded session stopped; run it "
                                     "with a live agent to go further")

@@ -62,7 +62,13 @@ class OfflineCoder:
              feedback: Verdict | None = None) -> list[Candidate]:
         self.why_empty = ""      # why a refine round has no candidate (the session says it)
         if iteration == 0 or previous is None:
-            return [self.candidate(problem, graph, plan, {}, iteration=iteration)]
+            # knobs set in the plan (a person's edit) are what this candidate tries, so its
+            # label says so rather than "planner defaults"
+            set_ = [f"{t.id} " + ", ".join(f"{k}={v}" for k, v in sorted(t.params.items()))
+                    for t in plan.tasks if t.params and t.status not in ("skipped", "failed")]
+            return [self.candidate(problem, graph, plan, {}, iteration=iteration,
+                                   **({"variant": "the plan's params: " + "; ".join(set_)}
+                                      if set_ else {}))]
         if hand_edited(previous):   # keep the person's code; vary only what merges around it
             found, note = refine_hand_edit(self, problem, graph, plan, previous, iteration,
                                            feedback)

@@ -49,6 +49,18 @@ def test_candidate_claims_kernels_and_keeps_the_gemm(settings):
     assert cand.params["tasks"] and cand.params["variant"] == "planner defaults"
 
 
+def test_a_first_candidate_of_a_plan_with_params_is_labelled_with_them(settings):
+    import dataclasses
+
+    from stitchcuda_lab.agents.offline import OfflineCoder
+    graph, plan, _ = generate(GEMM, settings)
+    t = next(t for t in plan.tasks if t.kind != "keep")
+    edited = dataclasses.replace(plan, tasks=[dataclasses.replace(t, params={"chunk": 4096})
+                                              if x is t else x for x in plan.tasks])
+    cand = OfflineCoder().code(GEMM, graph, edited, settings, iteration=0)[0]
+    assert cand.params["variant"] == f"the plan's params: {t.id} chunk=4096"
+
+
 def test_model_new_has_the_reference_parameters_under_the_same_names(settings):
     _, _, cand = generate(GEMM, settings)
     want, got, ref, new = run_both(GEMM, cand)
