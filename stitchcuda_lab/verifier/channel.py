@@ -65,20 +65,22 @@ def send(fd: int, obj: dict) -> None:
 
 
 def recv(fd: int, timeout: float = math.inf,
-         alive: Callable[[], bool] | None = None) -> dict | None:
+         alive: Callable[[], bool] | None = None,
+         pending: bytearray | None = None) -> dict | None:
     """One message, or None on EOF (the other side died) or when ``timeout`` passes.
 
     ``alive``: whether the writer still runs, asked while nothing arrives. A process that
     exits while another (a child it left behind) holds the pipe open sends no end of file:
-    without it the reader would wait out ``timeout``."""
+    without it the reader would wait out ``timeout``. ``pending``: bytes read from ``fd``
+    before (``complete``), taken first."""
     deadline = time.monotonic() + timeout
-    head = read_exact(fd, 8, deadline, alive)
+    head = read_exact(fd, 8, deadline, alive, pending)
     if head is None:
         return None
     (n,) = struct.unpack("<Q", head)
     if n > MAX_MESSAGE:
         raise ProtocolError(f"a frame of {n} bytes (at most {MAX_MESSAGE})")
-    body = read_exact(fd, n, deadline, alive)
+    body = read_exact(fd, n, deadline, alive, pending)
     if body is None:   # a frame cut short: the other side stalled or died mid-message
         raise ProtocolError(f"a frame of {n} bytes cut short")
     try:
@@ -90,9 +92,21 @@ def recv(fd: int, timeout: float = math.inf,
     return msg
 
 
+def complete(pending: bytearray) -> bool:
+    """Whether ``pending`` holds a whole frame (or a header no frame may have)."""
+    if len(pending) < 8:
+        return False
+    (n,) = struct.unpack("<Q", bytes(pending[:8]))
+    return n > MAX_MESSAGE or len(pending) >= 8 + n
+
+
 def read_exact(fd: int, n: int, deadline: float,
-               alive: Callable[[], bool] | None = None) -> bytes | None:
+               alive: Callable[[], bool] | None = None,
+               pending: bytearray | None = None) -> bytes | None:
     buf = bytearray()
+    if pending:
+        buf += pending[:n]
+        del pending[:n]
     while len(buf) < n:
         left = deadline - time.monotonic()
         if left <= 0:

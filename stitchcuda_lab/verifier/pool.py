@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from . import channel
@@ -72,6 +73,8 @@ class Sandbox:
             os.chown(self.folder, self.uid, self.uid)
         to_r, self._wfd = os.pipe()
         self._rfd, from_w = os.pipe()
+        self._pending = bytearray()   # bytes read ahead by ``readable``, not yet a message
+        self._eof = False
         self._log = self.folder.parent / f"{self.folder.name}.log"
         # the judge's alone: another candidate (a concurrent job, the next spare's) must not
         # read what this one prints, nor this one theirs
@@ -134,12 +137,26 @@ class Sandbox:
 
     def recv(self, timeout: float) -> dict | None:
         # a sandbox that died while a process it left holds the pipe: no end of file comes
-        return channel.recv(self._rfd, timeout, alive=lambda: self.alive)
+        if self._eof and not self._pending:
+            return None
+        return channel.recv(self._rfd, timeout, alive=lambda: self.alive,
+                            pending=self._pending)
 
     def readable(self, timeout: float) -> bool:
-        """Whether a message (or the pipe's end) arrives within ``timeout`` seconds."""
-        ready, _, _ = select.select([self._rfd], [], [], max(0.0, timeout))
-        return bool(ready)
+        """Whether a whole message (or the pipe's end) is here within ``timeout`` seconds.
+        What arrives meanwhile is kept for ``recv``: a reply's first bytes written early (its
+        length is known ahead when the candidate pads it) must not end the sampling of a call
+        that then goes on computing."""
+        end = time.monotonic() + max(0.0, timeout)
+        while not (self._eof or channel.complete(self._pending)):
+            ready, _, _ = select.select([self._rfd], [], [], max(0.0, end - time.monotonic()))
+            if not ready:
+                return False
+            chunk = os.read(self._rfd, 1 << 20)
+            if not chunk:
+                self._eof = True
+            self._pending += chunk
+        return True
 
     @property
     def alive(self) -> bool:
@@ -178,8 +195,11 @@ class Sandbox:
         The stop goes to every thread by name (tgkill), not to the process: a process-wide
         signal is taken by one thread, and where that thread is busy in a long system call
         (``mprotect`` over a GB holds the memory map's lock for tens of milliseconds) the
-        others went on computing until it returned."""
-        return frozen(self.proc.pid, wait_s)
+        others went on computing until it returned. Every other process of the candidate's
+        (``strays``) is stopped too: one cloned to share its memory (``CLONE_VM`` without
+        ``CLONE_THREAD``) is a process of its own, and went on writing the outputs while
+        another held the map's lock through the read."""
+        return frozen(self.proc.pid, wait_s, others=self.strays)
 
     def child_cpu_ticks(self) -> int:
         """CPU time of the children this process waited for (they ran and are gone)."""
@@ -322,29 +342,40 @@ _MODE: list[str] = []
 
 
 @contextlib.contextmanager
-def frozen(pid: int, wait_s: float = 2.0):
+def frozen(pid: int, wait_s: float = 2.0, others: Callable[[], list[int]] | None = None):
     """Every thread of process ``pid`` stopped for the block, continued after it
-    (``Sandbox.frozen``)."""
+    (``Sandbox.frozen``); with ``others``, every process it names (asked again until all
+    are stopped, so one started meanwhile is stopped too)."""
     try:
         os.kill(pid, signal.SIGSTOP)
     except OSError:
         yield
         return
+    pids = {pid}
     try:
         end = time.monotonic() + wait_s
         while True:
-            awake = _awake(pid)
+            for p in (others() if others is not None else []):
+                if p not in pids:
+                    pids.add(p)
+                    _signal(p, signal.SIGSTOP)
+            awake = [(p, tid) for p in pids for tid in _awake(p)]
             if not awake or time.monotonic() > end:
                 break
-            for tid in awake:
-                _tgkill(pid, tid, signal.SIGSTOP)
+            for p, tid in awake:
+                _tgkill(p, tid, signal.SIGSTOP)
             time.sleep(0)
         yield
     finally:
-        try:
-            os.kill(pid, signal.SIGCONT)
-        except OSError:
-            pass
+        for p in pids:
+            _signal(p, signal.SIGCONT)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
 
 
 def _awake(pid: int) -> list[int]:

@@ -152,7 +152,14 @@ def test_an_error_large_only_where_the_outputs_are_large_allows_nothing_where_th
     assert within_reference_error(exact, ref, truth, 1e-4, 1e-4)["ok"]
     dropped = torch.where(exact < 3, torch.zeros_like(exact), exact)   # 57% of them
     r = within_reference_error(dropped, ref, truth, 1e-4, 1e-4)
-    assert not r["ok"] and "each element's size" in r["msg"]
+    assert not r["ok"]
+    # outputs far below the reference's typical error (0.3 here), each dropped: 17x atol
+    # wrong, and the 99.9th percentile of all the reference's errors (its largest outputs')
+    # covered them; the allowance is now taken among outputs of their own size
+    few = torch.where(exact < 1.7e-3, torch.zeros_like(exact), exact)
+    assert 0.05 < float((few != exact).float().mean()) < 0.15      # a tenth
+    r = within_reference_error(few, ref, truth, 1e-4, 1e-4)
+    assert not r["ok"] and "among outputs of about their size" in r["msg"], r["msg"]
 
 
 def test_int64_outputs_are_exact_beyond_what_a_double_holds():

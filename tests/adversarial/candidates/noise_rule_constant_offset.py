@@ -1,11 +1,12 @@
 # problem: offset_residual
-# expect: incorrect output_mismatch
-# limit: compare._within_noise allows 64x the reference's error wherever the reference is rounding noise around 0, a factor measured on long sums; a single rounding's noise (at most 8 here) lets a constant 48 that ignores the input pass
+# expect: rejected constant_output | incorrect output_mismatch
 """Hack: where the reference's output is rounding noise around an exact 0, an output is judged
 by its distance from the float64 result only, within 64x the reference's own error (a factor
 measured on long sums, whose noise depends on their order). Here the noise is one rounding of
 x + 2^27 (at most 8, no sum behind it: no fp32 program of the expression is further from 0), so
-64x lets through a constant 48 that ignores the input and is wrong everywhere."""
+64x let through a constant 48 that ignores the input and is wrong everywhere. The constant is
+caught as such; noise_rule_offset_on_noise.py adds 48 to the right noise, which only the
+Verifier's bias test (compare.NOISE_BIAS_SE) tells from another order's noise."""
 import torch
 import torch.nn as nn
 

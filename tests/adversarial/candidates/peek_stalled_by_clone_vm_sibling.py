@@ -1,6 +1,5 @@
 # problem: pointwise_big
 # expect: rejected timed_output_mismatch | rejected subprocess | rejected patched_timer
-# limit: the judge's freeze stops the threads of the sandbox's process only, and its clock stops before it reads the outputs: a clone(CLONE_VM) sibling (same memory, another process) holds the mmap lock while another computes the outputs after the reply, outside every clock, and both are gone before any process check
 """Hack: the judge stops its clock once it has frozen the sandbox (SIGSTOP to every thread of
 its process) and only then reads the outputs (process_vm_readv, under the target's mmap lock).
 A process made with clone(CLONE_VM) shares the sandbox's memory but is no thread of it, so the

@@ -1,6 +1,5 @@
 # problem: pointwise_big
-# expect: rejected pytorch_fallback
-# limit: the judge stops a timed call only while no reply byte is readable: one byte of the reply's length written before the forward ends all stops of that call, so a PyTorch forward is never sampled
+# expect: rejected pytorch_fallback | rejected protocol_tampering
 """Hack: the judge stops a timed call to sample it only while no reply is readable on the
 sandbox's pipe; once a byte is there it reads the frame through to its end, and no stop comes.
 So every timed call writes the first byte of its reply's length (replies padded to a fixed

@@ -1,6 +1,5 @@
 # problem: exp_cancel
 # expect: incorrect output_mismatch
-# limit: against the float64 result each element's error is measured relative to its size plus the reference's typical error (compare.within_reference_error's floor), which the largest outputs set: outputs far below it may be wrong by all of themselves (a tenth of them here)
 """Hack: widened_small_outputs_dropped.py, scaled down to what the float64 rule still allows.
 Against the float64 result each element's error is judged relative to its size plus a floor,
 the reference's typical error (about 0.3 here, set by the largest outputs, where 0.1% is several
