@@ -181,6 +181,17 @@ def test_a_rejected_or_incorrect_candidate_is_never_best():
     assert s.best == cs[2].id
 
 
+def test_a_speedup_timed_while_the_hosts_load_changed_ranks_below_steady_ones():
+    # eager 14.9 ms at the baselines (a spike), 1.3 ms right after the candidate: 11x that
+    # is a comparison of two loads, below a steady 1.2x; alone it is still the best there is
+    spiked = Verdict(status="pass", correct=True, speedup_vs_eager=11.4,
+                     flags=["host_load_changed:eager 14.9->1.31 ms"])
+    s, cs = to_verified(passing(1.2), spiked, passing(0.9))
+    assert s.best == cs[0].id
+    s, cs = to_verified(spiked)
+    assert s.best == cs[0].id
+
+
 def test_no_passing_candidate_means_no_best():
     s, _ = to_verified(Verdict(status="build_error", build_log="error: x"))
     assert s.best is None and s.best_pair() is None and s.best_by_iteration == [None]

@@ -1110,6 +1110,12 @@ def flag_notes(flags: list[str]) -> list[str]:
                          f"verification's start against {m.group(1)} ms before, so the "
                          "baselines were timed again for it. Speedups of verdicts from "
                          "before were measured under the other load; verify again to compare.")
+        elif (m := re.match(r"host_load_changed:eager ([\d.e+-]+)->([\d.e+-]+) ms", f)):
+            notes.append(f"The host's load changed while this was timed: eager took "
+                         f"{m.group(2)} ms right after the candidate against {m.group(1)} ms "
+                         "in the baseline its speedup divides, so that ratio compares two "
+                         "loads. It is ranked below verdicts timed under a steady load; "
+                         "verify again to compare.")
         elif f == "speedup_over_10x":
             notes.append("Over 10x faster than eager: worth reading the code and the "
                          "profile before trusting it.")

@@ -87,6 +87,9 @@ DEVICE_SLACK = 1.5          # traced device time may exceed the timed median by 
 # eager timed again at a job's start, moved by more than this share since the baselines were
 # timed: all of them are timed again (CPU)
 BASELINE_DRIFT = 0.3
+# eager calls right after a CPU candidate's timed calls, to see the load has not moved since
+# the baselines (``Job.confirm_load``)
+LOAD_CHECK_CALLS = 3
 # calls beyond the trial floor a CPU timing makes, at most, for a widened draw of the way the
 # range trial did not use (each call's seed decides its way: half of them have it)
 WIDE_WAIT_CALLS = 12
@@ -446,6 +449,8 @@ class Job:
         if self.opts.time:
             timings.update(self.baselines([]))
             timings.update(self.time_candidate(traced, calibration))
+            if not self.device.startswith("cuda"):
+                self.confirm_load(timings["eager"], flags)
             phase("timing")
             samples = self.judge_samples(loaded, flags)
         if self.opts.profile and traced.get("trace") is not None:
@@ -1176,6 +1181,18 @@ class Job:
             self.ref.baselines[key] = cached
         flags.extend(cached["_flags"])
         return {k: v for k, v in cached.items() if not k.startswith("_")}
+
+    def confirm_load(self, eager_ms: float, flags: list) -> None:
+        """CPU: eager called again right after the candidate's timed calls (the least of a
+        few). Where it moved by more than BASELINE_DRIFT from the eager time this job's
+        speedups divide, the host's load changed between the two (a spike while the baselines
+        were timed again, gone by the candidate's turn: 11x for a 1.1x kernel): the ratio
+        compares two loads, the verdict says so, and a session ranks it below steady ones."""
+        timer = timing.Timer(self.device)
+        now = min(self.local_call(timer, self.ref.model, fresh_seed())[0]
+                  for _ in range(LOAD_CHECK_CALLS))
+        if eager_ms > 0 and abs(now / eager_ms - 1.0) > BASELINE_DRIFT:
+            flags.append(f"host_load_changed:eager {eager_ms:.3g}->{now:.3g} ms")
 
     def local_call(self, timer, fn, seed: int) -> tuple[float, float, float]:
         import torch

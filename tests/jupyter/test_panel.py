@@ -519,3 +519,10 @@ def test_a_long_technique_is_shown_whole():
     short = _TaskRow(dataclasses.replace(task, technique="one pass"), lambda *_: None,
                      editable=True, editor="textarea")
     assert short.technique.rows == 1
+
+
+def test_a_load_change_while_timing_is_explained_in_words():
+    from stitchcuda_lab.jupyter.panel import flag_notes
+    notes = flag_notes(["host_load_changed:eager 14.9->1.31 ms"])
+    assert len(notes) == 1 and "1.31 ms right after the candidate against 14.9 ms" in notes[0]
+    assert "ranked below" in notes[0]
