@@ -296,15 +296,7 @@ class SessionPanel:
         cs = bridge.candidates(s)
         vs = bridge.verdicts(s)
         best = _best(s)
-        options = []
-        for c in cs:
-            v = vs.get(c.id)
-            label = (f"{c.id} · iter {c.iteration} · {c.origin}"
-                     + (f" (edit of {c.parent})" if c.origin == "user" and c.parent else "")
-                     + f" · {v.status if v else _waiting(s, c)}"
-                     + (" · ★ best" if best and best[0].id == c.id else "")
-                     + (" · ✎ unsaved edits" if self._draft_edits(c) else ""))
-            options.append((label, c.id))
+        options = self._version_options(cs, vs, best)
         ids = [c.id for c in cs]
         if self._selected not in ids or self._follow_latest:
             # the newest candidate follows new results unless the person picked an older one
@@ -390,6 +382,31 @@ class SessionPanel:
             f"max-height:240px;overflow:auto'>{html.escape(log) or '(empty)'}</pre></details>"))
         self.kernel_box.children = items
 
+    def _version_options(self, cs: list, vs: dict, best: Any) -> list[tuple[str, str]]:
+        s = self.session
+        options = []
+        for c in cs:
+            v = vs.get(c.id)
+            label = (f"{c.id} · iter {c.iteration} · {c.origin}"
+                     + (f" (edit of {c.parent})" if c.origin == "user" and c.parent else "")
+                     + f" · {v.status if v else _waiting(s, c)}"
+                     + (" · ★ best" if best and best[0].id == c.id else "")
+                     + (" · ✎ unsaved edits" if self._draft_edits(c) else ""))
+            options.append((label, c.id))
+        return options
+
+    def _relabel_versions(self) -> None:
+        """The dropdown's labels again (its "unsaved edits" mark follows typing), the value
+        and the editors left as they are."""
+        options = self._version_options(bridge.candidates(self.session),
+                                        bridge.verdicts(self.session), _best(self.session))
+        if options != list(self.version.options):
+            self.version.unobserve(self._on_version, names="value")
+            value = self.version.value
+            self.version.options = options
+            self.version.value = value
+            self.version.observe(self._on_version, names="value")
+
     def _on_typed(self, candidate_id: str, name: str, text: str) -> None:
         c = next((x for x in bridge.candidates(self.session) if x.id == candidate_id), None)
         original = next((k.code for k in c.kernels if k.name == name), None) if c else None
@@ -401,6 +418,7 @@ class SessionPanel:
         if not d:
             self._drafts.pop(candidate_id, None)
         self._keep_drafts()
+        self._relabel_versions()
         self._update_buttons()
 
     def _keep_drafts(self) -> None:
@@ -1214,6 +1232,8 @@ _CODE_CSS = (f"<style>.stitch-code textarea{{font-family:{_MONO}!important;font-
 _PANEL_CSS = ("<style>.stitch-panel table{border-collapse:collapse;margin:4px 0}"
               ".stitch-panel td,.stitch-panel th{padding:1px 10px 1px 0;text-align:left;"
               "line-height:1.4}.stitch-panel th{border-bottom:1px solid #d0d7de}"
+              # numbers never break inside ("2.37e-" on one line, "04" on the next)
+              ".stitch-trials td:nth-child(-n+5){white-space:nowrap}"
               # a panel whose kernel restarted: ipywidgets marks every view of it
               # disconnected; its buttons would still look live and do nothing when clicked
               ".stitch-panel.jupyter-widgets-disconnected button{opacity:.4;"

@@ -122,6 +122,9 @@ def test_typed_text_survives_redraws_and_switching_versions(panel):
     panel.kernel_approve.click()
     first = panel.selected()
     panel.edit_kernel("fused_0", first.kernels[0].code + "\n// half-way through an idea")
+    # the dropdown marks the version as it is typed in, before any redraw
+    assert any("unsaved edits" in label for label, _ in panel.version.options)
+    assert panel.version.value == first.id
     panel.refresh()                                     # what every finished step does
     assert panel._editors["fused_0"].value.endswith("half-way through an idea")
     assert "✎" in panel.draft_note.value and "Approve edit" in panel.draft_note.value

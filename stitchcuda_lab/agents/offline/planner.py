@@ -374,7 +374,8 @@ def _pool_reason(kinds: list[str], members: list[str], graph: Graph) -> str:
                 "memory-bound, where the library runs it far below the bandwidth: one kernel "
                 "reads the input once and writes the output once"
                 + (f", the {more} op{'s' * (more > 1)} around it fused" if more else ""))
-    return (f"{len(members)} ops around a pooling window: one kernel computes each window's inputs "
+    n = len(members)
+    return (f"{n} op{'s' * (n != 1)} around a pooling window: one kernel computes each window's inputs "
             "as it reads them and writes only the pooled tensor")
 
 
