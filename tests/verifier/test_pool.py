@@ -135,7 +135,7 @@ def test_a_frozen_sandbox_runs_nothing_until_it_is_let_go(tmp_path):
     try:
         assert proc.stdout.readline() == "up\n"
         _wait_for(lambda: report.exists())
-        box = types.SimpleNamespace(proc=proc)
+        box = types.SimpleNamespace(proc=proc, _others=lambda: [])
         with Sandbox.frozen(box):
             states = {open(f"/proc/{proc.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0]
                       for t in os.listdir(f"/proc/{proc.pid}/task")}
@@ -147,4 +147,61 @@ def test_a_frozen_sandbox_runs_nothing_until_it_is_let_go(tmp_path):
         _wait_for(lambda: report.read_bytes() != before)
     finally:
         proc.kill()
+        proc.wait()
+
+
+# a process of the candidate's that is not one of its threads: a forked child that writes a
+# shared count (what a clone(CLONE_VM) sibling does to the outputs), in the sandbox's process
+# group, or out of it (its own session) where only the judge's list of its processes finds it
+SIBLING = """
+import mmap, os, sys, time
+count = mmap.mmap(-1, 8)
+child = os.fork()
+if child == 0:
+    if sys.argv[2] == "escape":
+        os.setsid()
+    n = 0
+    while True:
+        n += 1
+        count[:8] = n.to_bytes(8, "little")
+sys.stdout.write(f"{child}\\n"); sys.stdout.flush()
+while True:
+    time.sleep(0.01)
+    with open(sys.argv[1] + ".new", "wb") as f:
+        f.write(count[:8])
+    os.replace(sys.argv[1] + ".new", sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize("how", ["group", "escape"])
+def test_a_freeze_stops_the_candidates_other_processes_too(tmp_path, how):
+    """A sibling sharing the candidate's memory computed its outputs after the reply while the
+    judge read them; frozen, it moves no more than the sandbox's own threads."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    import types
+    report = tmp_path / "count"
+    proc = subprocess.Popen([sys.executable, "-c", SIBLING, str(report), how],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    child = int(proc.stdout.readline())
+    try:
+        _wait_for(lambda: report.exists())
+        # in the group, the group's stop alone must reach it; out of it, the list of the
+        # candidate's processes
+        box = types.SimpleNamespace(proc=proc, _others=lambda: [child] if how == "escape" else [])
+        with Sandbox.frozen(box):
+            time.sleep(0.05)
+            state = open(f"/proc/{child}/stat").read().rsplit(")", 1)[1].split()[0]
+            assert state in ("T", "t")
+        # the sandbox's reports resume and the child counts on
+        _wait_for(lambda: open(f"/proc/{child}/stat").read().rsplit(")", 1)[1].split()[0]
+                  in ("R", "S"))
+    finally:
+        for pid in (child, proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         proc.wait()
