@@ -601,6 +601,12 @@ class Job:
                     res = [dict(res[0], ok=False, reason="nondeterministic",
                                 msg="nondeterministic: a second call on the same inputs "
                                 "differs")]
+                elif second is None and t < 2 and all(r["ok"] for r in res):
+                    # asked for and unreadable (another number of outputs, a bad file): the
+                    # check above must not be skipped for want of something to compare
+                    res = [dict(res[0], ok=False, reason="nondeterministic",
+                                msg="nondeterministic: a second call on the same inputs "
+                                f"returned outputs unlike the first's ({res2[0]['msg']})")]
             ok = all(r["ok"] for r in res)
             if how is not None and not ok and got is not None:
                 res = [dict(r, reason="input_range", msg=f"on a draw of get_inputs() "
