@@ -867,7 +867,10 @@ class _TaskRow:
             params = {}
         status = self.task.status
         if self.task.kind != "keep":
-            status = "approved" if self.approve.value else "skipped"
+            # unticked is skipped; ticked keeps its status (approving the plan approves it),
+            # so a plan the person left alone posts no edit
+            status = ("skipped" if not self.approve.value else
+                      "proposed" if status == "skipped" else status)
         return dataclasses.replace(self.task, technique=self.technique.value.strip(),
                                    params=params, status=status)
 

@@ -45,11 +45,18 @@ def test_approve_plan_posts_the_persons_edits_and_advances(panel):
     edited = next(e for e in s.posted if isinstance(e, loop.PlanEdited)).plan
     assert [t.id for t in edited.tasks] == ["t2", "t1"]
     t1 = edited.task("t1")
-    assert (t1.technique, t1.params, t1.status) == ("vectorised float4 pass", {"block": 128},
-                                                    "approved")
-    assert s.state.plan.approved
+    assert (t1.technique, t1.params) == ("vectorised float4 pass", {"block": 128})
+    assert s.state.plan.approved and s.state.plan.task("t1").status == "approved"
     assert s.state.phase == "coded"           # the Coder ran; a person approves candidates
     assert panel.plan_approve.disabled
+
+
+def test_a_plan_left_as_it_was_is_approved_without_an_edit(panel):
+    _approve_plan(panel)
+    s = panel.session
+    assert not any(isinstance(e, loop.PlanEdited) for e in s.posted)
+    assert s.state.plan.approved and all(t.status == "approved" for t in s.state.plan.tasks
+                                         if t.kind != "keep")
 
 
 def test_unchecked_task_is_skipped(panel):
