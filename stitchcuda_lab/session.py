@@ -72,11 +72,11 @@ if TYPE_CHECKING:
 ProgressFn = Callable[[str, "float | None"], None]
 NOISE = 0.02          # a refine iteration must beat the best so far by 2% to keep going
 MAX_BLOCKERS = 3     # ops named in a kept-reference reason (the rest are in the plan)
-# how candidates are judged and how many are written: a reopened session keeps the values it
-# was created with (verdicts before and after a restart compare like with like), whatever
-# the reopening kernel's settings say
+# how candidates are judged: a reopened session keeps the values it was created with
+# (verdicts before and after a restart compare like with like), whatever the reopening
+# kernel's settings say; what it may spend and how long a job may take are the reopener's
 RECORDED_SETTINGS = ("trials", "timing_trials", "warmup", "atol", "rtol", "seed",
-                     "compile_modes", "profile", "tensor_cores", "candidates")
+                     "compile_modes", "profile", "tensor_cores")
 # the Session object that drives each session folder in this process: a second open of the
 # folder supersedes the first (two objects posting to one log would interleave their events)
 _DRIVERS: dict[Path, weakref.ref] = {}
