@@ -44,6 +44,10 @@ class Session(Protocol):
 
     def best(self) -> tuple[Candidate, Verdict] | None: ...
 
+    def keeps_reference(self) -> bool: ...
+
+    def kept_reason(self) -> str | None: ...
+
 _EXT = {"cuda": "cu", "c": "c", "cpp": "cpp"}
 
 

@@ -375,19 +375,7 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
         if plain["ok"]:
             return plain
     if not (math.isfinite(m) and math.isfinite(ref_rel)) or ref_rel > MAX_REFERENCE_ERROR:
-        res = compare(out, ref, atol, rtol)
-        if res["msg"] and math.isfinite(ref_rel):
-            # why the reference's own error earned nothing: a person reading "9967 of 10000
-            # out of tolerance" should learn that no other arithmetic could have agreed
-            res["msg"] += (f"; the reference itself is {ref_rel:.2e} (relative norm) from its "
-                           "float64 computation" + (
-                               f", beyond {MAX_REFERENCE_ERROR:g}: there only the same "
-                               "arithmetic in the same order agrees with it (a deep network "
-                               "on TF32 convolutions, a random draw in the forward)"
-                               if ref_rel > MAX_REFERENCE_ERROR else
-                               ", with a few errors far above its typical one (a tie or a "
-                               "threshold decided otherwise), so its error allows nothing"))
-        return res
+        return _unwidened(out, ref, atol, rtol, ref_rel)
     rms, given = _rms(b), atol
     atol = atol * min(1.0, rms) if rms > 0 else atol
     slack = 0.0 if tail else PEAK_FACTOR * float(
@@ -466,6 +454,24 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
                f"are large allows nothing where they are small; {note}")
     return {"ok": not reason, "reason": reason, "abs": max_abs, "rel": norm_rel,
             "norm_rel": norm_rel, "mismatches": n_bad, "msg": msg, "widened": note}
+
+
+def _unwidened(out: Any, ref: Any, atol: float, rtol: float, ref_rel: float) -> dict:
+    """``compare`` against the reference, where its own error earns nothing (too far from its
+    float64 computation, or not finite), saying why."""
+    res = compare(out, ref, atol, rtol)
+    if res["msg"] and math.isfinite(ref_rel):
+        # why the reference's own error earned nothing: a person reading "9967 of 10000
+        # out of tolerance" should learn that no other arithmetic could have agreed
+        res["msg"] += (f"; the reference itself is {ref_rel:.2e} (relative norm) from its "
+                       "float64 computation" + (
+                           f", beyond {MAX_REFERENCE_ERROR:g}: there only the same "
+                           "arithmetic in the same order agrees with it (a deep network "
+                           "on TF32 convolutions, a random draw in the forward)"
+                           if ref_rel > MAX_REFERENCE_ERROR else
+                           ", with a few errors far above its typical one (a tie or a "
+                           "threshold decided otherwise), so its error allows nothing"))
+    return res
 
 
 def _within_noise(a: Any, b: Any, r: Any, sample: list, rtol: float) -> dict:
