@@ -1067,6 +1067,9 @@ def versions_html(session: Any) -> str:
                   and v.speedup_vs_eager is not None else "-")
             what = ("your edit" if c.origin == "user"
                     else str(c.params.get("variant", "")) if isinstance(c.params, dict) else "")
+            if not what and c.notes:   # an LLM coder's candidate: the first line of its notes
+                first = c.notes.strip().splitlines()[0]
+                what = first if len(first) <= WHAT_SHOWN else first[:WHAT_SHOWN - 1] + "…"
             glyph = ("└ " if n == len(kids) - 1 else "├ ") if depth else ""
             indent = "&nbsp;&nbsp;&nbsp;" * depth + glyph
             rows.append(f"<tr><td>{star}</td><td style='white-space:nowrap'>{indent}"
@@ -1144,6 +1147,7 @@ def flag_notes(flags: list[str]) -> list[str]:
 
 
 NOTE_SHOWN = 120   # characters of a trial's note shown before "more"
+WHAT_SHOWN = 80    # characters of a candidate's notes shown as what it tried, in the history
 
 
 def trial_notes(trials: list) -> list[str]:

@@ -536,3 +536,21 @@ def test_a_load_change_while_timing_is_explained_in_words():
     notes = flag_notes(["host_load_changed:eager 14.9->1.31 ms"])
     assert len(notes) == 1 and "1.31 ms right after the candidate against 14.9 ms" in notes[0]
     assert "ranked below" in notes[0]
+
+
+def test_the_history_says_what_an_llm_candidate_tried_from_its_notes():
+    import types
+
+    from stitchcuda_lab.candidate import Candidate, KernelSource
+    from stitchcuda_lab.jupyter.panel import versions_html
+    from stitchcuda_lab.verdict import Verdict
+    notes = ("Fused the bias, GELU and scale into the GEMM epilogue with float4 stores. "
+             "Kept the reduction in a second kernel.\nDetails follow.")
+    c = Candidate(program="class ModelNew: ...", iteration=0, origin="claude", notes=notes,
+                  kernels=[KernelSource("k", "cuda", "__global__ void k() {}", ["k"])])
+    s = types.SimpleNamespace(state=types.SimpleNamespace(
+        candidates={c.id: c}, verdicts={c.id: Verdict(status="pass", correct=True)}),
+        best=lambda: None)
+    markup = versions_html(s)
+    assert "Fused the bias, GELU and scale into the GEMM epilogue" in markup
+    assert "Details follow" not in markup and "…" in markup
