@@ -269,7 +269,7 @@ class Session(Shown):
         return self.log.drafts()
 
     def save_drafts(self, drafts: dict[str, dict[str, str]]) -> None:
-        if not (self.readonly or self.superseded):
+        if not self.readonly:   # superseded is read-only too
             self.log.write_drafts(drafts)
 
     def record(self, kind: str, payload: dict[str, Any]) -> None:

@@ -263,7 +263,8 @@ def _reference_errors(r: Any, b: Any) -> tuple:
     """The reference ``r``'s errors against float64 ``b`` (flat): the largest (absolute,
     and relative to each element's size), the norm of ``b``, the relative norm error, the
     typical (root mean square over the elements in error) of each, a strided sample of the
-    absolute errors for the quantile, and how many elements are in error."""
+    absolute errors for the quantile with the sizes of the same elements, and how many
+    elements are in error."""
     import torch
     m = m_rel = ref_err_sq = ref_rel_err_sq = truth_sq = 0.0
     erring = 0
@@ -291,7 +292,13 @@ def _reference_errors(r: Any, b: Any) -> tuple:
     ref_rel = math.sqrt(ref_err_sq) / norm if norm > 0 else math.inf
     typical = math.sqrt(ref_err_sq / erring) if erring else 0.0
     typical_rel = math.sqrt(ref_rel_err_sq / erring) if erring else 0.0
-    return m, m_rel, norm, ref_rel, typical, typical_rel, (sample, sizes), erring
+    return m, m_rel, norm, ref_rel, typical, typical_rel, sample, sizes, erring
+
+
+def _quantile(errors: Any) -> float:
+    """The reference's errors at ``PEAK_QUANTILE`` (over at most two strided samples' worth)."""
+    import torch
+    return float(torch.quantile(errors[:QUANTILE_SAMPLE * 2], PEAK_QUANTILE))
 
 
 def _slack_by_size(sample: list, sizes: list):
@@ -317,8 +324,8 @@ def _slack_by_size(sample: list, sizes: list):
     # the outputs up to exponent k + 1, and never fewer than SIZE_SET: a handful of large
     # errors among few small outputs must not set their whole size's allowance
     ends = torch.searchsorted(ex, keys + 1, right=True).clamp(min=min(SIZE_SET, e.numel()))
-    table = torch.stack([PEAK_FACTOR * torch.quantile(e[:int(n)], PEAK_QUANTILE)
-                         for n in ends]).to(torch.float64)
+    table = torch.tensor([PEAK_FACTOR * _quantile(e[:int(n)]) for n in ends],
+                         dtype=torch.float64)
     keys = keys.to(torch.float64)
 
     def slack(y: Any) -> Any:
@@ -362,7 +369,8 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
         return compare(out, ref, atol, rtol)
     a, b = _flat(out, truth)
     r = _flat(ref, truth)[0]
-    m, m_rel, norm, ref_rel, typical, typical_rel, sample, erring = _reference_errors(r, b)
+    m, m_rel, norm, ref_rel, typical, typical_rel, sample, sizes, erring = \
+        _reference_errors(r, b)
     if _all_noise(m, norm, ref_rel, typical, erring, b.numel()):
         return _within_noise(a, b, r, sample, rtol)
     tail = m > MAX_TAIL * typical and m_rel > MAX_TAIL * typical_rel
@@ -378,9 +386,8 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
         return _unwidened(out, ref, atol, rtol, ref_rel)
     rms, given = _rms(b), atol
     atol = atol * min(1.0, rms) if rms > 0 else atol
-    slack = 0.0 if tail else PEAK_FACTOR * float(
-        torch.quantile(torch.cat(sample[0])[:QUANTILE_SAMPLE * 2], PEAK_QUANTILE))
-    by_size, most = (None, 0.0) if tail else _slack_by_size(*sample)
+    slack = 0.0 if tail else PEAK_FACTOR * _quantile(torch.cat(sample))
+    by_size, most = (None, 0.0) if tail else _slack_by_size(sample, sizes)
     n_sized = 0   # elements beyond the allowance earned among outputs of their own size
     # each element's error relative to its own size (below the reference's typical error,
     # that error): a reference off by 0.1% of each output has large errors only where the
@@ -390,7 +397,8 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
     for s in _chunks(a.numel()):
         bad, diff, _, y = _bad(a[s], b[s], atol, rtol, slack)
         n_bad += int(bad.sum())
-        ref_bad += int(_bad(r[s], b[s], atol, rtol, 0.0)[0].sum())
+        if tail:
+            ref_bad += int(_bad(r[s], b[s], atol, rtol, 0.0)[0].sum())
         if by_size is not None:
             n_sized += int((diff > atol + rtol * y.abs() + by_size(y)).sum())
         finite = torch.isfinite(diff)
@@ -485,8 +493,7 @@ def _within_noise(a: Any, b: Any, r: Any, sample: list, rtol: float) -> dict:
     does not, nor an offset. Its "rel" is the error in norm in units of the reference's (relative to
     the outputs' size, every output is noise)."""
     import torch
-    slack = NOISE_FACTOR * float(
-        torch.quantile(torch.cat(sample[0])[:QUANTILE_SAMPLE * 2], PEAK_QUANTILE))
+    slack = NOISE_FACTOR * _quantile(torch.cat(sample))
     n_bad, max_abs, diff_sq, ref_err_sq, bias, ref_bias = 0, 0.0, 0.0, 0.0, 0.0, 0.0
     for s in _chunks(a.numel()):
         bad, diff, _, y = _bad(a[s], b[s], 0.0, rtol, slack)

@@ -204,7 +204,9 @@ class Sandbox:
     def _others(self) -> list[int]:
         """``strays``, quickly where the candidate has a user of its own (one stat per
         process, 0.3 ms for 80 of them; a session's is a file read each, 7 ms): the freeze
-        asks before the judge's clock stops."""
+        asks before the judge's clock stops. By user alone there: a process that can write
+        the candidate's memory is one it cloned, under its user (a set-user-id program it
+        runs in its session, which ``strays`` also finds, has memory of its own)."""
         if self.uid is None:
             return self.strays()
         out = []

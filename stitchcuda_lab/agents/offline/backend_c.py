@@ -268,7 +268,7 @@ class _RowKernel:
     """Rows in parallel; in each row, one simple loop per reduction (mean/variance as two
     exact passes, softmax as max then sum of exp), then the per-element outputs.
 
-    With lanes (``_lanes``) a block of up to LANES neighbouring rows is one parallel step:
+    With lanes (``_lanes``) a block of up to MAX_LANES neighbouring rows is one parallel step:
     each row value becomes an array over the block, and every loop over a row's elements has
     the vector loop across the block's rows inside it."""
 
@@ -359,8 +359,6 @@ class _RowKernel:
     def _in_lane(self, line: str) -> str:
         """``line`` for lane ``ln``: row values indexed by it, each operand's row base moved to
         that lane's row (operands that do not vary along the last dim keep theirs)."""
-        if not self.lanes:
-            return line
         line = re.sub(r"\b(v\w+)\b",
                       lambda m: f"{m.group(1)}[ln]" if m.group(1) in self.lane_vars else m.group(1),
                       line)
@@ -379,35 +377,35 @@ class _RowKernel:
             self.pending = []
 
     def _elem_loop(self, roots: list[str], tail: list[str], pragma: str = "") -> None:
-        ind = self.ind
+        """One loop over the row's elements (``j``) computing what ``roots`` need, then
+        ``tail``."""
         need = [s for s in deps_closure(self.spec, roots) if s.var not in self.rows.avail]
-        if self.lanes:   # the row's elements one after another, the lanes' rows as vectors
+        heads, depth = self._loop_heads(pragma)
+        ind = self.ind + "    " * depth
+        body = (elem_lines(self.spec, need, _load, self.at_j, ind=ind)
+                + [ind + t for t in tail])
+        if self.lanes:
+            body = [self._in_lane(line) for line in body]
+        self.lines += heads + body + [self.ind + "    " * k + "}" for k in reversed(range(depth))]
+
+    def _loop_heads(self, pragma: str) -> tuple[list[str], int]:
+        """The headers of a loop over a row's elements and how deep its body sits: one loop;
+        a loop over the runs with the vector loop inside (``_row_split``); or, with lanes, the
+        elements one after another and the lanes' rows as the vector loop inside."""
+        ind, length = self.ind, self.spec.rowlen
+        if self.lanes:
             self._lane_loop()
-            self.lines += [f"{ind}for (long long j = 0; j < {self.spec.rowlen}LL; ++j) {{",
-                           f"{ind}    #pragma omp simd",
-                           f"{ind}    for (long long ln = 0; ln < nl; ++ln) {{"]
-            self.lines += [self._in_lane(line) for line in
-                           elem_lines(self.spec, need, _load, self.at_j, ind=ind + "        ")
-                           + [ind + "        " + t for t in tail]]
-            self.lines += [ind + "    }", ind + "}"]
-            return
-        if self.split:   # an outer loop over the blocks, the vector loop inside each
+            return [f"{ind}for (long long j = 0; j < {length}LL; ++j) {{",
+                    f"{ind}    #pragma omp simd",
+                    f"{ind}    for (long long ln = 0; ln < nl; ++ln) {{"], 2
+        if self.split:
             inner = self.split[2]
-            self.lines.append(f"{ind}for (long long jo = 0; jo < {self.spec.rowlen // inner}LL;"
-                              " ++jo) {")
-            ind += "    "
-        if pragma:
-            self.lines.append(ind + pragma)
-        if self.split:
-            self.lines.append(f"{ind}for (long long ji = 0; ji < {inner}LL; ++ji) {{")
-            self.lines.append(f"{ind}    const long long j = jo * {inner}LL + ji;")
-        else:
-            self.lines.append(f"{ind}for (long long j = 0; j < {self.spec.rowlen}LL; ++j) {{")
-        self.lines.extend(elem_lines(self.spec, need, _load, self.at_j, ind=ind + "    "))
-        self.lines.extend(ind + "    " + t for t in tail)
-        self.lines.append(ind + "}")
-        if self.split:
-            self.lines.append(self.ind + "}")
+            return ([f"{ind}for (long long jo = 0; jo < {length // inner}LL; ++jo) {{"]
+                    + ([f"{ind}    {pragma}"] if pragma else [])
+                    + [f"{ind}    for (long long ji = 0; ji < {inner}LL; ++ji) {{",
+                       f"{ind}        const long long j = jo * {inner}LL + ji;"]), 2
+        return (([ind + pragma] if pragma else [])
+                + [f"{ind}for (long long j = 0; j < {length}LL; ++j) {{"]), 1
 
     def _sum(self, v: str, x: str, term: str) -> None:
         """``acc v`` = the row's sum of ``term`` (per element of ``x``). A long float row is
