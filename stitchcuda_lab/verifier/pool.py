@@ -45,6 +45,9 @@ START_TIMEOUT = 180.0
 # verdicts). Two give each spare the time of two verdicts to start. On the CPU a spare is a
 # fork of the zygote, ready in milliseconds.
 SPARES = {"cuda": 2, "cpu": 1}
+# where sandboxes are forked from a zygote (torch imported once) rather than spawned. A GPU
+# sandbox forked before any CUDA call starts its own CUDA context after the fork.
+FORKED = {"cuda": False, "cpu": True}
 
 
 def sandbox_env(folder: Path, threads: int) -> dict[str, str]:
@@ -291,7 +294,7 @@ class Pool:
         """The process sandboxes fork from (CPU), or None where they are spawned."""
         if self._zygote is None:
             self._zygote = False
-            if not self.device.startswith("cuda"):
+            if FORKED["cuda" if self.device.startswith("cuda") else "cpu"]:
                 from .zygote import Zygote
                 z = Zygote(self.device, lambda folder: sandbox_env(folder, self.threads))
                 try:

@@ -12,8 +12,9 @@ given, starts a session of its own, takes its own folder and environment, and ru
 
 The judge talks to it over a socket pair: ``spawn`` (with the child's pipes and log as
 descriptors) answers the child's pid; ``status`` answers its exit code once the zygote has
-reaped it (as ``Popen.returncode``: negative for a signal). Used on the CPU; a GPU host keeps
-spawning (the CUDA start-up after a fork is not yet measured there).
+reaped it (as ``Popen.returncode``: negative for a signal). Used on the CPU, and on a GPU
+host where ``pool.FORKED`` says so: no CUDA call is made here, each child starts its own
+context.
 """
 
 from __future__ import annotations
@@ -251,6 +252,8 @@ def main(fd: int) -> None:
     import torch._dynamo  # noqa: F401  (the profiler's first start imports it: seconds)
 
     from . import sandbox  # noqa: F401
+    if torch.cuda.is_initialized():   # a child could not start CUDA of its own
+        raise RuntimeError("CUDA was started in the zygote; its children cannot use it")
     sock.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
     _serve(sock)
 

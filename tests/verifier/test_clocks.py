@@ -146,3 +146,18 @@ def test_the_quietest_call_outweighs_the_timer_only_past_the_paths_spread():
     assert quietest_ms(0.04, 12.0 + 2.0, Calibration(15.0, 12.0), "cpu") == 0.04
     # CUDA's slack is tens of microseconds: 0.1 ms over a steady path is seen
     assert quietest_ms(0.5, 0.7 + 0.6, Calibration(0.705, 0.7), "cuda") == pytest.approx(0.6)
+
+
+def test_a_path_slowed_by_load_while_it_was_timed_hides_no_forward():
+    """A calibration taken while the host was busy (median far over the least) grants no more
+    spread than twice the path's least: a candidate whose timer reports 0.03 ms while each
+    call's path carries its 30 ms forward is timed at most of that forward, though the path's
+    median was 40 ms."""
+    from stitchcuda_lab.verifier.verify import Calibration, counted_ms
+    busy = Calibration(median=40.0, least=3.0)
+    calls = [(0.03, 3.0 + 30.0 + j) for j in (0.0, 0.5, 1.0, 0.2, 0.1)]
+    res = {"least_seen_ms": 3.0 + 30.0, "calls": calls}
+    assert counted_ms(0.03, res, busy, "cpu") >= 25.0
+    # an honest candidate on the same calibration: its clock shows the path alone
+    honest = {"least_seen_ms": 12.0 + 3.2, "calls": [(12.0, 3.0 + j) for j in (0.2, 0.4, 1.0)]}
+    assert counted_ms(12.0, honest, busy, "cpu") == 12.0
