@@ -11,6 +11,12 @@
 - ``adaptive_avg_pool2d(x, [1, 1])`` becomes ``mean(x, [2, 3], keepdim=True)`` (and the 3d
   one over ``[1, 1, 1]`` a mean over its three spatial dims): a row reduction; so does a
   global ``adaptive_max_pool2d``/``3d`` whose indices no one reads, as ``amax``;
+- ``avg_pool(conv(x))`` where the convolution is per pixel (kernel 1 in every spatial dim,
+  stride 1, no padding; any groups and bias) and the pool pads nothing becomes
+  ``conv(avg_pool(x))`` (``_pool_before_pointwise_conv``): a linear map of each pixel's
+  channels commutes with averaging pixels (a bias averages to itself), so the convolution
+  runs on the pooled pixels (a 2x2 pool: a quarter of its FLOPs and of its output) and the
+  pool joins whatever pointwise chain made ``x``;
 - ``max_pool2d``/``avg_pool2d`` with stride == kernel, no padding and divisible sizes, fed by a
   pointwise chain from a library op, becomes ``amax``/``mean`` over dims ``[3, 5]`` of the
   chain lifted to ``[N, C, OH, kh, OW, kw]`` (a free view of the library output), so one row
@@ -143,6 +149,7 @@ def rewrite(graph: Graph) -> Graph:
         _fold_avgpool_mean(g)
         _adaptive_avg_to_mean(g)
         _adaptive_max_to_amax(g)
+        _pool_before_pointwise_conv(g)
         _sum_of_gemm(g)
         _size_one_reductions(g)   # after the GEMM's sum, which leaves one over a dim of size 1
         _diag_matmul(g)
@@ -393,6 +400,56 @@ def _adaptive_max_to_amax(g: Graph) -> None:
         for item in items:   # the values item is the amax itself; the indices go unread
             _use_instead(g, item.name, n.name)
             g.nodes.remove(item)
+
+
+_POINTWISE_CONV = {"avg_pool1d": "conv1d", "avg_pool2d": "conv2d", "avg_pool3d": "conv3d"}
+
+
+def _per_pixel(c: Node, g: Graph, nd: int) -> bool:
+    """A convolution of ``nd`` spatial dims that maps each pixel's channels alone."""
+    a = list(c.args) + [None] * 7
+    w = g.node(node_ref(a[1]))
+    if c.kwargs or w.shape is None or len(w.shape) != nd + 2 or any(k != 1 for k in w.shape[2:]):
+        return False
+    stride, padding = a[3], a[4]
+    return (stride is None or all(v == 1 for v in ([stride] if isinstance(stride, int)
+                                                     else stride))) \
+        and (padding in (None, "valid") or (not isinstance(padding, str) and all(
+            v == 0 for v in ([padding] if isinstance(padding, int) else padding))))
+
+
+def _pool_before_pointwise_conv(g: Graph) -> None:
+    outputs = set(g.output_names())
+    for p in list(g.calls()):
+        conv = _POINTWISE_CONV.get(p.opname)
+        if conv is None or p.kwargs or p.shape is None:
+            continue
+        nd = len(p.shape) - 2
+        a = list(p.args) + [None] * 7
+        pad = a[3]
+        if (pad not in (None, 0) and any(v != 0 for v in ([pad] if isinstance(pad, int) else pad))) \
+                or a[4] not in (None, False) or (nd > 1 and a[6] is not None):
+            continue   # padding or ceil_mode averages zeros a bias would not be; a divisor too
+        c = g.node(node_ref(p.args[0]))
+        if c.opname != conv or c.name in outputs or g.users()[c.name] != [p.name] \
+                or c.shape is None or c.dtype != "float32" or not _per_pixel(c, g, nd):
+            continue
+        x = g.node(node_ref(c.args[0]))
+        if x.shape is None:
+            continue
+        ratio = math.prod(p.shape) / max(1, math.prod(c.shape))
+        pooled_out = list(p.shape)
+        _use_instead(g, p.name, c.name, but=c)
+        p.args = [{"node": x.name}] + list(p.args[1:])
+        p.shape = [x.shape[0], x.shape[1]] + pooled_out[2:]
+        p.stride = contiguous_strides(p.shape)
+        c.args = [{"node": p.name}] + list(c.args[1:])
+        c.shape, c.stride = pooled_out, contiguous_strides(pooled_out)
+        c.flops = int(c.flops * ratio)
+        c.bytes = int(c.bytes * ratio)
+        c.time_us = None if c.time_us is None else c.time_us * ratio
+        g.nodes.remove(p)
+        g.nodes.insert(g.nodes.index(c), p)
 
 
 def _pool_epilogue(g: Graph) -> None:

@@ -504,3 +504,70 @@ def test_a_size_one_reduction_is_a_new_tensor_of_the_same_bits(body, shape, sett
     want, got, _, _ = run_both(problem, cand)
     assert_close(got, want)
     assert [torch.signbit(t).tolist() for t in got] == [torch.signbit(t).tolist() for t in want]
+
+
+def _pooled_conv(conv: str, pool: str, shape: str, extra: str = ""):
+    return make_problem(f"""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bn = nn.BatchNorm{len(shape.split(',')) - 2}d(8)
+                self.conv = {conv}
+            def forward(self, x):
+                return {pool}(self.conv(torch.relu(self.bn(x)))){extra}
+        def get_inputs():
+            return [torch.randn{shape}]
+        def get_init_inputs():
+            return []
+    """)
+
+
+@pytest.mark.parametrize("conv, pool, shape", [
+    ("nn.Conv2d(8, 16, 1, bias=False)", "nn.AvgPool2d(2, 2)", "(2, 8, 16, 16)"),  # DenseNet's
+    ("nn.Conv2d(8, 12, 1, groups=4)", "nn.AvgPool2d(3, 2)", "(2, 8, 15, 13)"),     # overlapping
+    ("nn.Conv3d(8, 6, 1)", "nn.AvgPool3d(2)", "(2, 8, 6, 8, 4)"),
+    ("nn.Conv1d(8, 5, 1)", "nn.AvgPool1d(4, 3)", "(2, 8, 30)"),
+])
+def test_an_average_pool_after_a_per_pixel_convolution_runs_before_it(conv, pool, shape,
+                                                                       settings):
+    problem = _pooled_conv(conv, pool, shape)
+    graph, _, cand = generate(problem, settings)
+    ops = [n.opname for n in rewrite(graph).calls()]
+    pooled = next(o for o in ops if o.startswith("avg_pool") or o in ("mean", "amax"))
+    assert ops.index(pooled) < ops.index(next(o for o in ops if o.startswith("conv"))), ops
+    want, got, _, _ = run_both(problem, cand)
+    assert_close(got, want)
+
+
+@pytest.mark.parametrize("conv, pool", [
+    ("nn.Conv2d(8, 16, 3, padding=1)", "nn.AvgPool2d(2, 2)"),                   # 3x3: not per pixel
+    ("nn.Conv2d(8, 16, 1, stride=2)", "nn.AvgPool2d(2, 2)"),                    # strided
+    ("nn.Conv2d(8, 16, 1)", "nn.AvgPool2d(3, 2, padding=1)"),                   # pads zeros
+    ("nn.Conv2d(8, 16, 1)", "nn.AvgPool2d(2, 2, ceil_mode=True)"),
+    ("nn.Conv2d(8, 16, 1)", "nn.MaxPool2d(2, 2)"),                              # not linear
+])
+def test_a_pool_stays_after_a_convolution_it_does_not_commute_with(conv, pool, settings):
+    problem = _pooled_conv(conv, pool, "(2, 8, 15, 15)")
+    graph, _, _ = generate(problem, settings)
+    ops = [n.opname for n in rewrite(graph).calls()]
+    conv_at = next(i for i, o in enumerate(ops) if o.startswith("conv"))
+    assert not any(o.startswith(("avg_pool", "max_pool")) for o in ops[:conv_at]), ops
+
+
+def test_a_convolution_read_beside_its_pool_keeps_its_place(settings):
+    problem = make_problem("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(8, 16, 1)
+            def forward(self, x):
+                y = self.conv(x)
+                return F.avg_pool2d(y, 2) + y[:, :, ::2, ::2]
+        def get_inputs():
+            return [torch.randn(2, 8, 16, 16)]
+        def get_init_inputs():
+            return []
+    """)
+    graph, _, _ = generate(problem, settings)
+    ops = [n.opname for n in rewrite(graph).calls()]
+    assert ops.index("conv2d") < ops.index("avg_pool2d"), ops
