@@ -72,7 +72,12 @@ def check(worker: Worker, path: Path, options: VerifyOptions) -> None:
         assert all(t.ok for t in verdict.trials)
         # a hack let through where its hidden work is counted: it must claim no speed-up
         bound = re.search(r"^# pass at most: ([\d.]+)x", path.read_text(), re.MULTILINE)
-        if bound:
+        # unless the verdict says the host's load changed between the baselines and the
+        # candidate's calls: its ratio compares two loads (seen beside another test process:
+        # the path calibrated in a busy moment, the candidate's calls timed in a quiet one),
+        # and a session ranks it below every steady verdict (loop._best)
+        steady = not any(str(f).startswith("host_load_changed") for f in verdict.flags or [])
+        if bound and steady:
             assert verdict.speedup_vs_eager is not None \
                 and verdict.speedup_vs_eager <= float(bound.group(1)), (
                     f"{path.name}: passed at {verdict.speedup_vs_eager}x eager, more than the "
