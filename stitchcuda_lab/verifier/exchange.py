@@ -94,8 +94,9 @@ WIDEN = {"-2x": -2.0, "2x": 2.0, "-x": -1.0,
          # or narrows where PyTorch wraps is wrong there (products wrap as PyTorch's do)
          "2x int": 2, "-2x int": -2}
 NEAR = ("-2x", "2x", "-x", "2x int", "-2x int")   # the range trial's, in this order: the first
-FAR = (("64x|16x|x/16", "-64x|-16x|-x/16"),         # that suits; the far trial's, each group in
-       ("16x", "-16x", "x/16", "-x/16"))           # an order drawn per job
+FAR = (("64x|16x|x/16", "-64x|-16x|-x/16"),         # that suits; the far trials', the first
+       ("16x", "-16x", "x/16", "-x/16"))           # group's sign opposite in the two
+SMALL = ("x/16", "-x/16")                           # the small trial's: whole, either sign
 
 
 def scales(x: Any, how: str) -> bool:

@@ -47,7 +47,7 @@ from .. import gpulock
 from . import antihack, profile, sampler, timing
 from .arena import ArenaError, Mapped, listen, receive_fd, size_for
 from .compare import Print, compare, same, stale_outputs, tolerance, within_reference_error
-from .exchange import (FAR, HAND_OVER_BYTES, NEAR, Pinned, can_peek, draw, forward_seed,
+from .exchange import (FAR, HAND_OVER_BYTES, NEAR, SMALL, Pinned, can_peek, draw, forward_seed,
                        hand_over, read_output, reveal, scales, seed_forward, tensors, widen,
                        widened_how, widens_few)
 from .options import VerifyOptions
@@ -567,15 +567,21 @@ class Job:
         # (each element times 64, 16 or 1/16, either sign), once at a few places and once
         # whole (each catches what the other may not: a guard that samples the input sees
         # nothing of a few places, and a bug that needs one large element in a row, as exp's
-        # overflow does, rarely meets one of a few); the profiler's trial is one of the others
-        wide_trial, far_few, far_whole = secrets.SystemRandom().sample(range(1, n + 3), 3)
-        others = [t for t in range(n + 3) if t not in (wide_trial, far_few, far_whole)]
+        # overflow does, rarely meets one of a few), the two of opposite signs where the
+        # reference takes both (each sign drawn alone left exp's large positive inputs out
+        # of both one job in four); and one more whole and small (times 1/16, either sign:
+        # the mix of factors keeps every row's size, and a norm that drops its eps, or a
+        # guard against tiny rows, is wrong only on small rows). The profiler's trial is one
+        # of the others
+        wide_trial, far_few, far_whole, small = secrets.SystemRandom().sample(range(1, n + 4), 4)
+        others = [t for t in range(n + 4) if t not in (wide_trial, far_few, far_whole, small)]
         traced_trial = others[secrets.randbelow(len(others))]
         trials, outs, refs = [], [], []
         traced: dict[str, Any] = {}
-        for t in range(n + 3):
+        far_sign = secrets.randbelow(2) == 0   # the few places' first sign; the whole's other
+        for t in range(n + 4):
             seed = fresh_seed()
-            while t in (far_few, far_whole) and widens_few(seed) != (t == far_few):
+            while t in (far_few, far_whole, small) and widens_few(seed) != (t == far_few):
                 seed = fresh_seed()
             xs = self.draw(seed)
             in_bytes = sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
@@ -590,7 +596,10 @@ class Job:
                     self.wide_ways.add(widens_few(seed))
                     self.other_way_ok = self.vets_other_way(how, widens_few(seed))
             elif t in (far_few, far_whole):
-                how, ref_out = self.widened(seed, ref_out, far=True)
+                how, ref_out = self.widened(seed, ref_out, far=True,
+                                            flip=far_sign == (t == far_few))
+            elif t == small:
+                how, ref_out = self.widened(seed, ref_out, ways=SMALL)
             sizes = [r.numel() * r.element_size() for r in ref_out]
             self.out_bytes = max(self.out_bytes, sum(sizes))
             reply = self.ask_trial(seed, how, in_bytes,
@@ -671,28 +680,37 @@ class Job:
                 if "path" in e:
                     os.unlink(e["path"])
 
-    def widened(self, seed: int, plain: list, far: bool = False) -> tuple[str | None, list]:
+    def widened(self, seed: int, plain: list, far: bool = False, flip: bool = False,
+                ways: tuple[str, ...] | None = None) -> tuple[str | None, list]:
         """(how, the reference's outputs) for the first way (``exchange.NEAR`` in its order;
-        ``far``: ``exchange.FAR`` in an order drawn here) on which the reference raises nothing,
-        keeps its output shapes and is as finite as on the draw itself (``plain``); (None,
-        plain) when there is none. An output right on get_inputs()'s range only (|x| = x on
-        torch.rand's draws, a polynomial good on [0, 1)) is wrong there: ``input_range``."""
-        ways = list(NEAR)
-        if far:
-            ways = []
-            for group in FAR:
-                shuffled = list(group)
-                secrets.SystemRandom().shuffle(shuffled)
-                ways += shuffled
+        ``far``: ``exchange.FAR``, its first group's positive scaling first unless ``flip``,
+        the second group in an order drawn here; ``ways``: those, in an order drawn here) on
+        which the reference raises nothing, keeps its output shapes and is as finite as on
+        the draw itself (``plain``); (None, plain) when there is none. An output right on
+        get_inputs()'s range only (|x| = x on torch.rand's draws, a polynomial good on
+        [0, 1)) is wrong there: ``input_range``."""
+        if ways is not None or far:
+            groups = [ways] if ways is not None else FAR
+            chosen: list[str] = []
+            for i, group in enumerate(groups):
+                order = list(group)
+                if far and i == 0:
+                    order = order[::-1] if flip else order
+                else:
+                    secrets.SystemRandom().shuffle(order)
+                chosen += order
+            ways = tuple(chosen)
+        else:
+            ways = NEAR
         drawn = self.draw(seed)
         floating = any(scales(x, "-x") for x in drawn)
         # not one that changes nothing, nor integers beside floating inputs (index tensors:
         # targets, positions), nor integers on a GPU, where an index out of range is a
         # device-side assert that would end the judge's CUDA context, not an exception
-        ways = [w for w in ways if any(scales(x, w) for x in drawn) and not (
+        usable = [w for w in ways if any(scales(x, w) for x in drawn) and not (
             w.endswith(" int") and (floating or self.device.startswith("cuda")))]
         del drawn
-        for how in ways:
+        for how in usable:
             out = self.widened_outputs(seed, how, plain)
             if out is not None:
                 return how, out
@@ -1134,6 +1152,13 @@ class Job:
                 end_round(seeds, left + 1)
                 seeds = []
             if done:
+                if not enough and watch is not None:
+                    # a candidate that spends the job's time elsewhere (a warm-up that sleeps)
+                    # leaves its timed calls unwatched: the sampler is what sees whose code
+                    # they run, and calls it could not see are not judged fast
+                    raise Failed("timeout", "timeout", "the job's time ran out before the "
+                                 f"candidate's timed calls were made and watched ({len(ms)} "
+                                 f"timed, {watch.stops} of {SAMPLE_STOPS} sampling stops)")
                 break
         return {"ms": statistics.median(ms), "wall_ms": statistics.median(walls),
                 "least_extra_ms": min(extra),
