@@ -318,7 +318,12 @@ or to outlive its job.
   `candidates/range_never_probed_toward_zero.py`), and so does a softmax that skips its max
   subtraction, whose exp overflows past 88.7: randn's draws times 16 never get there, and one
   large element of a few rarely lands in a row (`candidates/range_softmax_without_max.py`,
-  which passed every draw when the far call was one, times 16 or 1/16). On the CPU a problem that draws no
+  which passed every draw when the far call was one, times 16 or 1/16). The two take opposite
+  signs where the reference takes both (each sign drawn alone left exp's large positive inputs
+  out of the whole job one time in four: `candidates/range_far_sign_coin_flip.py`). A last
+  one scales the whole draw by 1/16 (either sign): the mix of factors keeps every row's size,
+  and an RMS norm that drops its eps is wrong only on small rows
+  (`candidates/norm_eps_dropped.py`, which passed every run). On the CPU a problem that draws no
   floating input has its integers widened (times 2 or -2, wrapping as PyTorch's do; not on a
   GPU, where an index out of range is a device-side assert, not an exception): a kernel that saturates
   where PyTorch wraps fails (`candidates/int_range_never_widened.py`). A kernel right only on
@@ -381,7 +386,10 @@ or to outlive its job.
   of a call is served and the call's stops go on (a request used to end them:
   `candidates/sampler_cancelled_by_build_request.py`), and so do they until a whole reply has
   arrived (one byte of the reply's length written before the forward used to end them:
-  `candidates/sampler_blinded_by_early_reply_byte_big.py`); an address a library held before the
+  `candidates/sampler_blinded_by_early_reply_byte_big.py`). A job whose time runs out before
+  the candidate's timed calls were made and watched is a timeout, not a pass (a warm-up call
+  that slept until the job's last seconds left one timed call, unsampled:
+  `candidates/sampler_starved_by_deadline_big.py`); an address a library held before the
   candidate's code loaded is named by that library whatever is mapped there later (PyTorch's
   code copied to anonymous memory and moved back in place:
   `candidates/torch_code_remapped_anonymous.py`); a file outside the installed folders is
@@ -591,6 +599,17 @@ TEMPLATE_TAIL = """
   flush comes before the inputs are drawn (the
   flush takes tens of milliseconds and varies with load), so inputs are warm there, for every
   contender alike.
+  The path's median is believed up to twice its least: beyond that the calibration met a busy
+  host, and a forward done inside the harness's own input path by a candidate timed once the
+  load had gone (`candidates/path_compute_in_takeover_silu.py`) passed at 1.33x eager beside
+  another test process. Where the load changes between the baselines and the candidate's
+  calls themselves (eager, timed again after them, moved by more than a tenth), the verdict
+  says `host_load_changed`: its ratio compares two loads (the same candidate passed at up to
+  6.3x so), and a session ranks it below every steady verdict.
+- **Sizes are drawn as get_inputs() draws them.** Values are widened, shapes are not: a
+  problem whose row count is drawn per call is checked on the counts its draws give, and a
+  tiling bug that leaves the last block unwritten only when the count is a multiple of the
+  tile passes about two jobs in three (`candidates/ragged_tile_multiple_bug.py`).
 - **The judge maps memory the candidate made (CUDA).** The arena a timed call's outputs cross
   is the sandbox's allocation, imported by the judge as a reference of its own (the memory
   lives until the judge lets it go) and mapped read-only at the size the sandbox named (the
