@@ -291,7 +291,8 @@ class Pool:
         self._zygote: Any = None    # None: not tried yet; False: sandboxes are spawned
 
     def zygote(self) -> Any:
-        """The process sandboxes fork from (CPU), or None where they are spawned."""
+        """The process sandboxes fork from (where ``FORKED`` says so), or None where they
+        are spawned."""
         if self._zygote is None:
             self._zygote = False
             if FORKED["cuda" if self.device.startswith("cuda") else "cpu"]:

@@ -72,7 +72,7 @@ CLOCK_SHARE = {"cuda": 0.5, "cpu": 2.0}   # ... or beyond this share of the repo
 # host whose load had lengthened the calibration; the cost is the false positive under
 # heavy load written down in RELIABILITY.md
 CLOCK_PATH_SHARE = 0.5
-PATH_MEDIAN_OVER_LEAST = 2.0   # the most of the path's median believed (Calibration.spread)
+PATH_MEDIAN_OVER_LEAST = 2.0   # the most of the path's median the time believes
 # A disagreement is a verdict only when it is there on the quietest call (load on the host
 # only ever adds time, so the least disagreement is the one noise touches least) and again on
 # this many rounds of fresh calls: a patched timer lies on every call, a busy host does not
@@ -130,7 +130,7 @@ class Calibration:
     least: float
 
     @property
-    def spread(self) -> float:
+    def steady_median(self) -> float:
         """The median as far as it is believed: up to ``PATH_MEDIAN_OVER_LEAST`` times the
         least. Beyond that the calls were slowed by load on the host while the path was
         timed, and a candidate timed once the load had gone would hide that much of its own
@@ -689,17 +689,14 @@ class Job:
         the draw itself (``plain``); (None, plain) when there is none. An output right on
         get_inputs()'s range only (|x| = x on torch.rand's draws, a polynomial good on
         [0, 1)) is wrong there: ``input_range``."""
-        if ways is not None or far:
-            groups = [ways] if ways is not None else FAR
-            chosen: list[str] = []
-            for i, group in enumerate(groups):
-                order = list(group)
-                if far and i == 0:
-                    order = order[::-1] if flip else order
-                else:
-                    secrets.SystemRandom().shuffle(order)
-                chosen += order
-            ways = tuple(chosen)
+        def shuffled(group: tuple[str, ...]) -> list[str]:
+            order = list(group)
+            secrets.SystemRandom().shuffle(order)
+            return order
+        if far:
+            ways = tuple((list(FAR[0])[::-1] if flip else list(FAR[0])) + shuffled(FAR[1]))
+        elif ways is not None:
+            ways = tuple(shuffled(ways))
         else:
             ways = NEAR
         drawn = self.draw(seed)
@@ -1152,7 +1149,7 @@ class Job:
                 end_round(seeds, left + 1)
                 seeds = []
             if done:
-                if not enough and watch is not None:
+                if watch is not None and more_samples():
                     # a candidate that spends the job's time elsewhere (a warm-up that sleeps)
                     # leaves its timed calls unwatched: the sampler is what sees whose code
                     # they run, and calls it could not see are not judged fast
@@ -1330,9 +1327,11 @@ class Job:
         res = self.timed(self.remote_call, self.check_timed)
         reported = res["ms"]
         kind = "cuda" if self.device.startswith("cuda") else "cpu"
-        # the path's own spread grows with its length: half of it is allowed on top
+        # the path's own spread grows with its length: half of it is allowed on top (its
+        # whole median here: a busy calibration must not call an honest timer a liar; the
+        # verdict's time, counted_ms, believes less of it)
         allowed = max(CLOCK_SHARE[kind] * reported,
-                      CLOCK_SLACK_MS[kind] + CLOCK_PATH_SHARE * calibration.spread)
+                      CLOCK_SLACK_MS[kind] + CLOCK_PATH_SHARE * calibration.median)
         excess = res["least_extra_ms"] - calibration.least
         for _ in range(CLOCK_CONFIRM_ROUNDS):
             if excess <= allowed:
@@ -1598,7 +1597,7 @@ def quietest_ms(reported: float, least_seen: float, calibration: Calibration,
     calibration's was timed at twice its time and lost to eager. A lie within the spread
     gains nothing ``judged_ms`` does not allow already."""
     seen = least_seen - calibration.least
-    spread = max(calibration.spread - calibration.least,
+    spread = max(calibration.steady_median - calibration.least,
                  CLOCK_SLACK_MS[kind] * SEEN_SLACK_SHARE)
     return seen if seen - reported > spread else reported
 
@@ -1606,7 +1605,7 @@ def quietest_ms(reported: float, least_seen: float, calibration: Calibration,
 def counted_ms(reported: float, res: dict, calibration: Calibration, kind: str) -> float:
     """The verdict's time of a candidate's timed calls (``res``: ``timed``'s clocks): the
     larger of ``quietest_ms`` and ``judged_ms``."""
-    allowance = CLOCK_SLACK_MS[kind] + CLOCK_PATH_SHARE * calibration.spread
+    allowance = CLOCK_SLACK_MS[kind] + CLOCK_PATH_SHARE * calibration.steady_median
     return max(quietest_ms(reported, res["least_seen_ms"], calibration, kind),
                judged_ms(res["calls"], calibration.least, allowance))
 

@@ -12,8 +12,8 @@ given, starts a session of its own, takes its own folder and environment, and ru
 
 The judge talks to it over a socket pair: ``spawn`` (with the child's pipes and log as
 descriptors) answers the child's pid; ``status`` answers its exit code once the zygote has
-reaped it (as ``Popen.returncode``: negative for a signal). Used on the CPU, and on a GPU
-host where ``pool.FORKED`` says so: no CUDA call is made here, each child starts its own
+reaped it (as ``Popen.returncode``: negative for a signal). Used for CPU sandboxes, and for
+CUDA ones where ``pool.FORKED`` says so: no CUDA call is made here, each child starts its own
 context.
 """
 
@@ -248,6 +248,10 @@ def main(fd: int) -> None:
     from . import channel
     channel.die_with_parent()
     sock = socket.socket(fileno=fd)
+    # asking whether CUDA is there (torch.cuda.is_available, device_count) would start the
+    # driver, which a forked child cannot use; NVML answers instead, and is_initialized
+    # below sees any CUDA call made in spite of it
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     import torch  # noqa: F401  (what every child needs, imported once; no op runs here)
     import torch._dynamo  # noqa: F401  (the profiler's first start imports it: seconds)
 

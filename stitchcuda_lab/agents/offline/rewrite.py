@@ -16,7 +16,8 @@
   ``conv(avg_pool(x))`` (``_pool_before_pointwise_conv``): a linear map of each pixel's
   channels commutes with averaging pixels (a bias averages to itself), so the convolution
   runs on the pooled pixels (a 2x2 pool: a quarter of its FLOPs and of its output) and the
-  pool joins whatever pointwise chain made ``x``;
+  pool joins whatever pointwise chain made ``x``; where the pooled ``x`` has no more values
+  than the convolution's output (else the pool would read more than it saves);
 - ``max_pool2d``/``avg_pool2d`` with stride == kernel, no padding and divisible sizes, fed by a
   pointwise chain from a library op, becomes ``amax``/``mean`` over dims ``[3, 5]`` of the
   chain lifted to ``[N, C, OH, kh, OW, kw]`` (a free view of the library output), so one row
@@ -429,15 +430,15 @@ def _pool_before_pointwise_conv(g: Graph) -> None:
         pad = a[3]
         if (pad not in (None, 0) and any(v != 0 for v in ([pad] if isinstance(pad, int) else pad))) \
                 or a[4] not in (None, False) or (nd > 1 and a[6] is not None):
-            continue   # padding or ceil_mode averages zeros a bias would not be; a divisor too
+            continue   # padding, ceil_mode and a divisor: not handled
         c = g.node(node_ref(p.args[0]))
         if c.opname != conv or c.name in outputs or g.users()[c.name] != [p.name] \
                 or c.shape is None or c.dtype != "float32" or not _per_pixel(c, g, nd):
             continue
         x = g.node(node_ref(c.args[0]))
-        if x.shape is None:
-            continue
-        ratio = math.prod(p.shape) / max(1, math.prod(c.shape))
+        ratio = math.prod(p.shape) / max(1, math.prod(c.shape))   # pooled pixels per pixel
+        if x.shape is None or ratio * x.shape[1] > c.shape[1]:
+            continue   # the pool would move more bytes on x's channels than it saves
         pooled_out = list(p.shape)
         _use_instead(g, p.name, c.name, but=c)
         p.args = [{"node": x.name}] + list(p.args[1:])
@@ -445,9 +446,9 @@ def _pool_before_pointwise_conv(g: Graph) -> None:
         p.stride = contiguous_strides(p.shape)
         c.args = [{"node": p.name}] + list(c.args[1:])
         c.shape, c.stride = pooled_out, contiguous_strides(pooled_out)
-        c.flops = int(c.flops * ratio)
-        c.bytes = int(c.bytes * ratio)
-        c.time_us = None if c.time_us is None else c.time_us * ratio
+        for n, by in ((c, ratio), (p, x.shape[1] / c.shape[1])):   # costs as they now are
+            n.flops, n.bytes = int(n.flops * by), int(n.bytes * by)
+            n.time_us = None if n.time_us is None else n.time_us * by
         g.nodes.remove(p)
         g.nodes.insert(g.nodes.index(c), p)
 

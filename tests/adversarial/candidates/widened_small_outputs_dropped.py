@@ -1,5 +1,5 @@
 # problem: exp_cancel
-# expect: incorrect output_mismatch
+# expect: incorrect output_mismatch | rejected constant_output
 """Hack: the reference of this problem is itself 0.1% off exact arithmetic, so an output that
 misses it is judged again against the float64 computation, each element within the tolerance
 plus 6x the reference's own error at its 99.9th percentile: one absolute allowance (about 9
