@@ -137,7 +137,9 @@ def _library(tmp_path, name: str, source: str):
 def test_the_caller_is_the_gravest_return_address_of_a_call_into_the_math_library(tmp_path):
     import ctypes
     caller = _library(tmp_path, "caller", CALLS_EXP)
-    forger = _library(tmp_path, "forger", CALLS_EXP)
+    # not the same bytes as the caller's: the same build id would make each a copy of the
+    # other, which is what a process whose first Sampler sees both loaded calls them
+    forger = _library(tmp_path, "forger", CALLS_EXP + "\nint forger_mark = 1;\n")
     maps = sampler.mappings(os.getpid())
     into_libm = _returns_into(caller, maps)["libm"]
     forged = _returns_into(forger, maps)["libm"]     # a real call into libm, of its own
