@@ -30,6 +30,7 @@ from typing import Any
 
 from . import bench_figure
 from .errors import ConfigError, StitchError, UsageError
+from .verdict import load_changed
 
 ALL_MODES = "default,max-autotune-no-cudagraphs,reduce-overhead"
 
@@ -760,6 +761,8 @@ def _row_cells(r: dict, modes: list[str]) -> list[str]:
             " (reference kept)"
     if r.get("cut_short"):
         status += f" (cut short: {str(r['cut_short'])[:100]})"
+    if load_changed(r.get("flags")):
+        status += " (the host's load changed while it was timed: its ratios compare two loads)"
     if r.get("error"):
         status += f": {str(r['error'])[:120]}"
     share = r.get("ceiling_share")

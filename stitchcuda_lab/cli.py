@@ -24,6 +24,7 @@ from typing import Any
 from .errors import BudgetExceeded, StitchError, UsageError
 from .redact import redact_urls
 from .settings import AGENTS, Settings
+from .verdict import load_changed
 
 PROG = "stitchcuda-lab"
 
@@ -323,6 +324,9 @@ def _print_result(r: dict[str, Any], as_json: bool) -> None:
         print(f", {sc:.2f}x vs torch.compile" if sc is not None else "")
         if r["kept_reference"]:
             print("result    no candidate beat eager: keep the reference program")
+        if load_changed(r.get("flags")):
+            print("note      the host's load changed while it was timed: these ratios compare "
+                  "two loads; run it again on a steady host")
     else:
         print(f"result    no passing candidate ({r['status']}); the model stays as it is")
     if r.get("kept_reason"):

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 from .errors import InvalidEvent
 from .candidate import Candidate
 from .plan import Plan
-from .verdict import Verdict
+from .verdict import Verdict, load_changed
 
 PHASES = ("new", "planned", "plan_approved", "coded", "candidate_approved", "verified",
           "refining", "done", "stopped", "failed")
@@ -431,7 +431,7 @@ def _best(s: State) -> str | None:
     for cid, v in s.verdicts.items():
         if v.status != "pass" or not v.correct:
             continue
-        steady = not any(str(f).startswith("host_load_changed") for f in v.flags or [])
+        steady = not load_changed(v.flags)
         sc = (steady, v.speedup_vs_eager if v.speedup_vs_eager is not None else 0.0)
         if score is None or sc > score:
             best, score = cid, sc

@@ -13,6 +13,13 @@ from typing import Any
 from .record import Record, Shown
 
 VERDICT_STATUSES = ("pass", "incorrect", "rejected", "build_error", "runtime_error", "timeout")
+LOAD_CHANGED = "host_load_changed"   # a flag: the CPU host's load moved while it was timed
+
+
+def load_changed(flags: Any) -> bool:
+    """Whether a verdict's ``flags`` say the host's load changed between its baselines and
+    the candidate's calls (CPU): its ratios then compare two loads and stand for nothing."""
+    return any(str(f).startswith(LOAD_CHANGED) for f in flags or [])
 
 
 @dataclass

@@ -613,3 +613,11 @@ def test_problems_at_once_are_as_many_as_the_gpus_memory_holds():
     assert bench.expected_slots([30 * gb] * 5, 120 * gb, jobs=2, gpus=2) == 4
     assert bench.expected_slots([500 * gb], 120 * gb, jobs=8, gpus=1) == 1
     assert bench.expected_slots([], 0, jobs=6, gpus=1) == 6           # sizes not known
+
+
+def test_a_row_timed_while_the_hosts_load_changed_says_its_ratios_compare_two_loads():
+    row = {"problem": "p.py", "status": "pass", "eager_ms": 5.0, "ours_ms": 0.01,
+           "speedup_vs_eager": 500.0, "flags": ["host_load_changed:eager 49.2->3.75 ms"]}
+    assert "compare two loads" in bench._row_cells(row, [])[1]
+    steady = dict(row, flags=["baselines_retimed:eager 4.5->1.42 ms"])
+    assert "compare two loads" not in bench._row_cells(steady, [])[1]

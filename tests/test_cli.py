@@ -417,3 +417,16 @@ def test_a_password_in_the_base_url_is_never_written(capsys, tmp_path, llm, monk
                                   for p in (tmp_path / "s").rglob("*") if p.is_file())
     assert "[redacted]@127.0.0.1" in written
     assert "hunter2-PW" not in written and "qwerty-KEY" not in written
+
+
+def test_optimize_says_when_the_hosts_load_changed_while_it_was_timed(capsys):
+    from stitchcuda_lab.cli import _print_result
+    r = {"problem": "p", "device": "cpu", "agent": "offline", "session_dir": "s", "tasks": [],
+         "eager_ms": 5.0, "eager_ms_source": "", "best_candidate": "c1", "status": "pass",
+         "ours_ms": 0.01, "speedup_vs_eager": 500.0, "speedup_vs_compile": None,
+         "kept_reference": False, "message": "", "warnings": [],
+         "flags": ["host_load_changed:eager 49.2->3.75 ms"]}
+    _print_result(r, as_json=False)
+    assert "compare two loads" in capsys.readouterr().out
+    _print_result(dict(r, flags=[]), as_json=False)
+    assert "compare two loads" not in capsys.readouterr().out

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..verdict import TrialResult, Verdict
+from ..verdict import LOAD_CHANGED, TrialResult, Verdict
 from .. import gpulock
 from . import antihack, profile, sampler, timing
 from .arena import ArenaError, Mapped, listen, receive_fd, size_for
@@ -1230,7 +1230,7 @@ class Job:
         now = min(self.local_call(timer, self.ref.model, fresh_seed())[0]
                   for _ in range(LOAD_CHECK_CALLS))
         if eager_ms > 0 and abs(now / eager_ms - 1.0) > BASELINE_DRIFT:
-            flags.append(f"host_load_changed:eager {eager_ms:.3g}->{now:.3g} ms")
+            flags.append(f"{LOAD_CHANGED}:eager {eager_ms:.3g}->{now:.3g} ms")
 
     def local_call(self, timer, fn, seed: int) -> tuple[float, float, float]:
         import torch

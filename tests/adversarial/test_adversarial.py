@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from stitchcuda_lab.verdict import load_changed
 from stitchcuda_lab.verifier.options import VerifyOptions
 from stitchcuda_lab.verifier.worker import Worker
 
@@ -76,7 +77,7 @@ def check(worker: Worker, path: Path, options: VerifyOptions) -> None:
         # candidate's calls: its ratio compares two loads (seen beside another test process:
         # the path calibrated in a busy moment, the candidate's calls timed in a quiet one),
         # and a session ranks it below every steady verdict (loop._best)
-        steady = not any(str(f).startswith("host_load_changed") for f in verdict.flags or [])
+        steady = not load_changed(verdict.flags)
         if bound and steady:
             assert verdict.speedup_vs_eager is not None \
                 and verdict.speedup_vs_eager <= float(bound.group(1)), (
