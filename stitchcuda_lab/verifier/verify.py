@@ -596,10 +596,10 @@ class Job:
                     self.wide_ways.add(widens_few(seed))
                     self.other_way_ok = self.vets_other_way(how, widens_few(seed))
             elif t in (far_few, far_whole):
-                how, ref_out = self.widened(seed, ref_out, far=True,
-                                            flip=far_sign == (t == far_few))
+                first = FAR[0] if far_sign == (t == far_few) else FAR[0][::-1]
+                how, ref_out = self.widened(seed, ref_out, first + _shuffled(FAR[1]))
             elif t == small:
-                how, ref_out = self.widened(seed, ref_out, ways=SMALL)
+                how, ref_out = self.widened(seed, ref_out, _shuffled(SMALL))
             sizes = [r.numel() * r.element_size() for r in ref_out]
             self.out_bytes = max(self.out_bytes, sum(sizes))
             reply = self.ask_trial(seed, how, in_bytes,
@@ -680,34 +680,22 @@ class Job:
                 if "path" in e:
                     os.unlink(e["path"])
 
-    def widened(self, seed: int, plain: list, far: bool = False, flip: bool = False,
-                ways: tuple[str, ...] | None = None) -> tuple[str | None, list]:
-        """(how, the reference's outputs) for the first way (``exchange.NEAR`` in its order;
-        ``far``: ``exchange.FAR``, its first group's positive scaling first unless ``flip``,
-        the second group in an order drawn here; ``ways``: those, in an order drawn here) on
-        which the reference raises nothing, keeps its output shapes and is as finite as on
-        the draw itself (``plain``); (None, plain) when there is none. An output right on
+    def widened(self, seed: int, plain: list,
+                ways: tuple[str, ...] = NEAR) -> tuple[str | None, list]:
+        """(how, the reference's outputs) for the first of ``ways`` (in their order) on which
+        the reference raises nothing, keeps its output shapes and is as finite as on the draw
+        itself (``plain``); (None, plain) when there is none. An output right on
         get_inputs()'s range only (|x| = x on torch.rand's draws, a polynomial good on
         [0, 1)) is wrong there: ``input_range``."""
-        def shuffled(group: tuple[str, ...]) -> list[str]:
-            order = list(group)
-            secrets.SystemRandom().shuffle(order)
-            return order
-        if far:
-            ways = tuple((list(FAR[0])[::-1] if flip else list(FAR[0])) + shuffled(FAR[1]))
-        elif ways is not None:
-            ways = tuple(shuffled(ways))
-        else:
-            ways = NEAR
         drawn = self.draw(seed)
         floating = any(scales(x, "-x") for x in drawn)
         # not one that changes nothing, nor integers beside floating inputs (index tensors:
         # targets, positions), nor integers on a GPU, where an index out of range is a
         # device-side assert that would end the judge's CUDA context, not an exception
-        usable = [w for w in ways if any(scales(x, w) for x in drawn) and not (
+        ways = [w for w in ways if any(scales(x, w) for x in drawn) and not (
             w.endswith(" int") and (floating or self.device.startswith("cuda")))]
         del drawn
-        for how in usable:
+        for how in ways:
             out = self.widened_outputs(seed, how, plain)
             if out is not None:
                 return how, out
@@ -1600,6 +1588,13 @@ def quietest_ms(reported: float, least_seen: float, calibration: Calibration,
     spread = max(calibration.steady_median - calibration.least,
                  CLOCK_SLACK_MS[kind] * SEEN_SLACK_SHARE)
     return seen if seen - reported > spread else reported
+
+
+def _shuffled(ways: tuple[str, ...]) -> tuple[str, ...]:
+    """``ways`` in an order drawn here."""
+    order = list(ways)
+    secrets.SystemRandom().shuffle(order)
+    return tuple(order)
 
 
 def counted_ms(reported: float, res: dict, calibration: Calibration, kind: str) -> float:
