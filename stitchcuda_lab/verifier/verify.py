@@ -692,10 +692,10 @@ class Job:
         # not one that changes nothing, nor integers beside floating inputs (index tensors:
         # targets, positions), nor integers on a GPU, where an index out of range is a
         # device-side assert that would end the judge's CUDA context, not an exception
-        ways = [w for w in ways if any(scales(x, w) for x in drawn) and not (
+        usable = [w for w in ways if any(scales(x, w) for x in drawn) and not (
             w.endswith(" int") and (floating or self.device.startswith("cuda")))]
         del drawn
-        for how in ways:
+        for how in usable:
             out = self.widened_outputs(seed, how, plain)
             if out is not None:
                 return how, out
