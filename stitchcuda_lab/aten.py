@@ -177,7 +177,7 @@ cos tan asin acos atan sinh cosh asinh acosh atanh erf erfc sign sgn floor ceil 
 logical_not logical_and logical_or logical_xor bitwise_not square dropout _to_copy to type_as
 masked_fill addcmul addcdiv lerp threshold hardshrink softshrink tanhshrink logsigmoid fmod
 remainder floor_divide prelu glu native_dropout alpha_dropout feature_dropout log_sigmoid
-feature_alpha_dropout
+feature_alpha_dropout rrelu
 softsign
 """)
 _REDUCTION = _words("""

@@ -26,7 +26,7 @@ from .ir import Unsupported
 from .launch import default_params
 from .lower import build_spec
 from .helpers import contiguous_strides, node_ref
-from .rewrite import SUM_OF_GEMM_NODES, rewrite
+from .rewrite import SUM_OF_GEMM_NODES, draws_random, rewrite
 
 if TYPE_CHECKING:
     from ...graph import Graph, Node
@@ -127,8 +127,9 @@ def _why_not(n: Node) -> str:
         return f"{op}: GEMM/convolution stays in the vendor library (cuBLAS/cuDNN, oneDNN on CPU)"
     if n.mutates or n.opname.endswith("_"):
         return f"{op}: in-place update (e.g. a counter buffer): left as PyTorch does it"
-    if n.opname in ("dropout", "native_dropout") and n.args[2:3] == [True]:
-        return f"{op}: training-mode dropout draws random numbers: left to PyTorch so results match"
+    if draws_random(n):
+        return (f"{op}: draws random numbers in this mode: left to PyTorch, whose draws "
+                "from the same seed are the reference's")
     if n.op_class == "data_movement":
         return f"{op}: view/layout op: moves no data or is a plain copy; left to PyTorch"
     if n.op_class == "rnn":

@@ -182,6 +182,16 @@ def _leaky_relu(x: _Args, n: str, overload: str) -> str:
     return f"({A} > {L(0)} ? {A} : {A} * {L(x.kw('negative_slope', 1, 0.01))})"
 
 
+def _rrelu(x: _Args, n: str, overload: str) -> str | None:
+    """Eval-mode RReLU: a leaky ReLU of slope (lower + upper) / 2, as ATen computes it;
+    training mode draws a slope per element (left to PyTorch)."""
+    if x.kw("training", 3, False):
+        return None
+    A, L = x.A, x.L
+    slope = (float(x.kw("lower", 1, 1 / 8)) + float(x.kw("upper", 2, 1 / 3))) / 2
+    return f"({A} > {L(0)} ? {A} : {A} * {L(slope)})"
+
+
 def _elu(x: _Args, n: str, overload: str) -> str:
     A, L = x.A, x.L
     if n == "selu":
@@ -293,7 +303,7 @@ _RULES: dict[str, Callable[[_Args, str, str], str | None]] = {
     "mul": lambda x, n, overload: f"({x.A} * {x.V(1)})",
     "div": _div, "gelu": _gelu, "pow": _pow,
     "clamp": _clamp, "hardtanh": _clamp, "clamp_min": _clamp, "clamp_max": _clamp,
-    "leaky_relu": _leaky_relu, "elu": _elu, "selu": _elu, "celu": _elu, "softplus": _softplus,
+    "leaky_relu": _leaky_relu, "rrelu": _rrelu, "elu": _elu, "selu": _elu, "celu": _elu, "softplus": _softplus,
     "threshold": _threshold, "hardshrink": _shrink, "softshrink": _shrink,
     **{c: _compare for c in _CMP},
     **{b: _binary for b in ("maximum", "fmax", "minimum", "fmin", "logical_and", "logical_or",

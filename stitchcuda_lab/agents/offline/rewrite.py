@@ -942,10 +942,13 @@ RANDOM_OPS = ("rand", "randn", "randint", "randperm", "rand_like", "randn_like",
 
 def draws_random(n: Node) -> bool:
     """Whether ``n`` draws from the random generator: a dropout of p = 0 does not (ATen
-    returns its input first), ``native_dropout`` does even then."""
+    returns its input first), ``native_dropout`` does even then, an eval-mode ``rrelu``
+    does not."""
     name = n.opname.rstrip("_")
     if name in DROPOUTS and dropout_of_zero(n.args, n.kwargs):
         return False
+    if name == "rrelu":   # (self, lower, upper, training): eval mode is a fixed slope
+        return bool(n.kwargs.get("training", n.args[3] if len(n.args) > 3 else False))
     return name in RANDOM_OPS
 
 

@@ -321,3 +321,22 @@ def test_reads_of_memory_written_in_place_stay_on_their_side_of_the_write(settin
     # a group holding the read before the write and an op after it runs before the write
     steps = schedule(graph, [["mul_1", "add"]])
     assert steps.index(("g", 0)) < steps.index(("n", write)) < steps.index(("n", "mul_2"))
+
+
+def test_training_rrelu_is_kept_for_its_random_slopes_and_says_so(settings):
+    p = make_problem("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.act = nn.RReLU()
+            def forward(self, x):
+                return self.act(x * 2.0) + 1.0
+        def get_inputs():
+            return [torch.randn(8, 16)]
+        def get_init_inputs():
+            return []
+    """)
+    _graph, plan = plan_of(p, settings)
+    kept = {r for t in plan.tasks if t.kind == "keep" for r in t.targets}
+    assert "aten.rrelu.default" in kept
+    assert any("rrelu" in b and "random" in b for b in map(str, plan.blockers()))
