@@ -376,10 +376,16 @@ class Session(Shown):
             self._progress("reference timed: " + ", ".join(
                 f"{k} {v:.3g} ms" for k, v in timings.items() if not k.endswith("_wall")),
                 self._fraction(0.3))
-        if len(todo) > 1 and hasattr(worker, "prebuild") and self._builds_are_slow():
-            self._prebuild(worker, todo, options)
+        # a candidate with no kernels of its own (a CUDA graph of the problem's forward, the
+        # library alone) has nothing to build: it is judged first, so that a time limit
+        # reached while the others build still leaves its verdict
+        todo.sort(key=lambda c: bool(self.state.candidates[c].kernels))
+        build = [c for c in todo if self.state.candidates[c].kernels]
+        prebuild = len(build) > 1 and hasattr(worker, "prebuild") and self._builds_are_slow()
         for i, cid in enumerate(todo):
             cand = self.state.candidates[cid]
+            if prebuild and cid == build[0]:
+                self._prebuild(worker, build, options)
             self._progress(f"iteration {self.state.iteration}: verifying {cid} "
                            f"({i + 1}/{len(todo)})", self._fraction(0.3 + 0.7 * i / len(todo)))
             verdict = worker.verify(self.problem.source, cand.module_source(),

@@ -7,6 +7,7 @@ only its speedups are scripted, since CPU timings are noisy.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -652,3 +653,39 @@ def test_several_candidates_build_side_by_side_only_when_builds_are_slow(make, b
     assert worker.prebuilt == expected
     logged = [r.payload for r in s.log.records() if r.kind == "prebuilt"]
     assert [len(p["candidates"]) for p in logged] == expected
+
+
+class KernelFreeLastCoder(FakeCoder):
+    """As FakeCoder, but a refine iteration's last candidate has no kernels of its own (the
+    problem's forward replayed through a CUDA graph, say)."""
+
+    def code(self, *a, **kw):
+        out = super().code(*a, **kw)
+        if kw["iteration"] > 0 and out:
+            out[-1] = dataclasses.replace(out[-1], kernels=[])
+        return out
+
+
+def test_a_kernel_free_candidate_is_judged_before_the_others_build(settings, graph):
+    """Building several candidates side by side can take minutes on a GPU: a candidate with
+    nothing to build gets its verdict first, so a time limit reached during the builds still
+    leaves it, and it is not part of the build phase."""
+    order = []
+
+    class Worker(BuildingWorker):
+        def prebuild(self, problem_source, candidate_sources, **kw):
+            order.append(("prebuild", len(candidate_sources)))
+            return super().prebuild(problem_source, candidate_sources, **kw)
+
+        def verify(self, problem_source, candidate_source, **kw):
+            order.append(("verify", re.search(r"# speed=([\d.]+)", candidate_source).group(1)))
+            return super().verify(problem_source, candidate_source, **kw)
+
+    coder = KernelFreeLastCoder({0: [1.5], 1: [1.6, 1.7, 1.8]})
+    s = Session.create(problem_from_source(PROBLEM), settings.replace(iters=1), agent="offline",
+                       device="cpu", planner=FakePlanner(), coder=coder,
+                       worker=Worker(2000.0), graph=graph)
+    s.advance(auto=True)
+    assert order == [("verify", "1.5"), ("verify", "1.8"), ("prebuild", 2),
+                     ("verify", "1.6"), ("verify", "1.7")]
+    assert len(s.state.verdicts) == 4 and s.best()[1].speedup_vs_eager == 1.8
