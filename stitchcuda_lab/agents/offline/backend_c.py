@@ -61,7 +61,8 @@ static inline float sc_maxf(float a, float b) { return a > b ? a : b; }
 static inline float sc_minf(float a, float b) { return a < b ? a : b; }
 /* exp: Cody-Waite range reduction + degree-6 polynomial (~1 ulp), branch-free. */
 static inline float sc_expf(float x) {
-    float xc = sc_minf(sc_maxf(x, -87.3f), 88.7f);
+    float xc = x < -87.3f ? -87.3f : x;   /* clamped so, a NaN stays one */
+    xc = xc > 88.7f ? 88.7f : xc;
     float k = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = xc - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
     float p = 1.9875691500e-4f;
@@ -117,6 +118,8 @@ static inline float sc_erff(float x) {
 static inline float sc_log1pf(float x) {
     float u = 1.0f + x;
     float r = sc_logf(u) - ((u - 1.0f) - x) / u;
+    r = x == SC_INF ? x : r;
+    r = u == 0.0f ? -SC_INF : r;
     return fabsf(x) < 1e-4f ? x - 0.5f * x * x : r;
 }
 static inline float sc_expm1f(float x) {
@@ -131,6 +134,11 @@ static inline float sc_softplusf(float x) {
 static inline float sc_rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double sc_maxd(double a, double b) { return a > b ? a : b; }
 static inline double sc_mind(double a, double b) { return a < b ? a : b; }
+/* torch.maximum / minimum: a NaN on either side is the result (sc_max returns b for one in a) */
+static inline float sc_maximumf(float a, float b) { return a != a ? a : (a > b ? a : b); }
+static inline float sc_minimumf(float a, float b) { return a != a ? a : (a < b ? a : b); }
+static inline double sc_maximumd(double a, double b) { return a != a ? a : (a > b ? a : b); }
+static inline double sc_minimumd(double a, double b) { return a != a ? a : (a < b ? a : b); }
 static inline double sc_softplusd(double x) { return x > 20.0 ? x : log1p(exp(x)); }
 static inline double sc_rsqrtd(double x) { return 1.0 / sqrt(x); }
 static inline double sc_sigmoidd(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -146,6 +154,8 @@ static inline double sc_sigmoidd(double x) { return 1.0 / (1.0 + exp(-x)); }
 #define sc_rsqrt(x) SC_F(sc_rsqrtf, sc_rsqrtd, x)
 #define sc_max(a, b) _Generic((a) + (b), float: sc_maxf, default: sc_maxd)(a, b)
 #define sc_min(a, b) _Generic((a) + (b), float: sc_minf, default: sc_mind)(a, b)
+#define sc_maximum(a, b) _Generic((a) + (b), float: sc_maximumf, default: sc_maximumd)(a, b)
+#define sc_minimum(a, b) _Generic((a) + (b), float: sc_minimumf, default: sc_minimumd)(a, b)
 #include <tgmath.h>
 """
 
@@ -450,6 +460,7 @@ class _RowKernel:
             self._elem_loop([x], [f"{m} = {x} > {m} ? {x} : {m};"],
                             f"#pragma omp simd reduction(max:{m})")
             self.rows.avail.add(m)
-            self._sum(sm, x, f"({m} == -SC_INF) ? ({acc})0 : sc_exp({x} - {m})")
+            # -inf adds nothing; a NaN adds NaN, also in a row of nothing else (m = -inf)
+            self._sum(sm, x, f"({x} == -SC_INF) ? ({acc})0 : sc_exp({x} - {m})")
         else:
             raise ValueError(s.kind)

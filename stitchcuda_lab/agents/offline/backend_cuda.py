@@ -64,6 +64,11 @@ __device__ __forceinline__ float sc_max(float a, float b) { return fmaxf(a, b); 
 __device__ __forceinline__ double sc_max(double a, double b) { return fmax(a, b); }
 __device__ __forceinline__ float sc_min(float a, float b) { return fminf(a, b); }
 __device__ __forceinline__ double sc_min(double a, double b) { return fmin(a, b); }
+// torch.maximum / minimum: a NaN on either side is the result (fmaxf returns the other)
+__device__ __forceinline__ float sc_maximum(float a, float b) { return a != a ? a : (a > b ? a : b); }
+__device__ __forceinline__ double sc_maximum(double a, double b) { return a != a ? a : (a > b ? a : b); }
+__device__ __forceinline__ float sc_minimum(float a, float b) { return a != a ? a : (a < b ? a : b); }
+__device__ __forceinline__ double sc_minimum(double a, double b) { return a != a ? a : (a < b ? a : b); }
 #endif
 """
 
@@ -98,7 +103,9 @@ struct sc_wf_comb { template <class T> __device__ sc_wf<T> operator()(sc_wf<T> a
 } };
 struct sc_sm_comb { template <class T> __device__ sc_sm<T> operator()(sc_sm<T> a, sc_sm<T> b) const {
     const T m = a.m > b.m ? a.m : b.m;
-    const T s = (a.m == -SC_INF ? T(0) : a.s * sc_exp(a.m - m)) + (b.m == -SC_INF ? T(0) : b.s * sc_exp(b.m - m));
+    // a side whose max is the max keeps its sum as it is (-inf or inf: exp would make NaN of
+    // it); the other's is scaled down, a NaN in it kept
+    const T s = (a.m == m ? a.s : a.s * sc_exp(a.m - m)) + (b.m == m ? b.s : b.s * sc_exp(b.m - m));
     return {m, s};
 } };
 struct sc_argmax_comb { template <class T> __device__ sc_arg<T> operator()(sc_arg<T> a, sc_arg<T> b) const {

@@ -207,8 +207,9 @@ def update(kind: str, a: str, x: str, j: str, acc: str, val: str = "", idx: str 
         return (f"{{ {a}.n += ({acc})1; const {acc} d = {x} - {a}.mean; "
                 f"{a}.mean += d / {a}.n; {a}.m2 += d * ({x} - {a}.mean); }}")
     if kind == "softmax":
-        return (f"if ({x} > {a}.m) {{ {a}.s = ({a}.m == -SC_INF ? ({acc})0 : "
-                f"{a}.s * sc_exp({a}.m - {x})) + ({acc})1; {a}.m = {x}; }} "
+        # s * exp(m - x) is s * 0 from m = -inf: 0, or a NaN met before any number (kept)
+        return (f"if ({x} > {a}.m) {{ {a}.s = {a}.s * sc_exp({a}.m - {x}) + ({acc})1; "
+                f"{a}.m = {x}; }} "
                 f"else if ({x} != -SC_INF) {{ {a}.s += sc_exp({x} - {a}.m); }}")
     raise ValueError(kind)
 
@@ -219,8 +220,9 @@ def group_update(kind: str, a: str, xs: list[str], acc: str) -> str:
     Welford merges the group's own mean and M2 (Chan et al.): one division per four elements
     instead of one per element on the accumulator's dependency chain. Softmax rescales once
     per group, to the group's max, and adds one exponential per element with no branch;
-    NaN still reaches the sum (``sc_max`` skips it, ``exp(NaN - m)`` does not) and an
-    all -inf prefix adds nothing, as in the element-wise update.
+    NaN still reaches the sum (``sc_max`` skips it, ``exp(NaN - m)`` does not), also where
+    it comes before any number (m still -inf), and -inf adds nothing, as in the element-wise
+    update.
     """
     x0, x1, x2, x3 = xs
     z = f"({acc})"
@@ -231,9 +233,9 @@ def group_update(kind: str, a: str, xs: list[str], acc: str) -> str:
                 f"{a}.mean += d * f; "
                 f"{a}.m2 += (e0 * e0 + e1 * e1) + (e2 * e2 + e3 * e3) + d * d * ({a}.n - {z}4) * f; }}")
     if kind == "softmax":
+        def term(v: str) -> str:
+            return f"({v} == -SC_INF ? {z}0 : sc_exp({v} - {a}.m))"
         return (f"{{ const {acc} gm = sc_max(sc_max({x0}, {x1}), sc_max({x2}, {x3})); "
-                f"if (gm > {a}.m) {{ {a}.s = ({a}.m == -SC_INF ? {z}0 : {a}.s * sc_exp({a}.m - gm)); "
-                f"{a}.m = gm; }} "
-                f"if ({a}.m != -SC_INF) {a}.s += (sc_exp({x0} - {a}.m) + sc_exp({x1} - {a}.m)) + "
-                f"(sc_exp({x2} - {a}.m) + sc_exp({x3} - {a}.m)); }}")
+                f"if (gm > {a}.m) {{ {a}.s = {a}.s * sc_exp({a}.m - gm); {a}.m = gm; }} "
+                f"{a}.s += ({term(x0)} + {term(x1)}) + ({term(x2)} + {term(x3)}); }}")
     raise ValueError(kind)

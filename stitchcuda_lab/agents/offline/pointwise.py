@@ -98,8 +98,8 @@ SIMPLE = {
     "log_sigmoid": "(sc_min({0}, {zero}) - sc_log1p(sc_exp(-fabs({0}))))",
     "mish": "({0} * sc_tanh(sc_softplus({0})))",
     "hardswish": "({0} * sc_min(sc_max({0} + {three}, {zero}), {six}) / {six})",
-    "hardsigmoid": "(sc_min(sc_max({0} + {three}, {zero}), {six}) / {six})",
-    "relu6": "sc_min(sc_max({0}, {zero}), {six})",
+    "hardsigmoid": "(sc_minimum(sc_maximum({0} + {three}, {zero}), {six}) / {six})",
+    "relu6": "sc_minimum(sc_maximum({0}, {zero}), {six})",
     "asin": "asin({0})", "acos": "acos({0})", "atan": "atan({0})", "sinh": "sinh({0})",
     "cosh": "cosh({0})", "asinh": "asinh({0})", "acosh": "acosh({0})", "atanh": "atanh({0})",
     # copies and identities inside a kernel
@@ -222,9 +222,10 @@ def _threshold(x: _Args, n: str, overload: str) -> str:
 def _shrink(x: _Args, n: str, overload: str) -> str:
     A, L = x.A, x.L
     lam = L(x.kw("lambd", 1, 0.5))
+    # tested as "inside the band" so that a NaN, inside no band, goes through as ATen's does
     if n == "hardshrink":
-        return f"(({A} > {lam} || {A} < -{lam}) ? {A} : {L(0)})"
-    return f"({A} > {lam} ? {A} - {lam} : ({A} < -{lam} ? {A} + {lam} : {L(0)}))"
+        return f"(({A} >= -{lam} && {A} <= {lam}) ? {L(0)} : {A})"
+    return f"(({A} >= -{lam} && {A} <= {lam}) ? {L(0)} : ({A} > {lam} ? {A} - {lam} : {A} + {lam}))"
 
 
 _CMP = {"gt": ">", "lt": "<", "ge": ">=", "le": "<=", "eq": "==", "ne": "!="}
@@ -236,9 +237,13 @@ def _compare(x: _Args, n: str, overload: str) -> str:
 
 def _binary(x: _Args, n: str, overload: str) -> str:
     A, L, acc = x.A, x.L, x.acc
-    if n in ("maximum", "fmax"):
+    if n == "maximum":   # NaN on either side is the result; fmax / fmin skip it
+        return f"sc_maximum({A}, {x.V(1)})"
+    if n == "minimum":
+        return f"sc_minimum({A}, {x.V(1)})"
+    if n == "fmax":
         return f"sc_max({A}, {x.V(1)})"
-    if n in ("minimum", "fmin"):
+    if n == "fmin":
         return f"sc_min({A}, {x.V(1)})"
     if n == "logical_and":
         return f"(({acc})({A} != {L(0)} && {x.V(1)} != {L(0)}))"

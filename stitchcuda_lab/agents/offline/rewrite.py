@@ -55,7 +55,8 @@
   dim whose indices no one reads, are its input, as ``x + 0.0`` or ``x * 1.0`` (the same
   bits, -0.0 included; a new tensor, not a view), viewed without those dims where ``keepdim``
   is off (``_size_one_reductions``): no second pass over the row values, and the ops after it
-  fuse into the first reduction's kernel;
+  fuse into the first reduction's kernel; a softmax over such a dim is ``exp(x - x)`` and a
+  log-softmax ``x - x`` (1 and 0, NaN where ``x`` is not finite, as ATen gives);
 
 - ops whose results reach no output are dropped (``_drop_dead``): a forward that computes a
   value and never returns it (a model kept from an earlier version, a branch of a debugging
@@ -172,6 +173,9 @@ _IDENTITY_OVER_ONE = ("sum", "mean", "amax", "amin", "prod", "logsumexp")
 def _size_one_reductions(g: Graph) -> None:
     users = g.users()
     for n in list(g.calls()):
+        if n.opname in _SOFTMAX_OVER_ONE:
+            _softmax_over_one(g, n)
+            continue
         tuple_op = n.opname in ("max", "min") and n.target.endswith(".dim")
         if (n.opname not in _IDENTITY_OVER_ONE and not tuple_op) or len(n.args) < 2 \
                 or n.kwargs.get("dtype") is not None:
@@ -201,6 +205,34 @@ def _size_one_reductions(g: Graph) -> None:
         for item in items:
             if item.args[1] == 0:
                 _become_input(g, item, x)
+
+
+# a softmax over one element is 1 and a log-softmax 0, except where the element is not
+# finite: ATen's x - max(x) is then NaN, and so is its result
+_SOFTMAX_OVER_ONE = ("softmax", "_softmax", "log_softmax", "_log_softmax")
+
+
+def _softmax_over_one(g: Graph, n: Node) -> None:
+    """A (log-)softmax over a dim of size 1 (a row an earlier reduction kept with
+    ``keepdim=True``) as the pointwise ``exp(x - x)`` (``x - x`` for the log): the same bits,
+    NaN included, and a reduction less, so the ops around it fuse with the one before."""
+    src = node_ref(n.args[0]) if n.args else None
+    x = g.node(src) if src is not None else None
+    if x is None or not x.shape or x.dtype not in ("float32", "float64") or x.dtype != n.dtype \
+            or n.shape != x.shape or len(n.args) < 2 or not isinstance(n.args[1], int):
+        return
+    if n.kwargs.get("dtype") is not None or (n.opname.startswith("_") and len(n.args) > 2
+                                             and n.args[2]):   # half_to_float
+        return
+    rank = len(x.shape)
+    if not -rank <= n.args[1] < rank or x.shape[n.args[1] % rank] != 1:
+        return
+    b = Builder(g, n)
+    if n.opname.endswith("log_softmax"):
+        b.become("aten.sub.Tensor", [ref(x), ref(x)])
+        return
+    zero = b.add("aten.sub.Tensor", [ref(x), ref(x)], list(x.shape), x.dtype)
+    b.become("aten.exp.default", [ref(zero)])
 
 
 # sum, mean and logsumexp of one element add it to 0 (-0.0 comes back +0.0); amax, amin and a

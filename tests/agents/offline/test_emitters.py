@@ -652,3 +652,64 @@ def test_every_simd_loop_of_the_c_kernels_is_vectorised(case, tmp_path):
         # GCC names the loop's line or its first statement's (a split row: `j` in between)
         scalar = [lines[n - 1].strip() for n in loops if not {n, n + 1, n + 2} & done]
         assert not scalar, (scalar, src[-3000:])
+
+
+# -- NaN and the infinities: ATen's results, where a kernel meets them ---------------------------
+SPECIAL = ("[float('nan'), float('inf'), -float('inf'), 0.0, -0.0, 1.0, -1.0, 100.0, -100.0, "
+           "1e-30, 88.8, -88.8, 20.5, -20.5, 1e-5, 3.0]")
+# gelu's erf form at +-inf is left out: ATen's CPU kernel gives NaN there, its CUDA one +-inf
+SPECIAL_OPS = [
+    "torch.exp(x)", "torch.log(x)", "torch.sigmoid(x)", "torch.tanh(x)", "torch.erf(x)",
+    "torch.log1p(x)", "torch.expm1(x)", "F.softplus(x)", "F.mish(x)", "F.silu(x)", "F.elu(x)",
+    "F.selu(x)", "F.celu(x)", "F.relu6(x)", "F.hardsigmoid(x)", "F.hardswish(x)",
+    "F.logsigmoid(x)", "torch.maximum(x, x.new_tensor(1.0))", "torch.minimum(x.new_tensor(1.0), x)",
+    "torch.fmax(x, x.new_tensor(1.0))", "torch.clamp(x, 0, 6)", "torch.relu(x)",
+    "F.leaky_relu(x)", "F.hardtanh(x)", "torch.rsqrt(x)", "F.softsign(x)", "F.tanhshrink(x)",
+    "F.softshrink(x)", "F.hardshrink(x)", "torch.sign(x)", "F.gelu(x, approximate='tanh')",
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pointwise_kernels_give_atens_nans_and_infinities(device, settings):
+    """A NaN goes through every op as it does in ATen (a clamp of exp's argument, a max that
+    skips it, a band test written the other way round each lost it), and the infinities
+    and signed zeros come out as ATen's do."""
+    problem = make_problem(f"""
+        class Model(nn.Module):
+            def forward(self, x):
+                return ({", ".join(SPECIAL_OPS)},)
+        def get_inputs():
+            return [torch.tensor({SPECIAL}).repeat(8, 1)]
+        def get_init_inputs():
+            return []
+    """)
+    graph, plan, cand = generate(problem, settings.replace(device=device), device=device)
+    assert cand.kernels and plan.blockers() == [], plan.blockers()
+    want, got, _, _ = run_both(problem, cand, device=device)
+    for op, g, w in zip(SPECIAL_OPS, got, want):
+        torch.testing.assert_close(g, w, equal_nan=True, atol=1e-6, rtol=1e-5, msg=op)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("body", ["torch.softmax(x, dim=-1)", "torch.log_softmax(x, dim=-1)",
+                                  "torch.logsumexp(x, dim=-1)"])
+def test_row_softmax_gives_atens_nans(body, device, settings):
+    """Rows of one value each (NaN, +-inf, zeros, numbers) and rows of them all mixed: a
+    row of NaN is NaN, of -inf is NaN (softmax) or -inf (logsumexp); +inf rows for the
+    softmaxes only (ATen's logsumexp takes a row's +inf as its result, the kernel NaN)."""
+    problem = make_problem(f"""
+        class Model(nn.Module):
+            def forward(self, x):
+                return {body}
+        def get_inputs():
+            v = torch.tensor({SPECIAL})
+            if {"logsumexp" in body}:
+                v = v[v != float('inf')]
+            return [torch.cat([v.view(-1, 1).repeat(1, 12), v.repeat(3, 1)[:, :12]])]
+        def get_init_inputs():
+            return []
+    """)
+    graph, plan, cand = generate(problem, settings.replace(device=device), device=device)
+    assert cand.kernels
+    want, got, _, _ = run_both(problem, cand, device=device)
+    torch.testing.assert_close(got, want, equal_nan=True, atol=1e-6, rtol=1e-5)

@@ -506,6 +506,25 @@ def test_a_size_one_reduction_is_a_new_tensor_of_the_same_bits(body, shape, sett
     assert [torch.signbit(t).tolist() for t in got] == [torch.signbit(t).tolist() for t in want]
 
 
+@pytest.mark.parametrize("body", [
+    "torch.softmax(torch.mean(x, dim=1, keepdim=True), dim=1) * 3.0",
+    "torch.log_softmax(torch.sum(x * 2.0, dim=-1, keepdim=True), dim=-1) - 1.0",
+    "F.softmax(torch.amax(x, dim=2, keepdim=True) / x.new_tensor(0.0), dim=2)",   # inf, NaN
+])
+def test_a_softmax_over_a_dim_of_size_one_is_pointwise_with_atens_nans(body, settings):
+    """A (log-)softmax of one element is 1 (0), NaN where the element is not finite:
+    exp(x - x) and x - x give those bits, and fuse into the reduction's kernel."""
+    problem = _one_input(body, "(6, 5, 7)")
+    graph, plan, cand = generate(problem, settings)
+    ops = [n.opname for n in rewrite(graph).calls()]
+    assert not {"softmax", "_softmax", "log_softmax", "_log_softmax"} & set(ops), ops
+    assert plan.blockers() == [] and len(cand.kernels) == 1
+    want, got, _, _ = run_both(problem, cand)
+    torch.testing.assert_close(got, want, equal_nan=True, atol=1e-6, rtol=1e-6)
+    if "new_tensor" in body:
+        assert got.isnan().any() and not got.isfinite().all() or got.isnan().all()
+
+
 def _pooled_conv(conv: str, pool: str, shape: str):
     return make_problem(f"""
         class Model(nn.Module):
