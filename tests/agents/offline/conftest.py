@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import shutil
+import subprocess
 import sys
 import textwrap
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -91,3 +96,60 @@ def judge(tmp_path_factory, make_settings):
 
     yield verify
     worker.close()
+
+
+# -- CUDA source compiled to PTX without a GPU: nvcc, else NVRTC --------------------------------
+def _nvrtc_library() -> ctypes.CDLL | None:
+    """libnvrtc: the ``nvidia-cuda-nvrtc-cu12`` wheel's where it is installed, else the
+    system's; None when there is neither."""
+    paths: list[str] = []
+    try:
+        import nvidia.cuda_nvrtc as wheel   # a namespace package: no __file__
+        paths += [str(f) for d in wheel.__path__ for f in sorted(Path(d, "lib").glob(
+            "libnvrtc.so*")) if "builtins" not in f.name and ".alt." not in f.name]
+    except ImportError:
+        pass
+    found = ctypes.util.find_library("nvrtc")
+    paths += [found] if found else []
+    for path in paths:
+        try:
+            return ctypes.CDLL(path)
+        except OSError:
+            continue
+    return None
+
+
+def _nvrtc_errors(lib: ctypes.CDLL, source: str, name: str) -> str:
+    prog = ctypes.c_void_p()
+    if lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None,
+                              None) != 0:
+        return f"{name}: NVRTC could not take the source"
+    opts = [b"--gpu-architecture=compute_90", b"-std=c++17"]
+    status = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+    size = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value)
+    lib.nvrtcGetProgramLog(prog, log)
+    lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    return "" if status == 0 else f"{name}:\n{log.value.decode(errors='replace')[-4000:]}"
+
+
+def cuda_compile_errors(sources: dict[str, str], tmp_path: Path) -> str:
+    """Each CUDA source (name -> code; one program each: kernel names repeat across them)
+    compiled to PTX for sm_90: the front end is where a template's mistake shows. The
+    compilers' errors, "" where all compile; skips the calling test where there is neither
+    nvcc nor NVRTC."""
+    if shutil.which("nvcc"):
+        files = []
+        for name, code in sources.items():
+            files.append(tmp_path / f"{name}.cu")
+            files[-1].write_text(code)
+        proc = subprocess.run(["nvcc", "-arch=compute_90", "-std=c++17", "-ptx",
+                               "--output-directory", str(tmp_path), *map(str, files)],
+                              capture_output=True, text=True, timeout=900, check=False)
+        return "" if proc.returncode == 0 else proc.stderr[-4000:]
+    lib = _nvrtc_library()
+    if lib is None:
+        pytest.skip("neither nvcc nor NVRTC is installed (pip install nvidia-cuda-nvrtc-cu12)")
+    return "\n".join(e for e in (_nvrtc_errors(lib, code, f"{name}.cu")
+                                 for name, code in sources.items()) if e)

@@ -3,7 +3,6 @@ the CUDA versions on a GPU, and an nvcc syntax check of the CUDA source everywhe
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
@@ -15,7 +14,7 @@ from stitchcuda_lab.agents.offline.planner import fusion_groups
 from stitchcuda_lab.agents.offline.rewrite import rewrite
 from stitchcuda_lab.graph import analyse
 
-from .conftest import assert_close, generate, make_problem, run_both
+from .conftest import assert_close, cuda_compile_errors, generate, make_problem, run_both
 
 CASES = {
     "pointwise_chain_odd": """
@@ -465,18 +464,13 @@ def _all_cuda_sources() -> str:
     return "\n".join(parts), k
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
-def test_every_emitted_cuda_kernel_compiles_with_nvcc(tmp_path):
+def test_every_emitted_cuda_kernel_compiles(tmp_path):
+    """With nvcc where it is, else NVRTC (no GPU needed for either): 448 kernels in one
+    program, to PTX, in about 17 s on two cores (nvcc: 11 s for 344)."""
     source, count = _all_cuda_sources()
     assert count >= 60
-    src = tmp_path / "kernels.cu"
-    src.write_text(source)
-    # to PTX: the front end is where a template's mistake shows (NVRTC makes the cubin on the
-    # GPU), at half the time of a cubin on two cores (11 s against 23 s for 344 kernels)
-    proc = subprocess.run(["nvcc", "-arch=compute_90", "-std=c++17", "-ptx", "-x", "cu", str(src),
-                           "-o", str(tmp_path / "kernels.ptx")], capture_output=True, text=True,
-                          timeout=600, check=False)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    errors = cuda_compile_errors({"kernels": source}, tmp_path)
+    assert errors == "", errors
 
 
 def test_cpu_fused_chain_on_16m_floats_is_one_kernel_and_right(settings):
