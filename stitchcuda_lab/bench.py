@@ -41,7 +41,9 @@ def shrink_source(source: str, factor: int) -> str:
     A constant is a module-level assignment of an int or a tuple of ints, in any case
     (``BATCH = 8192``, KernelBench's ``batch_size = 16`` and ``height, width = 128, 128``);
     values below 64 (kernel sizes, strides, groups, heads) stay, so a shrunk problem keeps
-    its structure.
+    its structure; a shrunk constant stays a multiple of each group or head count it was a
+    multiple of (``groups = 16`` keeps ``out_channels = 64`` at 16, not 8: GroupNorm
+    refuses channels its groups do not divide).
     """
     if factor <= 1:
         return source
@@ -51,6 +53,14 @@ def shrink_source(source: str, factor: int) -> str:
     except SyntaxError:
         return source   # the problem loader reports it with its line
     lines = source.splitlines()
+    counts = [v for node in tree.body if isinstance(node, ast.Assign)
+              for t in node.targets if isinstance(t, ast.Name)
+              and re.search(r"group|head", t.id, re.I)
+              for v in [_int_expr(node.value)] if v is not None and 1 < v < 64]
+
+    def shrunk(v: int) -> int:
+        step = math.lcm(1, *(c for c in counts if v % c == 0))
+        return -(-max(1, v // factor) // step) * step
     for node in reversed(tree.body):
         if not isinstance(node, ast.Assign) or node.lineno != node.end_lineno:
             continue
@@ -60,7 +70,7 @@ def shrink_source(source: str, factor: int) -> str:
         values = [v for v in found if v is not None]
         if not items or len(values) < len(found):
             continue
-        ints = [max(1, v // factor) if v >= 64 else v for v in values]
+        ints = [shrunk(v) if v >= 64 else v for v in values]
         text = ", ".join(map(str, ints))
         if isinstance(value, ast.Tuple) and len(ints) == 1:
             text += ","

@@ -54,6 +54,26 @@ def test_shrink_divides_only_large_module_constants():
     assert bench.shrink_source(src, 1) == src
 
 
+def test_shrink_keeps_channels_a_multiple_of_their_group_and_head_counts():
+    src = ("in_channels = 3\nout_channels = 64\ngroups = 16\nnum_heads = 12\n"
+           "embed_dim = 768\nkernel_size = 3\nbatch_size = 128\nheight = width = 96\n")
+    out = bench.shrink_source(src, 8)
+    assert "out_channels = 16" in out        # 64 // 8 = 8 would not hold 16 groups
+    assert "embed_dim = 96" in out           # 768 // 8 = 96: a multiple of 16 and of 12
+    assert "batch_size = 16" in out          # a multiple of 16 anyway
+    assert "groups = 16" in out and "num_heads = 12" in out and "kernel_size = 3" in out
+    problem = bench.shrink_source(
+        "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n"
+        "    def __init__(self, c, g):\n        super().__init__()\n"
+        "        self.n = nn.GroupNorm(g, c)\n    def forward(self, x):\n"
+        "        return self.n(x)\nchannels = 64\ngroups = 16\n"
+        "def get_inputs():\n    return [torch.randn(2, channels, 4, 4)]\n"
+        "def get_init_inputs():\n    return [channels, groups]\n", 8)
+    from stitchcuda_lab.problem import problem_from_source
+    ns = problem_from_source(problem).namespace()
+    ns["Model"](*ns["get_init_inputs"]())(*ns["get_inputs"]())   # GroupNorm takes it
+
+
 def test_category_comes_from_the_file_name():
     assert bench.category_of(Path("07_norm_layernorm_gelu.py")) == "norm"
     assert bench.category_of(Path("mymodel.py")) == "other"
