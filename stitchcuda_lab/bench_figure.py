@@ -56,9 +56,10 @@ def figure(result: dict):
     return fig
 
 
-# the SVG's geometry, in pixels: a row's height, a label's character (a 11 px monospace font),
-# the plot's width, the space above the rows (title, legend) and below (axis)
-ROW, CHAR, PLOT, TOP, BOTTOM = 22, 6.8, 520, 64, 44
+# the SVG's geometry, in pixels: a row's height, a label's character (an 11 px monospace font:
+# 6.6 px in a browser, 7.2 px as cairosvg draws DejaVu Sans Mono, whose labels lost their
+# first letters at 6.8), the plot's width, the space above the rows (title, legend) and below
+ROW, CHAR, PLOT, TOP, BOTTOM = 22, 7.4, 520, 64, 44
 
 
 def svg(result: dict) -> str:
@@ -101,10 +102,13 @@ def svg(result: dict) -> str:
             out.append(f'<rect x="8" y="{y - ROW / 2}" width="{left + PLOT - 8}" '
                        f'height="{ROW}" fill="#f4f4f8"/>')
         out.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{escape(name)}</text>')
-        for i, (key, series, colour) in enumerate(SERIES):
-            v = r.get(key)
-            if _drawable(v):
-                out.append(_marker(i, x(v), y, colour, f"{series}: {v:.2f}x"))
+        drawn = [(i, series, colour, r.get(key)) for i, (key, series, colour)
+                 in enumerate(SERIES) if _drawable(r.get(key))]
+        for i, series, colour, v in drawn:
+            out.append(_marker(i, x(v), y, colour, f"{series}: {v:.2f}x"))
+        if not drawn:   # an empty row says why it is empty (the table has the details)
+            out.append(f'<text x="{left + 6}" y="{y + 4}" fill="#888">'
+                       f'{escape(str(r.get("status") or "no ratio"))}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 

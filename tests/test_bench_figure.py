@@ -57,6 +57,18 @@ def test_the_svg_puts_each_ratio_on_a_log_axis_in_its_problems_row():
     assert min(diamond_x) >= _x_of_tick(root, "0.5x")
 
 
+def test_a_row_with_no_ratio_says_its_status_and_no_label_runs_off_the_left():
+    result = kernelbench_like(3)
+    result["rows"][1].update(speedup_vs_eager=None, speedup_vs_compile=None, status="error")
+    root = ET.fromstring(bench_figure.svg(result))
+    assert [t.text for t in root.iter(NS + "text") if t.get("fill") == "#888"] == ["error"]
+    # the longest label at 7.2 px a character (cairosvg's DejaVu Sans Mono at 11 px) still
+    # starts inside the picture
+    for t in root.iter(NS + "text"):
+        if t.get("text-anchor") == "end":
+            assert float(t.get("x")) - 7.2 * len(t.text) >= 0, t.text
+
+
 def test_both_renderings_are_written_beside_each_other(tmp_path):
     written = bench_figure.write(kernelbench_like(2), tmp_path / "results")
     assert sorted(p.name for p in written) == ["results.html", "results.svg"]
