@@ -460,7 +460,9 @@ class _RowKernel:
             self._elem_loop([x], [f"{m} = {x} > {m} ? {x} : {m};"],
                             f"#pragma omp simd reduction(max:{m})")
             self.rows.avail.add(m)
-            # -inf adds nothing; a NaN adds NaN, also in a row of nothing else (m = -inf)
-            self._sum(sm, x, f"({x} == -SC_INF) ? ({acc})0 : sc_exp({x} - {m})")
+            # -inf adds nothing; a NaN adds NaN, also in a row of nothing else (m = -inf);
+            # an element equal to the max adds 1, +inf too, as on the GPU (codegen.update)
+            self._sum(sm, x, f"({x} == -SC_INF) ? ({acc})0 : ({x} == {m}) ? ({acc})1 : "
+                             f"sc_exp({x} - {m})")
         else:
             raise ValueError(s.kind)

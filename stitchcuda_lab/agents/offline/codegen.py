@@ -207,10 +207,13 @@ def update(kind: str, a: str, x: str, j: str, acc: str, val: str = "", idx: str 
         return (f"{{ {a}.n += ({acc})1; const {acc} d = {x} - {a}.mean; "
                 f"{a}.mean += d / {a}.n; {a}.m2 += d * ({x} - {a}.mean); }}")
     if kind == "softmax":
-        # s * exp(m - x) is s * 0 from m = -inf: 0, or a NaN met before any number (kept)
+        # s * exp(m - x) is s * 0 from m = -inf: 0, or a NaN met before any number (kept);
+        # an element equal to the max adds 1, also a second +inf (exp(inf - inf) is NaN):
+        # ATen's logsumexp of a row holding +inf is +inf (the softmaxes read m = +inf as NaN)
         return (f"if ({x} > {a}.m) {{ {a}.s = {a}.s * sc_exp({a}.m - {x}) + ({acc})1; "
                 f"{a}.m = {x}; }} "
-                f"else if ({x} != -SC_INF) {{ {a}.s += sc_exp({x} - {a}.m); }}")
+                f"else if ({x} != -SC_INF) {{ {a}.s += {x} == {a}.m ? ({acc})1 : "
+                f"sc_exp({x} - {a}.m); }}")
     raise ValueError(kind)
 
 
@@ -221,8 +224,8 @@ def group_update(kind: str, a: str, xs: list[str], acc: str) -> str:
     instead of one per element on the accumulator's dependency chain. Softmax rescales once
     per group, to the group's max, and adds one exponential per element with no branch;
     NaN still reaches the sum (``sc_max`` skips it, ``exp(NaN - m)`` does not), also where
-    it comes before any number (m still -inf), and -inf adds nothing, as in the element-wise
-    update.
+    it comes before any number (m still -inf), -inf adds nothing and an element equal to the
+    max adds 1 (+inf too), as in the element-wise update.
     """
     x0, x1, x2, x3 = xs
     z = f"({acc})"
@@ -234,7 +237,7 @@ def group_update(kind: str, a: str, xs: list[str], acc: str) -> str:
                 f"{a}.m2 += (e0 * e0 + e1 * e1) + (e2 * e2 + e3 * e3) + d * d * ({a}.n - {z}4) * f; }}")
     if kind == "softmax":
         def term(v: str) -> str:
-            return f"({v} == -SC_INF ? {z}0 : sc_exp({v} - {a}.m))"
+            return f"({v} == -SC_INF ? {z}0 : {v} == {a}.m ? {z}1 : sc_exp({v} - {a}.m))"
         return (f"{{ const {acc} gm = sc_max(sc_max({x0}, {x1}), sc_max({x2}, {x3})); "
                 f"if (gm > {a}.m) {{ {a}.s = {a}.s * sc_exp({a}.m - gm); {a}.m = gm; }} "
                 f"{a}.s += ({term(x0)} + {term(x1)}) + ({term(x2)} + {term(x3)}); }}")

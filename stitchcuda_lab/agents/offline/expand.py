@@ -13,6 +13,7 @@ Pointwise ops are one C expression each (``pointwise.py``).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -341,12 +342,17 @@ def _gather(lw: Lowering, n: Node) -> None:
 
 
 def _softmax(lw: Lowering, n: Node, x: str) -> None:
+    # a row whose max is +inf is NaN, as ATen's x - max gives it (inf - inf); the reduction's
+    # sum counts the +inf as 1 for logsumexp's sake (codegen.update)
     o = lw.reduce("softmax", x, ["m", "s"])
+    nan = lw.lit(math.nan)
     if "log" in n.opname:
-        lse = lw.emit(f"({o['m']} + sc_log({o['s']}))", [o["m"], o["s"]], "row")
+        lse = lw.emit(f"({o['m']} == SC_INF ? {nan} : {o['m']} + sc_log({o['s']}))",
+                      [o["m"], o["s"]], "row")
         lw.env[n.name] = lw.emit(f"({x} - {lse})", [x, lse], "full")
     else:
-        inv = lw.emit(f"({lw.lit(1)} / {o['s']})", [o["s"]], "row")
+        inv = lw.emit(f"({o['m']} == SC_INF ? {nan} : {lw.lit(1)} / {o['s']})",
+                      [o["m"], o["s"]], "row")
         lw.env[n.name] = lw.emit(f"(sc_exp({x} - {o['m']}) * {inv})", [x, o["m"], inv], "full")
 
 

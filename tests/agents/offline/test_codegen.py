@@ -26,6 +26,12 @@ ROWS = [
     [-INF, -INF, 1.0, -INF, 2.0, -INF, -INF, -INF],      # masked, as an attention mask
     [-INF, NAN, -INF, -INF, -INF, -INF, -INF, -INF],
     [-INF, -INF, -INF, -INF, 3.0, 1.0, -INF, 2.0],       # a first group of -inf alone
+    [1.0, INF, 2.0, -INF, 0.0, 3.0, -1.0, 4.0],          # +inf: logsumexp +inf, softmax NaN
+    [INF, 1.0, 2.0, 3.0, 4.0, INF, 6.0, 7.0],            # two of them, in two groups
+    [1.0, 2.0, INF, 3.0, INF, 5.0, 6.0, 7.0],            # two in one group, after numbers
+    [INF] * 8,
+    [INF, 1.0, 2.0, NAN, 4.0, 5.0, 6.0, 7.0],            # +inf and NaN: NaN
+    [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, NAN, INF],
 ]
 
 
@@ -88,7 +94,9 @@ def test_the_online_softmax_keeps_atens_nans_and_infinities(tmp_path):
         want_lse, want_sm = torch.logsumexp(x, 0), torch.softmax(x, 0)
         vals = [float(v) for v in line.split()]
         for way, (m, s) in zip(("element", "group", "halves"), zip(vals[::2], vals[1::2])):
-            lse = m + torch.log(torch.tensor(s))   # log(0) = -inf, log(NaN) = NaN
-            sm = torch.exp(x - m) / s
+            # as expand._softmax reads the state: log(0) = -inf, log(NaN) = NaN, and a row
+            # whose max is +inf is NaN to the softmaxes
+            lse = m + torch.log(torch.tensor(s))
+            sm = torch.exp(x - m) / s if m != INF else torch.full_like(x, NAN)
             assert torch.allclose(lse, want_lse, equal_nan=True), (way, row, m, s)
             assert torch.allclose(sm, want_sm, equal_nan=True), (way, row, m, s)

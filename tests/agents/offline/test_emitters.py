@@ -685,21 +685,27 @@ def test_pointwise_kernels_give_atens_nans_and_infinities(device, settings):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("cols", [12, 3000])   # rows of a few (lanes) and of many elements
 @pytest.mark.parametrize("body", ["torch.softmax(x, dim=-1)", "torch.log_softmax(x, dim=-1)",
                                   "torch.logsumexp(x, dim=-1)"])
-def test_row_softmax_gives_atens_nans(body, device, settings):
+def test_row_softmax_gives_atens_nans(body, cols, device, settings):
     """Rows of one value each (NaN, +-inf, zeros, numbers) and rows of them all mixed: a
-    row of NaN is NaN, of -inf is NaN (softmax) or -inf (logsumexp); +inf rows for the
-    softmaxes only (ATen's logsumexp takes a row's +inf as its result, the kernel NaN)."""
+    row of NaN is NaN, of -inf is NaN (softmax) or -inf (logsumexp), a row holding +inf and
+    no NaN is NaN (softmax) or +inf (logsumexp)."""
     problem = make_problem(f"""
         class Model(nn.Module):
             def forward(self, x):
                 return {body}
         def get_inputs():
             v = torch.tensor({SPECIAL})
-            if {"logsumexp" in body}:
-                v = v[v != float('inf')]
-            return [torch.cat([v.view(-1, 1).repeat(1, 12), v.repeat(3, 1)[:, :12]])]
+            n = {cols}
+            # the mixed rows all hold NaN (the last of them once, at its end); the last row
+            # holds +inf, -inf and numbers, no NaN
+            mixed = v.repeat(3, n // 16 + 1)[:, :n].clone()
+            mixed[2, :-1] = mixed[2, :-1].nan_to_num(0.5, posinf=float('inf'))
+            mixed[2, -1] = float('nan')
+            return [torch.cat([v.view(-1, 1).repeat(1, n), mixed,
+                               v[1:].repeat(n // 15 + 1)[:n].view(1, n)])]
         def get_init_inputs():
             return []
     """)
