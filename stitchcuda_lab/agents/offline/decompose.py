@@ -165,6 +165,10 @@ def _cross_entropy(g: Graph, n: Node) -> None:
     b = Builder(g, n)
     ti = b.add("aten.unsqueeze.default", [ref(t), 1], [N, 1], "int64")
     lse = b.add("aten.logsumexp.default", [ref(x), [1], True], [N, 1], x.dtype)
+    # ATen's loss is log_softmax's, NaN for a row whose max is +inf (x - max meets
+    # inf - inf) where logsumexp is +inf: lse + (lse - lse) is lse itself, NaN at +-inf
+    zero = b.add("aten.sub.Tensor", [ref(lse), ref(lse)], [N, 1], x.dtype)
+    lse = b.add("aten.add.Tensor", [ref(lse), ref(zero)], [N, 1], x.dtype)
     pick = b.add("aten.gather.default", [ref(x), 1, ref(ti)], [N, 1], x.dtype)
     diff = b.add("aten.sub.Tensor", [ref(lse), ref(pick)], [N, 1], x.dtype)
     valid = b.add("aten.ne.Scalar", [ref(ti), ignore], [N, 1], "bool")

@@ -713,3 +713,31 @@ def test_row_softmax_gives_atens_nans(body, cols, device, settings):
     assert cand.kernels
     want, got, _, _ = run_both(problem, cand, device=device)
     torch.testing.assert_close(got, want, equal_nan=True, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cross_entropy_rows_with_infinities_give_atens_loss(device, settings):
+    """ATen's loss is log_softmax's: NaN for a row holding +inf (wherever the target is) or
+    NaN, or of -inf only; a -inf elsewhere in a row adds nothing. The kernel's logsumexp
+    of a row holding +inf is +inf, so the loss must not read it as a number."""
+    problem = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x, t):
+                # one loss a row: a mean over rows would make every one NaN
+                return tuple(F.cross_entropy(x[i:i + 1], t[i:i + 1]) for i in range(6))
+        def get_inputs():
+            inf, nan = float('inf'), float('nan')
+            x = torch.tensor([[1.0, inf, 2.0, 0.5], [inf, 1.0, 2.0, 0.5], [1.0, -inf, 2.0, 0.5],
+                              [-inf, -inf, -inf, -inf], [1.0, nan, 2.0, 0.5],
+                              [1.0, 3.0, 2.0, 0.5]])
+            return [x, torch.tensor([0, 0, 2, 1, 0, 3])]
+        def get_init_inputs():
+            return []
+    """)
+    graph, plan, cand = generate(problem, settings.replace(device=device), device=device)
+    # each loss's row kernel (its batch of one row's mean stays in PyTorch)
+    assert len([t for t in plan.tasks if t.kind == "reduction_fusion"]) >= 6
+    want, got, _, _ = run_both(problem, cand, device=device)
+    assert [bool(w.isnan()) for w in want] == [True, True, False, True, True, False]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, equal_nan=True, atol=1e-6, rtol=1e-5)
