@@ -329,10 +329,13 @@ def _slack_by_size(sample: list, sizes: list):
     keys = keys.to(torch.float64)
 
     def slack(y: Any) -> Any:
+        # on y's device: the sample may lie on another (the table is made on the CPU), and
+        # indexing a CPU table with a GPU index raises
+        at, by = keys.to(y.device), table.to(y.device)
         k = torch.frexp(y.abs()).exponent.to(torch.float64)
-        k = torch.where(y != 0, k, keys[0].expand_as(k))
-        i = (torch.searchsorted(keys, k.contiguous(), right=True) - 1).clamp(0, len(keys) - 1)
-        return table[i]
+        k = torch.where(y != 0, k, at[0].expand_as(k))
+        i = (torch.searchsorted(at, k.contiguous(), right=True) - 1).clamp(0, len(at) - 1)
+        return by[i]
     return slack, float(table.max())
 
 

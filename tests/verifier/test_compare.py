@@ -1,5 +1,6 @@
 """verifier/compare.py: outputs of any size, and references less precise than their dtype."""
 
+import pytest
 import torch
 
 from stitchcuda_lab.verifier import compare as cmp
@@ -158,6 +159,24 @@ def test_an_error_large_only_where_the_outputs_are_large_allows_nothing_where_th
     # covered them; the allowance is now taken among outputs of their own size
     few = torch.where(exact < 1.7e-3, torch.zeros_like(exact), exact)
     assert 0.05 < float((few != exact).float().mean()) < 0.15      # a tenth
+    r = within_reference_error(few, ref, truth, 1e-4, 1e-4)
+    assert not r["ok"] and "among outputs of about their size" in r["msg"], r["msg"]
+
+
+@pytest.mark.gpu
+def test_the_allowance_by_size_is_taken_on_the_gpu():
+    """The by-size allowance's table is made on the CPU; the outputs it is read for lie on
+    the GPU (a CPU table indexed by a GPU index raised, and the job ended as the candidate's
+    runtime error)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (run on the GPU machine)")
+    g = torch.Generator().manual_seed(5)
+    x = (torch.rand(256, 512, generator=g) * 4 - 2).cuda()
+    ref = torch.exp(4 * ((x + 4096.0) - 4096.0))
+    truth = torch.exp(4 * ((x.double() + 4096.0) - 4096.0))
+    exact = torch.exp(4 * x.double()).float()
+    assert within_reference_error(exact, ref, truth, 1e-4, 1e-4)["ok"]
+    few = torch.where(exact < 1.7e-3, torch.zeros_like(exact), exact)
     r = within_reference_error(few, ref, truth, 1e-4, 1e-4)
     assert not r["ok"] and "among outputs of about their size" in r["msg"], r["msg"]
 
