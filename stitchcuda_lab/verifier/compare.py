@@ -325,12 +325,12 @@ def _slack_by_size(sample: list, sizes: list):
     # errors among few small outputs must not set their whole size's allowance
     ends = torch.searchsorted(ex, keys + 1, right=True).clamp(min=min(SIZE_SET, e.numel()))
     table = torch.tensor([PEAK_FACTOR * _quantile(e[:int(n)]) for n in ends],
-                         dtype=torch.float64)
+                         dtype=torch.float64, device=keys.device)
     keys = keys.to(torch.float64)
 
     def slack(y: Any) -> Any:
-        # on y's device: the sample may lie on another (the table is made on the CPU), and
-        # indexing a CPU table with a GPU index raises
+        # on y's device (the sample's, as a rule): a table on another device indexed by
+        # y's indices raises
         at, by = keys.to(y.device), table.to(y.device)
         k = torch.frexp(y.abs()).exponent.to(torch.float64)
         k = torch.where(y != 0, k, at[0].expand_as(k))

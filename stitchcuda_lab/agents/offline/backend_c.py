@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Callable
 
 from .codegen import (REDUCTIONS, RowValues, elem_index, elem_lines, offset, row_bases,
@@ -21,6 +22,7 @@ from .codegen import (REDUCTIONS, RowValues, elem_index, elem_lines, offset, row
 from .helpers import ceildiv
 from .ir import KernelSpec, Operand, Stmt, deps_closure
 from .launch import C_CHUNK
+from .pointwise import lit
 from .pool import pool_body_c
 from .scan import scan_body_c, scan_stmt
 
@@ -461,8 +463,11 @@ class _RowKernel:
                             f"#pragma omp simd reduction(max:{m})")
             self.rows.avail.add(m)
             # -inf adds nothing; a NaN adds NaN, also in a row of nothing else (m = -inf);
-            # an element equal to the max adds 1, +inf too, as on the GPU (codegen.update)
-            self._sum(sm, x, f"({x} == -SC_INF) ? ({acc})0 : ({x} == {m}) ? ({acc})1 : "
-                             f"sc_exp({x} - {m})")
+            # a row whose max is +inf sums exp(x - the largest finite value): +inf, not the
+            # NaN of inf - inf, so its logsumexp is +inf (the softmaxes read m = +inf as NaN).
+            # Once a row, not a select per element (a fifth of the vectorised sum's speed)
+            top = lit(sys.float_info.max if acc == "double" else 3.4028234663852886e38, acc)
+            w(f"{ind}const {acc} {m}_top = {m} < {top} ? {m} : {top};")
+            self._sum(sm, x, f"({x} == -SC_INF) ? ({acc})0 : sc_exp({x} - {m}_top)")
         else:
             raise ValueError(s.kind)

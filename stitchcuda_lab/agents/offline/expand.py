@@ -347,9 +347,10 @@ def _softmax(lw: Lowering, n: Node, x: str) -> None:
     o = lw.reduce("softmax", x, ["m", "s"])
     nan = lw.lit(math.nan)
     if "log" in n.opname:
-        lse = lw.emit(f"({o['m']} == SC_INF ? {nan} : {o['m']} + sc_log({o['s']}))",
-                      [o["m"], o["s"]], "row")
-        lw.env[n.name] = lw.emit(f"({x} - {lse})", [x, lse], "full")
+        # (x - m) - log(s), as ATen orders it: x - (m + log(s)) rounds m + log(s) first and
+        # loses log(s)'s low bits where m is large (logits of hundreds: an error of ulp(m))
+        ls = lw.emit(f"({o['m']} == SC_INF ? {nan} : sc_log({o['s']}))", [o["m"], o["s"]], "row")
+        lw.env[n.name] = lw.emit(f"(({x} - {o['m']}) - {ls})", [x, o["m"], ls], "full")
     else:
         inv = lw.emit(f"({o['m']} == SC_INF ? {nan} : {lw.lit(1)} / {o['s']})",
                       [o["m"], o["s"]], "row")

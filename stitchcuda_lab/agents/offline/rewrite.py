@@ -51,7 +51,8 @@
   variance of their means (equal parts), then one pointwise pass over ``x``;
 
 - a sum, mean, amax, amin, prod or logsumexp over dims that are all of size 1 (a value an
-  earlier reduction kept with ``keepdim=True``), and the values of a max or min over such a
+  earlier reduction kept with ``keepdim=True``; a whole-tensor sum, mean, prod, amax or amin
+  of a tensor of one element, as a batch of one's loss), and the values of a max or min over such a
   dim whose indices no one reads, are its input, as ``x + 0.0`` or ``x * 1.0`` (the same
   bits, -0.0 included; a new tensor, not a view), viewed without those dims where ``keepdim``
   is off (``_size_one_reductions``): no second pass over the row values, and the ops after it
@@ -177,18 +178,23 @@ def _size_one_reductions(g: Graph) -> None:
             _softmax_over_one(g, n)
             continue
         tuple_op = n.opname in ("max", "min") and n.target.endswith(".dim")
-        if (n.opname not in _IDENTITY_OVER_ONE and not tuple_op) or len(n.args) < 2 \
-                or n.kwargs.get("dtype") is not None:
+        # over every dim: sum/mean/prod's .default, amax/amin with no dims (a loss's mean
+        # of a batch of one, the sum of a value a keepdim reduction left [1, 1])
+        whole = (n.opname in ("sum", "mean", "prod") and n.target.endswith(".default")) or (
+            n.opname in ("amax", "amin") and (len(n.args) < 2 or n.args[1] in ([], None)))
+        if (n.opname not in _IDENTITY_OVER_ONE and not tuple_op) \
+                or (len(n.args) < 2 and not whole) or n.kwargs.get("dtype") is not None:
             continue
         src = node_ref(n.args[0])
         x = g.node(src) if src is not None else None
         if x is None or x.shape is None or not x.shape or x.dtype not in ("float32", "float64") \
                 or (x.dtype != n.dtype and not tuple_op):   # a tuple's dtype: its items'
             continue
-        dims = n.args[1] if isinstance(n.args[1], list) else [n.args[1]]
+        rank = len(x.shape)
+        dims = list(range(rank)) if whole else (
+            n.args[1] if isinstance(n.args[1], list) else [n.args[1]])
         if not dims or not all(isinstance(d, int) for d in dims):
             continue
-        rank = len(x.shape)
         if any(not -rank <= d < rank or x.shape[d % rank] != 1 for d in dims):
             continue
         if not tuple_op:

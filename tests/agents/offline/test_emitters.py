@@ -685,7 +685,8 @@ def test_pointwise_kernels_give_atens_nans_and_infinities(device, settings):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("cols", [12, 3000])   # rows of a few (lanes) and of many elements
+# rows of a few elements, of many, and of enough to be summed in double on the CPU
+@pytest.mark.parametrize("cols", [12, 3000, 5000])
 @pytest.mark.parametrize("body", ["torch.softmax(x, dim=-1)", "torch.log_softmax(x, dim=-1)",
                                   "torch.logsumexp(x, dim=-1)"])
 def test_row_softmax_gives_atens_nans(body, cols, device, settings):
@@ -716,6 +717,33 @@ def test_row_softmax_gives_atens_nans(body, cols, device, settings):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_softmax_over_a_middle_dim_gives_atens_nans(device, settings):
+    """Over dim 1 of [2, 16, 8]: the C kernel's rows side by side in vector lanes, NaN and
+    the infinities among them."""
+    problem = make_problem(f"""
+        class Model(nn.Module):
+            def forward(self, x):
+                return (torch.softmax(x, 1), torch.log_softmax(x, 1), torch.logsumexp(x, 1))
+        def get_inputs():
+            v = torch.tensor({SPECIAL})
+            x = torch.randn(2, 16, 8)
+            x[0, :, 0] = v                            # all of them: NaN
+            x[0, :, 1] = torch.cat([v[1:], torch.ones(1)])   # +inf, -inf and numbers
+            x[0, :, 2] = float('-inf')
+            x[1, 3, 3] = float('inf')
+            x[1, 5, 4] = float('nan')
+            return [x]
+        def get_init_inputs():
+            return []
+    """)
+    graph, plan, cand = generate(problem, settings.replace(device=device), device=device)
+    assert cand.kernels and plan.blockers() == [], plan.blockers()
+    want, got, _, _ = run_both(problem, cand, device=device)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, equal_nan=True, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_cross_entropy_rows_with_infinities_give_atens_loss(device, settings):
     """ATen's loss is log_softmax's: NaN for a row holding +inf (wherever the target is) or
     NaN, or of -inf only; a -inf elsewhere in a row adds nothing. The kernel's logsumexp
@@ -741,3 +769,26 @@ def test_cross_entropy_rows_with_infinities_give_atens_loss(device, settings):
     assert [bool(w.isnan()) for w in want] == [True, True, False, True, True, False]
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, equal_nan=True, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_log_softmax_of_large_logits_keeps_the_small_terms(device, settings):
+    """log_softmax is (x - max) - log(sum): with logits of thousands, x - (max + log(sum))
+    rounds max + log(sum) to ulp(max) (about 1e-4) first, and the largest logit's result, a
+    small number, came out that far from ATen's."""
+    problem = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.log_softmax(x, dim=1)
+        def get_inputs():
+            g = torch.Generator().manual_seed(0)
+            return [torch.randn(64, 200, generator=g) * 2000]
+        def get_init_inputs():
+            return []
+    """)
+    graph, plan, cand = generate(problem, settings.replace(device=device), device=device)
+    assert cand.kernels
+    want, got, _, _ = run_both(problem, cand, device=device)
+    top = want.argmax(1, keepdim=True)   # the terms near 0, where the rounding showed
+    torch.testing.assert_close(got.gather(1, top), want.gather(1, top), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)

@@ -510,6 +510,26 @@ def test_a_size_one_reduction_is_a_new_tensor_of_the_same_bits(body, shape, sett
     assert [torch.signbit(t).tolist() for t in got] == [torch.signbit(t).tolist() for t in want]
 
 
+@pytest.mark.parametrize("body, left", [
+    ("(torch.logsumexp(x, 1, keepdim=True) - x[:, :1]).sum()", "logsumexp"),
+    ("torch.sum(x, dim=1, keepdim=True).mean() * 2.0", "sum"),
+    ("torch.amax(torch.amax(x, 1, keepdim=True)) - 1.0", "amax"),
+])
+def test_a_whole_reduction_of_one_element_joins_the_kernel_before_it(body, left, settings):
+    """Over every dim of a value holding one element (a batch of one's loss, the [1, 1] a
+    keepdim reduction leaves): its input, as x + 0.0 or x * 1.0 viewed as a 0-d tensor. It
+    had stayed in PyTorch: "input is not per-element" (its input is a row value)."""
+    problem = _one_input(body, "(1, 10)")
+    graph, plan, cand = generate(problem, settings)
+    assert plan.blockers() == [], plan.blockers()
+    ops = [n.opname for n in rewrite(graph).calls()]
+    assert ops.count(left) == 1 and len(
+        [o for o in ops if o in ("sum", "mean", "amax", "logsumexp")]) == 1, ops   # the row's
+    want, got, _, _ = run_both(problem, cand)
+    assert got.shape == want.shape == ()
+    assert_close(got, want)
+
+
 @pytest.mark.parametrize("body", [
     "torch.softmax(torch.mean(x, dim=1, keepdim=True), dim=1) * 3.0",
     "torch.log_softmax(torch.sum(x * 2.0, dim=-1, keepdim=True), dim=-1) - 1.0",
