@@ -324,18 +324,17 @@ def _slack_by_size(sample: list, sizes: list):
     # the outputs up to exponent k + 1, and never fewer than SIZE_SET: a handful of large
     # errors among few small outputs must not set their whole size's allowance
     ends = torch.searchsorted(ex, keys + 1, right=True).clamp(min=min(SIZE_SET, e.numel()))
+    # on the sample's device, which is the float64 result's, where every y it is read for
+    # lies (a CPU table indexed with a GPU index raised)
     table = torch.tensor([PEAK_FACTOR * _quantile(e[:int(n)]) for n in ends],
                          dtype=torch.float64, device=keys.device)
     keys = keys.to(torch.float64)
 
     def slack(y: Any) -> Any:
-        # on y's device (the sample's, as a rule): a table on another device indexed by
-        # y's indices raises
-        at, by = keys.to(y.device), table.to(y.device)
         k = torch.frexp(y.abs()).exponent.to(torch.float64)
-        k = torch.where(y != 0, k, at[0].expand_as(k))
-        i = (torch.searchsorted(at, k.contiguous(), right=True) - 1).clamp(0, len(at) - 1)
-        return by[i]
+        k = torch.where(y != 0, k, keys[0].expand_as(k))
+        i = (torch.searchsorted(keys, k.contiguous(), right=True) - 1).clamp(0, len(keys) - 1)
+        return table[i]
     return slack, float(table.max())
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from collections.abc import Callable
 
 from .codegen import (REDUCTIONS, RowValues, elem_index, elem_lines, offset, row_bases,
@@ -22,7 +21,6 @@ from .codegen import (REDUCTIONS, RowValues, elem_index, elem_lines, offset, row
 from .helpers import ceildiv
 from .ir import KernelSpec, Operand, Stmt, deps_closure
 from .launch import C_CHUNK
-from .pointwise import lit
 from .pool import pool_body_c
 from .scan import scan_body_c, scan_stmt
 
@@ -46,7 +44,8 @@ C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16",
 # The log tests `x >= 0` for "negative or NaN": GCC 12 leaves a loop with `x < 0 || x != x`
 # (an `||` between two masks) scalar. Comments in the prelude stay on one line each: a person
 # editing a kernel may append to any line.
-PRELUDE = r"""#include <math.h>
+PRELUDE = r"""#include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #pragma GCC optimize("no-math-errno")
@@ -466,7 +465,7 @@ class _RowKernel:
             # a row whose max is +inf sums exp(x - the largest finite value): +inf, not the
             # NaN of inf - inf, so its logsumexp is +inf (the softmaxes read m = +inf as NaN).
             # Once a row, not a select per element (a fifth of the vectorised sum's speed)
-            top = lit(sys.float_info.max if acc == "double" else 3.4028234663852886e38, acc)
+            top = "DBL_MAX" if acc == "double" else "FLT_MAX"
             w(f"{ind}const {acc} {m}_top = {m} < {top} ? {m} : {top};")
             self._sum(sm, x, f"({x} == -SC_INF) ? ({acc})0 : sc_exp({x} - {m}_top)")
         else:
