@@ -73,3 +73,26 @@ def test_both_renderings_are_written_beside_each_other(tmp_path):
     written = bench_figure.write(kernelbench_like(2), tmp_path / "results")
     assert sorted(p.name for p in written) == ["results.html", "results.svg"]
     assert "<svg" in (tmp_path / "results.svg").read_text()
+
+
+def test_a_run_of_several_compile_modes_draws_ours_against_the_fastest_too():
+    """Ahead of ``default`` is not ahead of torch.compile where ``max-autotune`` is faster
+    (KernelBench's tall-skinny GEMM: 1.08x and 0.83x): with several modes timed, a third
+    marker per row; with one, none (it would sit on the diamond)."""
+    result = kernelbench_like(2)
+    result["rows"][0].update(speedup_vs_compile=1.08, speedup_vs_best_compile=0.83)
+    result["rows"][1].update(speedup_vs_compile=0.9, speedup_vs_best_compile=None)
+
+    def triangles(r: dict) -> list:
+        root = ET.fromstring(bench_figure.svg(r))
+        return [p for p in root.iter(NS + "polygon") if p.find(NS + "title") is not None
+                and p.find(NS + "title").text.startswith("ours vs fastest mode")]
+    assert triangles(dict(result, modes="default")) == []
+    (t,) = triangles(dict(result, modes="default,max-autotune-no-cudagraphs,reduce-overhead"))
+    assert t.find(NS + "title").text == "ours vs fastest mode: 0.83x"
+    root = ET.fromstring(bench_figure.svg(dict(result, modes="default,reduce-overhead")))
+    one = _x_of_tick(root, "1x")
+    assert float(t.get("points").split(",")[0]) < one   # left of 1x: behind
+    fig = bench_figure.figure(dict(result, modes="default,reduce-overhead"))
+    assert [d.name for d in fig.data][-1] == "ours vs fastest mode" and len(fig.data) == 3
+    assert len(bench_figure.figure(result).data) == 2
