@@ -66,12 +66,31 @@ def _lock(path: str | None, mode: int) -> Iterator[None]:
         return
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        fcntl.flock(fd, mode)
+        with _queue(path):
+            fcntl.flock(fd, mode)
         _held[path] = [fd, 1, mode]
         yield
     finally:
         _held.pop(path, None)
         os.close(fd)   # closing the descriptor releases the lock
+
+
+@contextlib.contextmanager
+def _queue(path: str) -> Iterator[None]:
+    """Taking the lock goes through a second lock file, held by one waiter at a time: a
+    timing that waits holds it, so shared work that comes later waits behind the timing.
+    ``flock`` alone grants a shared lock whenever no exclusive one is held, also while a
+    timing waits, so on a GPU where one problem after another compiles its baselines (each
+    first call of torch.compile holds the shared lock for up to 90 s) a candidate's timing
+    waited about 40 s for a GPU that was never free of shared work. An upgrade skips the
+    queue: its holder already shares the lock, and a timing queued before it waits for that
+    share to end (a deadlock, had the upgrade waited for the queue)."""
+    fd = os.open(path + ".queue", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def release_cached_memory(device: str) -> None:

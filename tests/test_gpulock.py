@@ -41,6 +41,23 @@ def test_a_timing_waits_for_shared_work_and_shared_work_overlaps(tmp_path):
     other.wait()
 
 
+def test_shared_work_that_comes_after_a_waiting_timing_waits_behind_it(tmp_path):
+    """A timing queued behind long shared work (a baseline's compile) is not passed by the
+    shared work that arrives after it, or it would wait as long as any problem compiles."""
+    lock = tmp_path / "gpu.lock"
+    compiling = _holder(lock, "shared", 1.5)
+    timing = subprocess.Popen([sys.executable, "-c", HOLD, str(lock), "exclusive", "1.0"],
+                              stdout=subprocess.PIPE, text=True)
+    time.sleep(0.4)                     # the timing now waits for the compile
+    t0 = time.monotonic()
+    with gpulock.shared(str(lock)):
+        waited = time.monotonic() - t0
+    compiling.wait()
+    timing.wait()
+    assert timing.stdout.read().strip() == "held"
+    assert waited > 1.5                 # the rest of the compile, then the whole timing
+
+
 def test_a_killed_holder_releases_the_lock(tmp_path):
     lock = tmp_path / "gpu.lock"
     other = _holder(lock, "exclusive", 60)
