@@ -14,8 +14,22 @@ export STITCH_SESSIONS_DIR="${STITCH_SESSIONS_DIR:-/tmp/kb_sessions}"
 # Inductor's compiled graphs and autotuning are kept across runs: a rerun times the same
 # baselines without compiling them again.
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$STITCH_CACHE_DIR/inductor}"
+# A GPU machine that starts bare each time keeps none of that. COMPILE_CACHE_IN (a folder
+# holding compile-cache.tgz.* from an earlier run) restores the judge's compile caches
+# (Inductor's graphs and autotuning, Triton's kernels) and this process's; COMPILE_CACHE_OUT
+# (a folder) gets them back after the run, in parts of COMPILE_CACHE_PART (15m) for
+# transfers that limit a file's size. Compiled code only, no timing: every number is still
+# measured in this run; only the baselines' compile time (three modes: 20-90 s a problem
+# on an H100, mostly max-autotune's GEMM autotuning) goes. The kernel cache, whose entries
+# are signed with a secret of this machine's, is not among them.
+cached="compile inductor"
+if [ -n "${COMPILE_CACHE_IN:-}" ] && compgen -G "$COMPILE_CACHE_IN/compile-cache.tgz.*" >/dev/null; then
+  mkdir -p "$STITCH_CACHE_DIR" && chmod 700 "$STITCH_CACHE_DIR"
+  cat "$COMPILE_CACHE_IN"/compile-cache.tgz.* | tar xzf - -C "$STITCH_CACHE_DIR" \
+    && echo "compile caches restored from $COMPILE_CACHE_IN ($(du -sh "$STITCH_CACHE_DIR" | cut -f1))"
+fi
 dirs=(); for l in ${LEVELS:-1 2 3}; do dirs+=("$kb/level$l"); done
-python3 -m stitchcuda_lab bench "${dirs[@]}" --device cuda --iters "${ITERS:-1}" \
+python3 -m stitchcuda_lab bench "${dirs[@]}" --device "${DEVICE:-cuda}" --iters "${ITERS:-1}" \
   --modes "${MODES:-default}" --timeout "${TIMEOUT:-240}" --budget "${BUDGET:-540}" \
   --jobs "${JOBS:-3}" \
   --out "$out" ${FILTER:+--filter "$FILTER"} >"$out/bench.log" 2>&1
@@ -28,3 +42,12 @@ for name, g in s.get("suites", {}).items():
     print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in g.items()})
 PY
 tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"   # one file to bring back
+if [ -n "${COMPILE_CACHE_OUT:-}" ]; then
+  mkdir -p "$COMPILE_CACHE_OUT" && rm -f "$COMPILE_CACHE_OUT"/compile-cache.tgz.*
+  have=(); for d in $cached; do [ -d "$STITCH_CACHE_DIR/$d" ] && have+=("$d"); done
+  if [ ${#have[@]} -gt 0 ]; then
+    tar czf - -C "$STITCH_CACHE_DIR" "${have[@]}" \
+      | split -b "${COMPILE_CACHE_PART:-15m}" - "$COMPILE_CACHE_OUT/compile-cache.tgz."
+    echo "compile caches saved: $(du -ch "$COMPILE_CACHE_OUT"/compile-cache.tgz.* | tail -1 | cut -f1)"
+  fi
+fi
