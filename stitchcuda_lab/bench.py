@@ -562,16 +562,28 @@ def _footprints_main(argv: list[str]) -> None:
 # A problem's share of the budget is never cut below this (a first candidate's verdict takes
 # about this long on a shared H200), unless less than this is left at all.
 LEAST_SHARE = 45.0
+# ... and more where the baselines time several torch.compile modes before any candidate:
+# three took 20-90 s a problem on an H100 (max-autotune's GEMM autotuning, 60 s of it), and
+# a 420 s run of level 2 that gave each problem 51-76 s cut 5 of them short while timing the
+# baselines and 6 more in their first candidate's verification.
+MODE_SHARE = 25.0
 
 
-def fair_share(left: float, waiting: int, slots: int) -> float:
+def least_share(modes: str) -> float:
+    """The least a problem is given: a first verdict's time, and each compile mode's after
+    the first."""
+    n = len([m for m in (modes or "").split(",") if m.strip()])
+    return LEAST_SHARE + MODE_SHARE * max(0, n - 1)
+
+
+def fair_share(left: float, waiting: int, slots: int, least: float = LEAST_SHARE) -> float:
     """Seconds a problem starting now may run, so that the ``waiting`` problems not started
     yet (this one among them) each get a like part of the ``left`` budget, ``slots`` at a
     time. On the H200 a level-2 run of 20 problems, each given its whole --timeout in turn,
     left the last three 28 s of a 555 s budget (they kept the reference); shared, each gets
     ``left`` over the waves still to run."""
     waves = math.ceil(waiting / max(1, slots))
-    return max(min(LEAST_SHARE, left), left / max(1, waves))
+    return max(min(least, left), left / max(1, waves))
 
 
 def expected_slots(needs: list[int], memory: float, jobs: int, gpus: int) -> int:
@@ -658,7 +670,8 @@ def run_local(problems: list[Path], out_dir: Path, args: argparse.Namespace,
                 shared.update(active[slot[0]] | {p.name})
             active[slot[0]].add(p.name)
         cap = None if deadline is None else fair_share(deadline - time.perf_counter(),
-                                                       len(problems) - i, slots)
+                                                       len(problems) - i, slots,
+                                                       least_share(args.modes))
         t = threading.Thread(target=work, args=(p, slot, need, cap))
         t.start()
         threads.append(t)

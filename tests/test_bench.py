@@ -625,6 +625,11 @@ def test_a_budget_is_shared_by_the_problems_still_to_start():
     assert bench.fair_share(215.0, 3, 8) == pytest.approx(215.0)     # the last wave: all of it
     assert bench.fair_share(400.0, 100, 1) == bench.LEAST_SHARE       # never below a verdict's
     assert bench.fair_share(20.0, 100, 1) == pytest.approx(20.0)      # ... unless less is left
+    # three compile modes are timed before any candidate: a share leaves them room
+    three = bench.least_share("default,max-autotune-no-cudagraphs,reduce-overhead")
+    assert three == bench.least_share("default") + 2 * bench.MODE_SHARE
+    assert bench.least_share("") == bench.least_share("default") == bench.LEAST_SHARE
+    assert bench.fair_share(420.0, 20, 4, three) == pytest.approx(three)   # not 420 / 5 waves
 
 
 def test_problems_at_once_are_as_many_as_the_gpus_memory_holds():
