@@ -84,6 +84,17 @@ def compile_cache_env(cache_dir: Path) -> dict[str, str]:
             "TRITON_CACHE_DIR": str(folder / "triton")}
 
 
+def internal_error(text: str) -> str:
+    """A verdict's reason for the judge's own failure (its traceback's last line). Out of
+    memory is named as such: the judge ran out beside the candidate's process (on an H100 a
+    judge of 33 GB and a candidate of 45 GB over an 8.6 GB input), and a bench of several
+    problems on one GPU reruns such a problem alone."""
+    last = (text.strip().splitlines() or [""])[-1]
+    name = "out_of_memory" if re.search(r"OutOfMemoryError|out of memory|MemoryError",
+                                        last) else "exception"
+    return f"{name}: internal worker error: {last}"
+
+
 def _only_ours(folder: Path) -> bool:
     """Owned by this user or root, and no one else may write in it (or only into entries of
     their own: the sticky bit, as on /tmp)."""
@@ -363,8 +374,8 @@ class Worker:
                     "log": log}
         if "internal_error" in msg:
             self.kill()
-            return {"status": "runtime_error", "reason": "exception: internal worker error: "
-                    + msg["internal_error"].splitlines()[-1], "log": msg["internal_error"]}
+            return {"status": "runtime_error", "reason": internal_error(msg["internal_error"]),
+                    "log": msg["internal_error"]}
         if not msg.get("healthy", True):
             self.kill()  # the next job starts a fresh process
         return msg

@@ -439,3 +439,14 @@ def test_the_compiled_baselines_give_their_memory_back(tmp_path, fast_options):
         finally:
             w.close()
     assert held["default,reduce-overhead"] - held["default"] < (512 << 20), held
+
+
+def test_the_judge_out_of_memory_is_named_so_the_bench_can_rerun_it_alone():
+    from stitchcuda_lab.verdict import Verdict
+    from stitchcuda_lab.verifier.worker import internal_error
+    oom = internal_error("Traceback (most recent call last):\n  ...\ntorch.OutOfMemoryError: "
+                         "CUDA out of memory. Tried to allocate 8.00 GiB.")
+    other = internal_error("Traceback (most recent call last):\nKeyError: 'x'")
+    assert Verdict(status="runtime_error", reason=oom).reason_name == "out_of_memory"
+    assert Verdict(status="runtime_error", reason=other).reason_name == "exception"
+    assert oom.endswith("Tried to allocate 8.00 GiB.") and "KeyError: 'x'" in other
