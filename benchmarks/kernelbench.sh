@@ -23,10 +23,18 @@ export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$STITCH_CACHE_DIR/ind
 # on an H100, mostly max-autotune's GEMM autotuning) goes. The kernel cache, whose entries
 # are signed with a secret of this machine's, is not among them.
 cached="compile inductor"
-if [ -n "${COMPILE_CACHE_IN:-}" ] && compgen -G "$COMPILE_CACHE_IN/compile-cache.tgz.*" >/dev/null; then
-  mkdir -p "$STITCH_CACHE_DIR" && chmod 700 "$STITCH_CACHE_DIR"
-  cat "$COMPILE_CACHE_IN"/compile-cache.tgz.* | tar xzf - -C "$STITCH_CACHE_DIR" \
-    && echo "compile caches restored from $COMPILE_CACHE_IN ($(du -sh "$STITCH_CACHE_DIR" | cut -f1))"
+if [ -n "${COMPILE_CACHE_IN:-}" ]; then
+  if compgen -G "$COMPILE_CACHE_IN/compile-cache.tgz.*" >/dev/null; then
+    mkdir -p "$STITCH_CACHE_DIR" && chmod 700 "$STITCH_CACHE_DIR"
+    # those two folders alone (never the kernel cache or its secret), owned by whoever runs
+    # this and writable by no one else: the judge loads what Inductor finds there
+    cat "$COMPILE_CACHE_IN"/compile-cache.tgz.* | tar xzf - --no-same-owner \
+      --no-same-permissions -C "$STITCH_CACHE_DIR" $cached 2>/dev/null   # a folder it lacks: fine
+    for d in $cached; do [ -d "$STITCH_CACHE_DIR/$d" ] && chmod -R go-w "$STITCH_CACHE_DIR/$d"; done
+    echo "compile caches restored from $COMPILE_CACHE_IN ($(du -sh "$STITCH_CACHE_DIR" | cut -f1))"
+  else
+    echo "no compile caches in $COMPILE_CACHE_IN: the baselines compile from scratch"
+  fi
 fi
 dirs=(); for l in ${LEVELS:-1 2 3}; do dirs+=("$kb/level$l"); done
 python3 -m stitchcuda_lab bench "${dirs[@]}" --device "${DEVICE:-cuda}" --iters "${ITERS:-1}" \
@@ -43,11 +51,22 @@ for name, g in s.get("suites", {}).items():
 PY
 tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"   # one file to bring back
 if [ -n "${COMPILE_CACHE_OUT:-}" ]; then
-  mkdir -p "$COMPILE_CACHE_OUT" && rm -f "$COMPILE_CACHE_OUT"/compile-cache.tgz.*
+  # not where candidates run as this user: they could have written into the folders, and a
+  # later run as root would trust what they left
+  isolation=$(python3 -c "from stitchcuda_lab.verifier.pool import mode; print(mode())")
   have=(); for d in $cached; do [ -d "$STITCH_CACHE_DIR/$d" ] && have+=("$d"); done
-  if [ ${#have[@]} -gt 0 ]; then
-    tar czf - -C "$STITCH_CACHE_DIR" "${have[@]}" \
-      | split -b "${COMPILE_CACHE_PART:-15m}" - "$COMPILE_CACHE_OUT/compile-cache.tgz."
-    echo "compile caches saved: $(du -ch "$COMPILE_CACHE_OUT"/compile-cache.tgz.* | tail -1 | cut -f1)"
+  if [ "$isolation" = same-user ]; then
+    echo "compile caches not saved: candidates ran as this user here"
+  elif [ ${#have[@]} -gt 0 ]; then
+    parts=$(mktemp -d)
+    if (set -o pipefail; tar czf - -C "$STITCH_CACHE_DIR" "${have[@]}" \
+          | split -b "${COMPILE_CACHE_PART:-15m}" - "$parts/compile-cache.tgz."); then
+      mkdir -p "$COMPILE_CACHE_OUT" && rm -f "$COMPILE_CACHE_OUT"/compile-cache.tgz.*
+      mv "$parts"/compile-cache.tgz.* "$COMPILE_CACHE_OUT"/
+      echo "compile caches saved: $(du -ch "$COMPILE_CACHE_OUT"/compile-cache.tgz.* | tail -1 | cut -f1)"
+    else
+      echo "compile caches not saved: tar failed"
+    fi
+    rm -rf "$parts"
   fi
 fi

@@ -84,7 +84,9 @@ def _queue(path: str) -> Iterator[None]:
     first call of torch.compile holds the shared lock for up to 90 s) a candidate's timing
     waited about 40 s for a GPU that was never free of shared work. An upgrade skips the
     queue: its holder already shares the lock, and a timing queued before it waits for that
-    share to end (a deadlock, had the upgrade waited for the queue)."""
+    share to end (a deadlock, had the upgrade waited for the queue). For the same reason a
+    process that holds a share must never wait on another process's fresh shared lock (none
+    does: the bench's early baseline does not wait, and the judge takes timings alone)."""
     fd = os.open(path + ".queue", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

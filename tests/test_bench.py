@@ -687,8 +687,28 @@ def test_the_kernelbench_script_carries_the_compile_caches_to_a_bare_machine(tmp
     assert any(n.startswith("compile/inductor/") for n in names), names[:20]
     assert not any(Path(n).name == ".key" for n in names)
 
+    # what comes back may carry more than was sent: a kernel cache secret and entry, and a
+    # folder anyone may write in; only the two compile folders come out, writable by us alone
+    planted = tmp_path / "planted"
+    with tarfile.open(whole) as t:
+        t.extractall(planted, filter="fully_trusted")
+    (planted / ".key").write_bytes(b"k" * 32)
+    (planted / "ab").mkdir()
+    (planted / "ab" / "evil.so").write_bytes(b"x")
+    (planted / "compile" / "inductor").chmod(0o777)
+    for p in parts:
+        p.unlink()
+    with tarfile.open(keep / "compile-cache.tgz.aa", "w:gz") as t:
+        for name in (".key", "ab", "compile", "inductor"):
+            if (planted / name).exists():
+                t.add(planted / name, arcname=name)
+
     second = run("c2", "o2", COMPILE_CACHE_IN=str(keep))
     assert "compile caches restored" in second.stdout, second.stdout + second.stderr
     rows = json.loads((tmp_path / "o2" / "kernelbench" / "results.json").read_text())["rows"]
     assert rows[0]["correct"] and rows[0]["compile_default_ms"] > 0, rows
-    assert any((tmp_path / "c2" / "compile" / "inductor").rglob("*.py"))
+    c2 = tmp_path / "c2"
+    assert any((c2 / "compile" / "inductor").rglob("*.py"))
+    assert not (c2 / "ab").exists()
+    assert not (c2 / ".key").exists() or (c2 / ".key").read_bytes() != b"k" * 32
+    assert not (c2 / "compile" / "inductor").stat().st_mode & 0o022

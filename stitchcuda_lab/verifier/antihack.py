@@ -58,7 +58,7 @@ REASONS = {
     "exception": "the candidate raised an exception",
     "crash": "the worker process died (segfault, abort)",
     "cuda_error": "a CUDA error (illegal memory access, launch failure)",
-    "out_of_memory": "the candidate ran out of memory",
+    "out_of_memory": "the candidate (or the judge beside it) ran out of memory",
     "compile_error": "a kernel did not compile",
     "syntax_error": "the candidate program is not valid Python",
     "timeout": "the job ran past its time limit",

@@ -1205,29 +1205,31 @@ class Job:
                     print(f"torch.compile mode={mode} failed: {e}", file=sys.stderr)
             if self.state.pool is not None:
                 self.state.pool.settle()
-            for mode, fn in fns.items():
-                try:
-                    with gpulock.exclusive(lock):
-                        res = self.timed(lambda seed, fn=fn: self.local_call(timer, fn, seed))
-                except Exception as e:  # noqa: BLE001
-                    cached["_flags"].append(f"compile_failed:{mode}")
-                    print(f"torch.compile mode={mode} failed: {e}", file=sys.stderr)
-                    continue
-                name = "eager" if mode == "eager" else f"compile:{mode}"
-                cached[name], cached[f"{name}_wall"] = res["ms"], res["wall_ms"]
-                if mode == "eager" and self.opts.profile:
-                    # the reference's profiled calls right after its timed ones, as the
-                    # candidate's follow its own: the host as it was when the bars' numbers
-                    # were measured (a CPU host's speed drifts over a job)
-                    self.reference_timed_traces()
-            if self.device.startswith("cuda"):
-                # Timed once on CUDA, never again: what the compiled models hold is let go.
-                # reduce-overhead's CUDA graphs keep a private pool as large as the forward's
-                # inputs, intermediates and outputs (8 GB in a mean over an 8.6 GB input on
-                # the H100), which the candidate's checks then ran out of.
-                fns.clear()
-                self.ref.compiled.clear()
-                _forget_compiled()
+            try:
+                for mode, fn in fns.items():
+                    try:
+                        with gpulock.exclusive(lock):
+                            res = self.timed(lambda seed, fn=fn: self.local_call(timer, fn, seed))
+                    except Exception as e:  # noqa: BLE001
+                        cached["_flags"].append(f"compile_failed:{mode}")
+                        print(f"torch.compile mode={mode} failed: {e}", file=sys.stderr)
+                        continue
+                    name = "eager" if mode == "eager" else f"compile:{mode}"
+                    cached[name], cached[f"{name}_wall"] = res["ms"], res["wall_ms"]
+                    if mode == "eager" and self.opts.profile:
+                        # the reference's profiled calls right after its timed ones, as the
+                        # candidate's follow its own: the host as it was when the bars' numbers
+                        # were measured (a CPU host's speed drifts over a job)
+                        self.reference_timed_traces()
+            finally:
+                if self.device.startswith("cuda"):
+                    # Timed once on CUDA, never again: what the compiled models hold is let go.
+                    # reduce-overhead's CUDA graphs keep a private pool as large as the forward's
+                    # inputs, intermediates and outputs (8 GB in a mean over an 8.6 GB input on
+                    # the H100), which the candidate's checks then ran out of.
+                    fns.clear()
+                    self.ref.compiled.clear()
+                    _forget_compiled()
             self.ref.baselines[key] = cached
         flags.extend(cached["_flags"])
         return {k: v for k, v in cached.items() if not k.startswith("_")}

@@ -76,7 +76,10 @@ def compile_cache_env(cache_dir: Path) -> dict[str, str]:
     folder = cache_dir.absolute() / "compile"
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not all(_only_ours(p) for p in (folder, *folder.parents)):
+        # the folders Inductor and Triton load from too: a cache brought from elsewhere
+        # (benchmarks/kernelbench.sh) could carry a folder anyone may write in
+        inner = [p for p in (folder / "inductor", folder / "triton") if p.exists()]
+        if not all(_only_ours(p) for p in (*inner, folder, *folder.parents)):
             return {}   # one another user could replace, or write in
     except OSError:
         return {}
@@ -89,10 +92,14 @@ def internal_error(text: str) -> str:
     memory is named as such: the judge ran out beside the candidate's process (on an H100 a
     judge of 33 GB and a candidate of 45 GB over an 8.6 GB input), and a bench of several
     problems on one GPU reruns such a problem alone."""
-    last = (text.strip().splitlines() or [""])[-1]
-    name = "out_of_memory" if re.search(r"OutOfMemoryError|out of memory|MemoryError",
-                                        last) else "exception"
-    return f"{name}: internal worker error: {last}"
+    lines = text.strip().splitlines() or [""]
+    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
+    said = lines[frames[-1] + 2:] if frames else lines   # the exception's own lines
+    oom = next((line for line in said
+                if re.search(r"OutOfMemoryError|out of memory|MemoryError", line)), None)
+    # CUDA's errors end in a hint line: the line that names the memory is the one to show
+    return f"{'out_of_memory' if oom else 'exception'}: internal worker error: " \
+           f"{oom or lines[-1]}"
 
 
 def _only_ours(folder: Path) -> bool:

@@ -450,3 +450,11 @@ def test_the_judge_out_of_memory_is_named_so_the_bench_can_rerun_it_alone():
     assert Verdict(status="runtime_error", reason=oom).reason_name == "out_of_memory"
     assert Verdict(status="runtime_error", reason=other).reason_name == "exception"
     assert oom.endswith("Tried to allocate 8.00 GiB.") and "KeyError: 'x'" in other
+    cuda = internal_error('Traceback (most recent call last):\n  File "verify.py", line 9, in '
+                          'run\n    x = torch.empty(n)\ntorch.AcceleratorError: CUDA error: '
+                          'out of memory\nCompile with `TORCH_USE_CUDA_DSA` to enable '
+                          'device-side assertions.')
+    assert cuda.startswith("out_of_memory:") and cuda.endswith("CUDA error: out of memory")
+    code = internal_error('Traceback (most recent call last):\n  File "x.py", line 3, in f\n'
+                          '    raise_out_of_memory_error()  # out of memory\nKeyError: 1')
+    assert code.startswith("exception:")   # a source line quoting the words is not the error
