@@ -689,3 +689,44 @@ def test_a_kernel_free_candidate_is_judged_before_the_others_build(settings, gra
     assert order == [("verify", "1.5"), ("verify", "1.8"), ("prebuild", 2),
                      ("verify", "1.6"), ("verify", "1.7")]
     assert len(s.state.verdicts) == 4 and s.best()[1].speedup_vs_eager == 1.8
+
+
+class LoadMovingWorker(FakeWorker):
+    """The first verdict of each candidate faster than 3x says the host's load changed while
+    it was timed (as the CPU Verifier flags it); a second one is steady, at 90% of it."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: dict[str, int] = {}
+
+    def verify(self, problem_source, candidate_source, **kw):
+        v = super().verify(problem_source, candidate_source, **kw)
+        n = self.seen[candidate_source] = self.seen.get(candidate_source, 0) + 1
+        if v.status == "pass" and v.speedup_vs_eager > 3.0:
+            if n == 1:
+                v.flags = ["host_load_changed:eager 249->81 ms"]
+            else:
+                v.speedup_vs_eager *= 0.9
+        return v
+
+
+def test_a_candidate_timed_under_a_moving_load_that_would_lead_is_judged_again(make):
+    """On a busy host a steady 1.5x was returned over candidates flagged at 7x (a flagged
+    ratio compares two loads and ranks below every steady one). One that would lead is
+    judged once more; its second, steady verdict counts. A flagged one behind the best
+    steady verdict is not worth the time."""
+    worker = LoadMovingWorker()
+    s, _ = make({0: [1.5], 1: [7.0, 1.2]}, iters=1, worker=worker)
+    s.advance(auto=True)
+    assert worker.calls == 4          # 1.5, 7.0 twice, 1.2
+    best = s.best()[1]
+    assert best.speedup_vs_eager == pytest.approx(6.3) and not best.flags
+    again = [r.payload for r in s.log.records() if r.kind == "judged_again"]
+    assert len(again) == 1 and again[0]["first"]["speedup_vs_eager"] == 7.0
+    reopened = Session.open(s.dir, s.settings, lock=False)   # replay keeps the second verdict
+    assert reopened.best()[1].speedup_vs_eager == pytest.approx(6.3)
+
+    worker = LoadMovingWorker()
+    s, _ = make({0: [9.0], 1: [4.0]}, iters=1, worker=worker)
+    s.advance(auto=True)   # no steady verdict yet: the first is judged again; 4x trails it
+    assert worker.calls == 3 and s.best()[1].speedup_vs_eager == pytest.approx(8.1)
