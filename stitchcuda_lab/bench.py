@@ -245,7 +245,9 @@ def _row(path: Path, session, modes: str, work: dict[str, Any], ceiling: dict | 
         row.update(status=verdict.status, correct=verdict.correct, candidate=cand.id,
                    max_abs_err=verdict.max_abs_err, flags=verdict.flags)
     else:
-        row.update(status="no_passing_candidate", correct=False, candidate=None)
+        # a problem cut short before any candidate's verdict says so: no candidate lost
+        status = "no_passing_candidate" if session.state.verdicts else "no_verdict"
+        row.update(status=status, correct=False, candidate=None)
         timings = dict(baseline if baseline is not None else session.baseline())
     row["tasks"] = [{"kind": t.kind, "status": t.status, "ops": len(t.ops)}
                     for t in (session.state.plan.tasks if session.state.plan else [])]

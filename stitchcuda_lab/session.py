@@ -536,6 +536,8 @@ class Session(Shown):
                 outcome.append("the plan has no kernel to write")
             elif self.state.message:
                 outcome.append(self.state.message)
+            elif self.state.candidates:   # cut short (a bench's time limit) before a verdict
+                outcome.append("no candidate was judged")
         return blockers, outcome
 
     def model(self, device: str | None = None) -> torch.nn.Module:

@@ -730,3 +730,19 @@ def test_a_candidate_timed_under_a_moving_load_that_would_lead_is_judged_again(m
     s, _ = make({0: [9.0], 1: [4.0]}, iters=1, worker=worker)
     s.advance(auto=True)   # no steady verdict yet: the first is judged again; 4x trails it
     assert worker.calls == 3 and s.best()[1].speedup_vs_eager == pytest.approx(8.1)
+
+
+def test_a_session_stopped_before_any_verdict_says_no_candidate_was_judged(make, tmp_path):
+    """A bench's time limit can end a problem while its first candidate is being judged: the
+    reference is kept, and the row says no candidate was judged, not that none beat eager."""
+    from stitchcuda_lab import bench
+    s, _ = make({0: [1.5]})
+    s.advance()
+    s.post(PlanApproved())
+    s.advance()
+    s.post(CandidateApproved(s.state.pending[0]))    # stopped here, before its verdict
+    assert s.kept_reason() == "no candidate was judged"
+    row = bench._row(tmp_path / "01_pointwise_p.py", s, "", {}, {}, 0.0,
+                     baseline={"eager": 1.0})
+    assert row["status"] == "no_verdict" and row["kept_reason"] == "no candidate was judged"
+    assert row["kept_reference"] and row["ours_ms"] == row["eager_ms"] == 1.0
