@@ -387,7 +387,7 @@ class Session(Shown):
                 self._prebuild(worker, build, options)
             self._progress(f"iteration {self.state.iteration}: verifying {cid} "
                            f"({i + 1}/{len(todo)})", self._fraction(0.3 + 0.7 * i / len(todo)))
-            verdict = self._judge(worker, cid, options, ref_ops, reviewer)
+            verdict = self._verify_one(worker, cid, options, ref_ops, reviewer)
             if self._worth_judging_again(verdict):
                 # The host's load moved while it was timed, so its ratio compares two loads
                 # and it ranks below every steady verdict (loop._best): on a busy host the
@@ -398,12 +398,12 @@ class Session(Shown):
                                f"({verdict.speedup_vs_eager:.3g}x): judging it again", None)
                 self.record("judged_again", {"candidate": cid, "first": {
                     "speedup_vs_eager": verdict.speedup_vs_eager, "flags": verdict.flags}})
-                verdict = self._judge(worker, cid, options, ref_ops, reviewer)
+                verdict = self._verify_one(worker, cid, options, ref_ops, reviewer)
             self.post(VerdictReady(cid, verdict))
             self._progress(f"{cid}: {verdict.summary()}",
                            self._fraction(0.3 + 0.7 * (i + 1) / len(todo)))
 
-    def _judge(self, worker: Any, cid: str, options: VerifyOptions, ref_ops: Any,
+    def _verify_one(self, worker: Any, cid: str, options: VerifyOptions, ref_ops: Any,
                reviewer: Reviewer | None) -> Verdict:
         cand = self.state.candidates[cid]
         verdict = worker.verify(self.problem.source, cand.module_source(),

@@ -13,13 +13,21 @@ class Plain(Exception):
         super().__init__(detail)
 
 
+def says_out_of_memory(text: str) -> bool:
+    """Whether an error's line (``Type: message``, the type maybe qualified, as a
+    traceback's last line has it) is running out of memory."""
+    kind = text.split(":", 1)[0].strip().rsplit(".", 1)[-1]
+    low = text.lower()
+    return kind in ("OutOfMemoryError", "MemoryError") or "out of memory" in low \
+        or "can't allocate memory" in low
+
+
 def classify_exception(e: BaseException) -> tuple[str, str]:
     if isinstance(e, Plain):
         return e.name, e.detail
     text = f"{type(e).__name__}: {e}"
     low = text.lower()
-    if "out of memory" in low or "can't allocate memory" in low or isinstance(e, MemoryError) \
-            or type(e).__name__ == "OutOfMemoryError":
+    if says_out_of_memory(text) or isinstance(e, MemoryError):
         return "out_of_memory", one_line(text)
     if "cuda error" in low or "cuda_error" in low or "illegal memory access" in low \
             or "cudaerror" in low:

@@ -40,6 +40,7 @@ from ..redact import has_credentials
 from ..settings import LLM_ENV, public_environ
 from ..verdict import Verdict
 from . import channel
+from .failures import says_out_of_memory
 from .options import VerifyOptions
 from .pool import end_users, shared_memory
 
@@ -95,8 +96,7 @@ def internal_error(text: str) -> str:
     lines = text.strip().splitlines() or [""]
     frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
     said = lines[frames[-1] + 2:] if frames else lines   # the exception's own lines
-    oom = next((line for line in said
-                if re.search(r"OutOfMemoryError|out of memory|MemoryError", line)), None)
+    oom = next((line for line in said if says_out_of_memory(line)), None)
     # CUDA's errors end in a hint line: the line that names the memory is the one to show
     return f"{'out_of_memory' if oom else 'exception'}: internal worker error: " \
            f"{oom or lines[-1]}"
