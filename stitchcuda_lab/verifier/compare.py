@@ -187,7 +187,9 @@ def _bad(a: Any, b: Any, atol: float, rtol: float, slack: Any) -> tuple:
     both_nan = torch.isnan(x) & torch.isnan(y)
     diff = (x - y).abs()
     diff = torch.where(both_nan | (x == y), torch.zeros_like(diff), diff)
-    bad = (diff > atol + slack + rtol * y.abs()) | (torch.isnan(x) != torch.isnan(y))
+    # an infinite reference makes the bound infinite too: any number but NaN was within it
+    bad = ((diff > atol + slack + rtol * y.abs()) | (torch.isnan(x) != torch.isnan(y))
+           | (torch.isinf(y) & (x != y)))
     return bad, diff, x, y
 
 

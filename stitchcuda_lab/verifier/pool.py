@@ -135,6 +135,10 @@ class Sandbox:
             raise RuntimeError(f"the candidate process did not start: {tail or 'no output'}")
         self.ready = True
 
+    def give(self, name: str, data: bytes | None = None, src: str | None = None) -> Path:
+        """A new file in the sandbox's folder, its user's (``give``)."""
+        return give(self.folder, name, self.uid, data, src)
+
     def send(self, msg: dict) -> None:
         channel.send(self._wfd, msg)
 
@@ -361,6 +365,35 @@ class Pool:
 
 
 _MODE: list[str] = []
+
+
+def give(folder: Path, name: str, uid: int | None, data: bytes | None = None,
+         src: str | None = None) -> Path:
+    """A new file ``name`` in a sandbox's ``folder`` holding ``data`` (or ``src``'s bytes),
+    the sandbox's user's (``uid``). That folder is the candidate's to write, and the judge may
+    be root: nothing is done there by path once the candidate's code can run. The file is
+    made through the folder's descriptor (a name already there, a link among them, is
+    refused) and given away through its own: a chown by path after a copy of milliseconds
+    followed a link the candidate swapped in meanwhile, and gave it any file of the host's
+    (the kernel cache's secret)."""
+    dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                     dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    try:
+        if uid is not None:
+            os.fchown(fd, uid, uid)
+        with os.fdopen(os.dup(fd), "wb") as out:
+            if src is not None:
+                with open(src, "rb") as f:
+                    shutil.copyfileobj(f, out, 1 << 20)
+            else:
+                out.write(data or b"")
+    finally:
+        os.close(fd)
+    return folder / name
 
 
 @contextlib.contextmanager

@@ -34,7 +34,6 @@ import math
 import os
 import re
 import secrets
-import shutil
 import statistics
 import sys
 import time
@@ -284,10 +283,13 @@ class Job:
         self.wide: dict[int, str] = {}
         self.wide_next: int | None = None
         self.wide_round = 1
-        # the ways widened draws of this job scaled (a few places: True, whole tensors: False):
-        # the timed calls' widened draws include the way the range trial's did not, so that a
-        # guard fooled by one (8 sampled elements tell a whole-tensor scaling) meets the other
+        # the ways the timed calls' widened draws scaled (a few places: True, whole tensors:
+        # False). They include both where the reference suits both: a candidate tells a
+        # checked trial (deterministic mode) from a timed call, so the range trial's way says
+        # nothing of its timed calls, and a guard fooled by one way (8 sampled elements tell a
+        # whole-tensor scaling) must meet the other there
         self.wide_ways: set[bool] = set()
+        self.trial_way: bool | None = None   # the range trial's way
         self.other_way_ok = False   # the reference stays as finite scaled the other way too
         self.no_hand_over = False   # CPU: this problem's inputs cannot be handed over
         self.out_bytes = 0     # the largest outputs of a trial, for the rounds' size
@@ -409,11 +411,8 @@ class Job:
                                         user=builder)
         except BuildError as e:
             return {"error": e.message, "log": e.log, "hint": e.hint}
-        target = self.sandbox.folder / f"lib_{secrets.token_hex(8)}{Path(path).suffix}"
-        shutil.copyfile(path, target)
+        target = self.sandbox.give(f"lib_{secrets.token_hex(8)}{Path(path).suffix}", src=path)
         self.handed.add(str(target))
-        if self.sandbox.uid is not None:
-            os.chown(target, self.sandbox.uid, self.sandbox.uid)
         return {"path": str(target)}
 
     # -- the protocol --
@@ -421,11 +420,8 @@ class Job:
         """Give a sandbox the problem and the candidate's files; it loads the problem."""
         self.box = box
         folder = box.folder
-        (folder / "problem.py").write_text(self.job["problem_source"])
-        (folder / "candidate.py").write_text(self.job["candidate_source"])
-        if box.uid is not None:
-            for f in ("problem.py", "candidate.py"):
-                os.chown(folder / f, box.uid, box.uid)
+        box.give("problem.py", self.job["problem_source"].encode())
+        box.give("candidate.py", self.job["candidate_source"].encode())
         reply = self.ask({"op": "job", "folder": str(folder), "outputs": str(box.outputs),
                           "uid": box.uid, "threads": self.state.threads,
                           "weight_seed": self.ref.weight_seed, "limits": _limits(self.device)})
@@ -609,8 +605,8 @@ class Job:
                 how, ref_out = self.widened(seed, ref_out)
                 self.wide_how = how   # the timed calls' widened draws use it too
                 if how is not None:
-                    self.wide_ways.add(widens_few(seed))
-                    self.other_way_ok = self.vets_other_way(how, widens_few(seed))
+                    self.trial_way = widens_few(seed)
+                    self.other_way_ok = self.vets_other_way(how, self.trial_way)
             elif t in (far_few, far_whole):
                 first = FAR[0] if far_sign == (t == far_few) else FAR[0][::-1]
                 how, ref_out = self.widened(seed, ref_out, first + _shuffled(FAR[1]))
@@ -1140,7 +1136,7 @@ class Job:
             extra.append(seen - t)
             seeds.append(seed)
             enough = len(ms) >= self.opts.timing_trials and not more_samples()
-            if enough and end_round is not None and self.other_way_due() \
+            if enough and end_round is not None and self.wide_way_due() \
                     and waited < WIDE_WAIT_CALLS:
                 enough, waited = False, waited + 1   # a few calls more for the other way
             if self.device.startswith("cuda"):
@@ -1281,8 +1277,12 @@ class Job:
         t0 = time.perf_counter()
         try:
             handed = reveal(handed, self.sandbox.inputs)
-            reply = self.ask(dict({"op": "call", "seed": seed, "inputs": handed,
-                                   "peek": self.peek, "rng": self.rng(seed)}, **extra), stops)
+            # the seed only where the sandbox draws the inputs itself: a widened draw's places
+            # follow from it (exchange.widen), and a candidate that replays them computes
+            # right there alone
+            drawn = {"seed": seed} if handed is None else {}
+            reply = self.ask(dict({"op": "call", "inputs": handed, "peek": self.peek,
+                                   "rng": self.rng(seed)}, **drawn, **extra), stops)
             t0 += self.frozen_s   # the time it was stopped to be sampled is not its own
             # the clock stops at the reply, or (outputs read out of its memory) once the
             # candidate's process is frozen: the judge then takes the outputs as the call
@@ -1321,19 +1321,26 @@ class Job:
             self.wide_next -= 1
             return None
         way = widens_few(seed)
-        if not self.other_way_ok and way not in self.wide_ways:
+        if way not in self.wide_ways_allowed():
             return None   # only the way the range trial vetted: the next seed that scales so
-        if self.other_way_ok and len(self.wide_ways) == 1 and way in self.wide_ways:
+        if way in self.wide_ways and self.wide_way_due():
             return None   # the way already met: the next call whose seed scales the other way
         self.wide_next = 1 + secrets.randbelow(2 * self.wide_round)
         self.wide[seed] = self.wide_how
         return self.wide_how
 
-    def other_way_due(self) -> bool:
-        """CPU: the way of widening the range trial did not use has not had a timed call yet
+    def wide_ways_allowed(self) -> set[bool]:
+        """The ways a timed call's widened draw may scale: the range trial's, and the other
+        where the reference stays as finite that way (``vets_other_way``)."""
+        if self.trial_way is None:
+            return set()
+        return {self.trial_way, not self.trial_way} if self.other_way_ok else {self.trial_way}
+
+    def wide_way_due(self) -> bool:
+        """CPU: a way of widening the timed calls may use has not had a timed call yet
         (``next_wide``)."""
         return (not self.device.startswith("cuda") and self.wide_how is not None
-                and self.other_way_ok and not self.no_hand_over and len(self.wide_ways) == 1)
+                and not self.no_hand_over and bool(self.wide_ways_allowed() - self.wide_ways))
 
     def time_candidate(self, traced: dict, calibration: Calibration) -> dict[str, float]:
         """The candidate's timed calls, some checked after the fact, and the clocks."""

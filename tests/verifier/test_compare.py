@@ -366,3 +366,15 @@ def test_a_discrete_choice_on_an_exact_zero_is_no_noise_allowance():
     out[1::100] = 3.0                     # others, by 3
     r = within_reference_error(out, ref, truth, 1e-4, 1e-4)
     assert not r["ok"] and not r.get("noise")
+
+
+def test_an_infinite_reference_is_met_only_by_the_same_infinity():
+    """|out - inf| is inf, and so is the bound atol + rtol * |inf|: any number but NaN was
+    within it (a kernel writing 0 where exp overflows passed)."""
+    ref = torch.tensor([1.0, float("inf"), float("-inf"), 2.0])
+    assert compare(ref.clone(), ref, 1e-4, 1e-4)["ok"]
+    for bad in ([1.0, 0.0, float("-inf"), 2.0], [1.0, float("inf"), float("inf"), 2.0],
+                [1.0, 3.4e38, float("-inf"), 2.0], [1.0, float("nan"), float("-inf"), 2.0]):
+        assert not compare(torch.tensor(bad), ref, 1e-4, 1e-4)["ok"], bad
+    assert not within_reference_error(torch.tensor([1.0, 0.0, float("-inf"), 2.0]), ref,
+                                      ref.double(), 1e-4, 1e-4)["ok"]

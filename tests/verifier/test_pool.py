@@ -205,3 +205,27 @@ def test_a_freeze_stops_the_candidates_other_processes_too(tmp_path, how):
             except OSError:
                 pass
         proc.wait()
+
+
+def test_a_file_given_to_a_sandbox_never_follows_a_link_the_candidate_left(tmp_path):
+    """The judge (root) puts the libraries it built into the candidate's own folder. A link
+    under the name it picks is refused rather than written through, and the file made is the
+    sandbox user's while the link's target keeps its owner and bytes (a chown by path, after
+    a copy of milliseconds, followed a link swapped in meanwhile)."""
+    from stitchcuda_lab.verifier.pool import give
+    folder, victim = tmp_path / "box", tmp_path / "secret.key"
+    folder.mkdir()
+    victim.write_bytes(b"secret")
+    os.symlink(victim, folder / "lib_a.so")
+    with pytest.raises(FileExistsError):
+        give(folder, "lib_a.so", None, b"code")
+    assert victim.read_bytes() == b"secret"
+    src = tmp_path / "built.so"
+    src.write_bytes(b"x" * (3 << 20))
+    uid = None if os.getuid() != 0 else 123_457
+    made = give(folder, "lib_b.so", uid, src=str(src))
+    st = os.lstat(made)
+    assert stat.S_ISREG(st.st_mode) and made.read_bytes() == src.read_bytes()
+    assert stat.S_IMODE(st.st_mode) == 0o600
+    if uid is not None:
+        assert st.st_uid == uid and os.stat(victim).st_uid == 0

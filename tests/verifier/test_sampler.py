@@ -502,7 +502,7 @@ def _timed_with(watch, call_ms=5.0, timing_trials=3):
     job.calls_per_round = lambda: 3
     job.sampler, job.wide, job.device = watch, {}, "cpu"
     job.deadline = time.monotonic() + 60
-    job.other_way_due = lambda: False
+    job.wide_way_due = lambda: False
 
     def call(seed, stops=None):
         if stops:

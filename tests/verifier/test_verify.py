@@ -431,43 +431,57 @@ def _widening_job(trial_way: bool, other_ok: bool = True):
     from stitchcuda_lab.verifier.verify import Job
     j = Job.__new__(Job)
     j.device, j.wide_how, j.wide, j.wide_round = "cpu", "-2x", {}, 4
-    j.wide_next, j.wide_ways = 0, {trial_way}
+    j.wide_next, j.wide_ways, j.trial_way = 0, set(), trial_way
     j.other_way_ok, j.no_hand_over = other_ok, False
     return j
 
 
-def test_timed_calls_widen_the_way_the_range_trial_did_not():
+def _widened(j, seeds):
+    """The seeds of ``seeds`` whose timed calls ``j`` widens, each recorded as remote_call
+    records it."""
+    from stitchcuda_lab.verifier.exchange import widens_few
+    out = []
+    for sd in seeds:
+        if j.next_wide(sd) is not None:
+            j.wide_ways.add(widens_few(sd))
+            out.append(sd)
+    return out
+
+
+def test_timed_calls_widen_both_ways_whatever_the_range_trial_took():
     """A widened draw scales whole tensors or a few places, as its seed decides; a guard that
-    samples a few elements tells the first from a plain draw and misses the second. Whichever
-    way the range trial took, the first widened timed call takes the other."""
+    samples a few elements tells the first from a plain draw and misses the second. A candidate
+    tells a checked trial (deterministic mode) from a timed call, so the range trial's way says
+    nothing of its timed calls: they meet both ways, the second widened one the way the first
+    did not take."""
     from stitchcuda_lab.verifier.exchange import widens_few
     from stitchcuda_lab.verifier.verify import Job
     seeds = list(range(1000, 1400))
     for trial_way in (True, False):
         j = _widening_job(trial_way)
-        assert j.other_way_due()
-        widened = [sd for sd in seeds if j.next_wide(sd) is not None]
-        assert widened and widens_few(widened[0]) is not trial_way
-        assert all(widens_few(sd) is trial_way for sd in seeds[:seeds.index(widened[0])])
-        j.wide_ways.add(widens_few(widened[0]))    # as remote_call records it
-        assert not j.other_way_due()
+        assert j.wide_way_due()
+        widened = _widened(j, seeds)
+        assert len(widened) >= 2
+        assert {widens_few(sd) for sd in widened[:2]} == {True, False}
+        assert not j.wide_way_due()
     cuda = Job.__new__(Job)
-    cuda.device, cuda.wide_how, cuda.wide_ways = "cuda", "-2x", {True}
+    cuda.device, cuda.wide_how, cuda.wide_ways, cuda.trial_way = "cuda", "-2x", set(), True
     cuda.other_way_ok, cuda.no_hand_over = True, False
-    assert not cuda.other_way_due()     # CUDA's timed calls are not widened: nothing to wait for
+    assert not cuda.wide_way_due()     # CUDA's timed calls are not widened: nothing to wait for
 
 
 def test_a_way_the_reference_was_not_vetted_on_is_never_used():
     """Where the reference is not as finite scaled the other way, timed calls keep to the way
-    the range trial vetted, and nothing waits for the other."""
+    the range trial vetted, and nothing waits for the other once that one is met."""
     from stitchcuda_lab.verifier.exchange import widens_few
     j = _widening_job(True, other_ok=False)
-    assert not j.other_way_due()
-    widened = [sd for sd in range(1000, 1400) if j.next_wide(sd) is not None]
+    assert j.wide_way_due()
+    widened = _widened(j, range(1000, 1400))
     assert widened and all(widens_few(sd) for sd in widened)
+    assert not j.wide_way_due()
     handed_none = _widening_job(True)
     handed_none.no_hand_over = True     # inputs too large to hand over: never widened
-    assert not handed_none.other_way_due()
+    assert not handed_none.wide_way_due()
 
 
 def test_an_input_said_not_to_fit_in_the_arena_is_believed_only_where_it_could_not():
