@@ -106,9 +106,12 @@ def _vector_math(cc: str) -> tuple[str, ...]:
 
 # Kernel sources and their flags come from candidates: a build may read only the kernel itself
 # and system headers named plainly, so it cannot pull another file (the cache's secret, say)
-# into its log or its bytes, nor load a plugin into the compiler.
-_FILE_DIRECTIVE = re.compile(r'^\s*#\s*(?:include|include_next|import|embed)\s*[<"]([^>"]*)[>"]'
-                             r'|\.incbin\b', re.MULTILINE)
+# into its log or its bytes, nor load a plugin into the compiler. NVRTC reads files as the
+# judge: an include named by a macro (``#include P``) is as good as a path.
+_DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:|\?\?=)[ \t]*(\w+)(.*)$", re.MULTILINE)
+_FILE_DIRECTIVES = ("include", "include_next", "import", "embed")
+_PLAIN_HEADER = re.compile(r'[ \t]*(?:<([^<>"\n]*)>|"([^"<>\n]*)")[ \t]*$')
+_RAW_PREFIX = re.compile(r"(?:^|[^\w])(?:u8|u|U|L)?R$")
 _C_FLAGS_OK = re.compile(r"-O[0-3sfast]*|-march=[\w-]+|-mtune=[\w-]+|-m(?:no-)?[\w.-]+|"
                          r"-f(?:no-)?(?:fast-math|unroll-loops|tree-vectorize|openmp-simd|"
                          r"strict-aliasing|finite-math-only)|-D\w+(?:=[\w.+-]*)?|-U\w+|"
@@ -118,15 +121,81 @@ _NVRTC_FLAGS_OK = {"use_fast_math", "max_register_count", "ftz", "prec_div", "pr
                    "device_code_optimize", "ptxas_options"}
 
 
+def code_text(source: str) -> str:
+    """``source`` as the preprocessor reads its lines: line splices joined, comments blanked
+    (their newlines kept), the bodies of raw strings blanked; other string and character
+    literals kept, each ended at its line's end at the latest. A directive inside a comment or
+    a raw string is none, and a quote or ``/*`` inside a literal must not hide the lines
+    after it."""
+    text = re.sub(r"(?:\\|\?\?/)\r?\n", "", source)   # ??/ is a backslash under -std=c11
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(" " + "\n" * text.count("\n", i, j))
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" ")
+        elif c == '"' and _RAW_PREFIX.search(text[max(0, i - 3):i]):
+            m = re.match(r'"([^()\\\s]{0,16})\(', text[i:])
+            if m is None:
+                out.append(c)
+                i += 1
+                continue
+            close = ")" + m.group(1) + '"'
+            j = text.find(close, i + m.end())
+            j = n if j < 0 else j + len(close)
+            out.append('""' + "\n" * text.count("\n", i, j))
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] not in (c, "\n"):
+                j += 2 if text[j] == "\\" else 1
+            j = min(n, j + 1) if j < n and text[j] == c else j
+            out.append(text[i:j])
+        else:
+            out.append(c)
+            j = i + 1
+        i = j
+    return "".join(out)
+
+
+def _spells_incbin(code: str) -> bool:
+    """``.incbin`` in ``code`` once quotes, blanks, ``#`` and backslashes are gone (string
+    literals side by side, token pastes), in any case."""
+    return "incbin" in re.sub(r'["\s#\\]', "", code).lower()
+
+_PTXAS_OK = re.compile(r"-v|--verbose|-O[0-3]|--opt-level=[0-3]|-?-maxrregcount=\d+|"
+                       r"--fmad=(?:true|false)|--def-(?:load|store)-cache=\w+|"
+                       r"--allow-expensive-optimizations(?:=(?:true|false))?|"
+                       r"--warn-on-(?:spills|local-memory-usage|double-precision-use)")
+
+
 def check_source(source: str, name: str) -> None:
-    """BuildError for a directive that reads a file other than a plainly named system header."""
-    for m in _FILE_DIRECTIVE.finditer(source):
-        target = m.group(1)
-        if target is None or target.startswith("/") or ".." in target or "\\" in target:
-            line = source.count("\n", 0, m.start()) + 1
-            raise BuildError(f"kernel {name!r} line {line}: only system headers named plainly "
-                             f"may be included (no paths, no .incbin)",
-                             hint="put the code in the kernel's source instead of a file")
+    """BuildError for a directive that reads a file other than a plainly named system header:
+    ``#include``, ``include_next``, ``import`` or ``embed`` with anything but ``<name>`` or
+    ``"name"`` (a macro, a path, ``..``), and ``.incbin`` however it is spelt across string
+    literals, comments, splices or token pastes."""
+    code = code_text(source)
+
+    def refuse(at: int, what: str) -> None:
+        line = code.count("\n", 0, at) + 1
+        raise BuildError(f"kernel {name!r} line {line}: only system headers named plainly may "
+                         f"be included (no paths, no macros, no .incbin): {what}",
+                         hint="put the code in the kernel's source instead of a file")
+    for m in _DIRECTIVE.finditer(code):
+        if m.group(1) not in _FILE_DIRECTIVES:
+            continue
+        plain = _PLAIN_HEADER.match(m.group(2))
+        target = plain and (plain.group(1) if plain.group(1) is not None else plain.group(2))
+        if not target or target.startswith("/") or ".." in target or "\\" in target:
+            refuse(m.start(), m.group(0).strip()[:80])
+    if _spells_incbin(code):
+        at = code.lower().find("inc")
+        refuse(max(0, at), ".incbin")
 
 
 def _check_flags(flags: tuple[str, ...], ok, name: str) -> None:
@@ -169,13 +238,17 @@ def compile_c(source: str, *, name: str = "kernel", flags: tuple[str, ...] = (),
             (Path(tmp) / "stitch_vector_math.h").write_text(vector_math_header(simd))
             extra = ["-include", "stitch_vector_math.h"]
         COMPILES["c"] += 1
+        run = dict(capture_output=True, text=True, timeout=300, cwd=tmp,
+                   env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"},
+                   **_as_user(user))
         try:
+            # what the preprocessor read, whatever macros named it: the kernel, our header,
+            # the compiler's own system headers, nothing else
+            pre = subprocess.run([cc, *C_FLAGS, *extra, *flags, "-E", str(src)], **run)
+            if pre.returncode == 0:
+                _check_preprocessed(pre.stdout, tmp, _system_include_dirs(cc), name)
             proc = subprocess.run([cc, *C_FLAGS, *extra, *flags, "-o", str(out), str(src),
-                                   *(["-lmvec"] if simd else []), *C_LIBS],
-                                  capture_output=True, text=True, timeout=300, cwd=tmp,
-                                  env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                                       "LC_ALL": "C"},  # plain ASCII quotes
-                                  **_as_user(user))
+                                   *(["-lmvec"] if simd else []), *C_LIBS], **run)
         except FileNotFoundError:
             raise BuildError(f"no C compiler found ({cc!r})",
                              hint="install gcc (apt-get install gcc) or set CC") from None
@@ -186,6 +259,48 @@ def compile_c(source: str, *, name: str = "kernel", flags: tuple[str, ...] = (),
             raise BuildError(f"C kernel {name!r} did not compile", log=log.strip(),
                              hint="fix the lines the compiler names (numbers are the kernel's own)")
         return out.read_bytes()
+
+
+_LINEMARKER = re.compile(r'^#\s*\d+\s+"((?:[^"\\]|\\.)*)"', re.MULTILINE)
+
+
+@functools.cache
+def _system_include_dirs(cc: str) -> tuple[str, ...]:
+    """The folders ``cc`` searches for ``<...>`` headers (``-Wp,-v``), each ending in a /."""
+    try:
+        proc = subprocess.run([cc, "-E", "-Wp,-v", "-x", "c", os.devnull], capture_output=True,
+                              text=True, timeout=60, env={"PATH": os.environ.get(
+                                  "PATH", "/usr/bin:/bin"), "LC_ALL": "C"})
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    dirs, listing = [], False
+    for line in proc.stderr.splitlines():
+        if line.startswith("#include <...> search starts here"):
+            listing = True
+        elif line.startswith("End of search list"):
+            break
+        elif listing and line.strip():
+            dirs.append(os.path.normpath(line.strip().split(" (")[0]) + os.sep)
+    # where the compiler would not say: the usual places of a Linux system's headers
+    return tuple(dirs) or ("/usr/include/", "/usr/lib/gcc/", "/usr/local/include/")
+
+
+def _check_preprocessed(text: str, tmp: str, system: tuple[str, ...], name: str) -> None:
+    """BuildError where the preprocessed kernel came from a file other than the kernel, a
+    header of ours beside it, or the compiler's system headers (linemarkers name every file
+    read), or spells ``.incbin`` once macros are expanded."""
+    for m in _LINEMARKER.finditer(text):
+        f = m.group(1)
+        if f.startswith("<"):   # <built-in>, <command-line>
+            continue
+        f = os.path.normpath(os.path.join(tmp, f))   # a relative name is the build folder's
+        if os.path.dirname(f) == os.path.normpath(tmp) or f.startswith(system):
+            continue
+        raise BuildError(f"kernel {name!r} read a file that is not a system header: {f}",
+                         hint="put the code in the kernel's source instead of a file")
+    if _spells_incbin(_LINEMARKER.sub("", text)):
+        raise BuildError(f"kernel {name!r}: .incbin (reading a file into the library) is not "
+                         "allowed", hint="put the data in the kernel's source")
 
 
 # --- CUDA (NVRTC through cuda.core) -------------------------------------------------------
@@ -246,6 +361,13 @@ def compile_cuda(source: str, *, name: str = "kernel", arch: str,
     """
     check_source(source, name)
     _check_flags(flags, lambda f: f.partition("=")[0] in _NVRTC_FLAGS_OK, name)
+    for flag in flags:
+        key, _, value = flag.partition("=")
+        if key == "ptxas_options" and not all(_PTXAS_OK.fullmatch(o) for o in value.split()):
+            # ptxas runs as the judge: --options-file reads a file, and prints what it read
+            raise BuildError(f"kernel {name!r}: ptxas option(s) not allowed: {value}",
+                             hint="ptxas_options may set -v, -O<n>, --maxrregcount=<n>, "
+                             "--fmad, cache defaults and warnings")
     cc = _cuda_core()
     options = dict(name=_safe(name), arch=f"sm_{arch}", std="c++17",
                    device_as_default_execution_space=True)
