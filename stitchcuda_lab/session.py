@@ -47,6 +47,7 @@ from .loop import (
     NextIteration,
     PlanApproved,
     PlanProposed,
+    Regenerate,
     State,
     VerdictReady,
     event_from_payload,
@@ -355,7 +356,20 @@ class Session(Shown):
             self._progress(f"iteration {it}: no usable candidate ({e.kind}): {e.message}", None)
             self.post(AttemptFailed(cause=e.kind, reason=e.message))
             return
+        regenerated = self._just_regenerated()
+        set_aside = {c.id for c in self.state.iteration_candidates()
+                     if c.id not in self.state.verdicts}
         cands = [c for c in cands or [] if c.id not in self.state.verdicts]   # nothing twice
+        if regenerated and not cands:
+            # a person asked for other candidates and the coder has none: the session goes on
+            # where it was (a deterministic coder writes the same ones again), never ends
+            self.post(AttemptFailed(cause="no_new_candidate", reason=(
+                "the coder has no other candidate for this plan: edit the plan's technique or "
+                "params, or a kernel, or run the next iteration")))
+            return
+        if regenerated and {c.id for c in cands} <= set_aside:
+            self._progress(f"iteration {it}: the coder wrote the same candidate(s) again; "
+                           "edit the plan's technique or params, or a kernel, for another", None)
         if not cands:
             why = getattr(coder, "why_empty", "") or (
                 "the coder has no candidate for this plan" if it == 0
@@ -363,6 +377,13 @@ class Session(Shown):
             self.post(Finished(why))
             return
         self.post(CandidatesProposed(list(cands)))
+
+    def _just_regenerated(self) -> bool:
+        """Whether the last event is a person's Regenerate (progress records aside)."""
+        for r in reversed(self.log.records()):
+            if r.kind in EVENTS:
+                return r.kind == Regenerate.kind
+        return False
 
     def _verify(self) -> None:
         worker = self._get_worker()

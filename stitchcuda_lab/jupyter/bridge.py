@@ -13,7 +13,7 @@ from typing import Any
 
 from ..candidate import Candidate
 from ..plan import Plan
-from ..verdict import Verdict
+from ..verdict import Verdict, load_changed
 
 # ---- reading --------------------------------------------------------------------------------
 
@@ -72,7 +72,7 @@ def history(session: Any) -> list[dict[str, Any]]:
             continue
         ok = v.status == "pass"
         out.append({"iteration": c.iteration, "candidate_id": c.id, "status": v.status,
-                    "origin": c.origin,
+                    "origin": c.origin, "steady": not load_changed(v.flags),
                     "speedup_vs_eager": v.speedup_vs_eager if ok else None,
                     "speedup_vs_compile": v.speedup_vs_compile if ok else None})
     return out

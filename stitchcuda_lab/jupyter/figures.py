@@ -648,20 +648,23 @@ def history_figure(points: Sequence[Mapping[str, Any]], *, title: str = "Speedup
         fig.add_trace(go.Scatter(
             x=[it for it, _ in ok], y=[p[key] for _, p in ok], mode="markers", name=label,
             legendgroup=label, marker={"color": color, "size": 9, "symbol": [
-                "diamond" if p.get("origin") == "user" else "circle" for _, p in ok]},
-            customdata=[[p.get("candidate_id", ""), p.get("origin", "")] for _, p in ok],
+                ("diamond" if p.get("origin") == "user" else "circle")
+                + ("" if p.get("steady", True) else "-open") for _, p in ok]},
+            customdata=[[p.get("candidate_id", ""), p.get("origin", ""),
+                         "" if p.get("steady", True) else
+                         "<br>timed while the host's load moved: ranked below steady ones"]
+                        for _, p in ok],
             hovertemplate="iteration %{x}: %{y:.2f}x<br>%{customdata[0]} (%{customdata[1]})"
-                          "<extra>" + label + "</extra>"))
-        best: dict[int, float] = {}
-        for it, p in ok:
-            best[it] = max(best.get(it, 0.0), p[key])
+                          "%{customdata[2]}<extra>" + label + "</extra>"))
+        # the best so far as the session ranks it: a verdict timed while the host's load
+        # moved counts only where no steady one has come yet (loop._best)
         xs: list[float] = []
         ys: list[float] = []
-        run = 0.0
-        for it in sorted(best):
-            run = max(run, best[it])
+        for it in sorted({i for i, _ in ok}):
+            upto = [p for i, p in ok if i <= it]
+            steady = [p[key] for p in upto if p.get("steady", True)]
             xs.append(it)
-            ys.append(run)
+            ys.append(max(steady) if steady else max(p[key] for p in upto))
         if len(xs) == 1:   # one iteration: a short level line, not a line of one point
             xs, ys = [xs[0] - 0.2, xs[0] + 0.2], ys * 2
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"best so far {label}",

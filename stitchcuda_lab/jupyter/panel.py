@@ -32,7 +32,7 @@ import ipywidgets as W
 from ..errors import ReplayExhausted, StitchError
 from ..candidate import Candidate
 from ..plan import Plan, Task
-from ..verdict import Verdict
+from ..verdict import Verdict, load_changed
 from . import bridge, diagnostics, figures
 from .editor import make_editor
 
@@ -350,6 +350,11 @@ class SessionPanel:
                    if c.parent else "")
                 + (f"<div class='stitch-notes'>{html.escape(c.notes)}</div>" if c.notes else ""))
         items: list[W.Widget] = [W.HTML(head)]
+        if done and c.kernels:   # typing does nothing: say so before anyone tries
+            items.append(W.HTML(
+                "<div class='stitch-draft'>The session has finished, so its kernels are "
+                "read-only here: a new <code>%%stitch</code> session edits and verifies further, "
+                "and <b>Export</b> writes out the best program.</div>"))
         for k in c.kernels:
             mine = [d.to_dict() for d in diags if d.kernel == k.name]
             text = drafts.get(k.name, k.code)
@@ -965,10 +970,19 @@ def summary_html(session: Any) -> str:
                   + (", a variant of your edit" if c.params.get("hand_edit") else ""))
         slower = (" It is not faster than eager PyTorch: keeping the reference is the honest "
                   "result." if (v.speedup_vs_eager or 0) <= 1.0 and not kept else "")
+        faster = sorted(((x.speedup_vs_eager, x.candidate_id) for x in passing
+                         if load_changed(x.flags) and x.speedup_vs_eager is not None
+                         and x.speedup_vs_eager > (v.speedup_vs_eager or 0.0)), reverse=True)
+        unsteady = (f" <code>{html.escape(faster[0][1])}</code> measured {faster[0][0]:.2f}x "
+                    "while the host's load moved‡, which ranks below every steady verdict: "
+                    "verify it again on a quieter host to count it." if faster else "")
+        if faster and not load_changed(v.flags):
+            why = (f"the fastest of {len(passing) - len(faster)} passing candidates timed "
+                   "under a steady load")
         parts.append(f"<b>Best:</b> <code>{html.escape(c.id)}</code> ({html.escape(origin)}): "
                      f"{html.escape(sp)}{_retimed_mark(v)}, verified correct on "
                      f"{len(v.trials)} trial(s); "
-                     f"{why} ({html.escape(_counts(session))}).{slower}")
+                     f"{why} ({html.escape(_counts(session))}).{slower}{unsteady}")
     elif vs:
         parts.append(f"<b>No candidate has passed yet</b> ({html.escape(_counts(session))}): "
                      "a failed candidate is never a result.")
@@ -1086,7 +1100,7 @@ def versions_html(session: Any) -> str:
     return ("<table class='stitch-versions'><thead><tr><th></th><th>candidate</th><th>iter</th>"
             "<th>origin</th><th>parent</th><th>status</th>"
             "<th style='white-space:nowrap'>vs eager</th><th>what</th></tr>"
-            f"</thead><tbody>{''.join(rows)}</tbody></table>")
+            f"</thead><tbody>{''.join(rows)}</tbody></table>" + _marks_note(vs.values()))
 
 
 def verdict_html(v: Verdict) -> str:
@@ -1266,11 +1280,31 @@ RETIMED_NOTE = ("† eager was timed again in this job: the host's load had move
                 "and compares loosely with the others")
 
 
+LOAD_NOTE = ("‡ the host's load moved while this candidate was timed (eager, timed again "
+             "right after its calls, had changed by over 30%): the ratio compares two loads, so "
+             "it ranks below every verdict timed under a steady load, however large it is")
+
+
 def _retimed_mark(v: Verdict) -> str:
-    """A dagger (with the why on hover) on a speedup whose baselines were timed again."""
+    """A dagger (with the why on hover) on a speedup whose baselines were timed again, a
+    double dagger on one timed while the host's load moved (ranked below the steady ones)."""
+    marks = ""
     if any(str(f).startswith("baselines_retimed") for f in (v.flags or [])):
-        return f"<span title='{html.escape(RETIMED_NOTE)}'>†</span>"
-    return ""
+        marks += f"<span title='{html.escape(RETIMED_NOTE)}'>†</span>"
+    if load_changed(v.flags):
+        marks += f"<span title='{html.escape(LOAD_NOTE)}'>‡</span>"
+    return marks
+
+
+def _marks_note(vs: Any) -> str:
+    """The daggers the table shows, said in words under it (a hover is easy to miss)."""
+    flags = [v.flags for v in vs if v.status == "pass"]
+    notes = []
+    if any(str(f).startswith("baselines_retimed") for fl in flags for f in (fl or [])):
+        notes.append(RETIMED_NOTE)
+    if any(load_changed(fl) for fl in flags):
+        notes.append(LOAD_NOTE)
+    return "".join(f"<div><small>{html.escape(n)}.</small></div>" for n in notes)
 
 
 def _kept_reason(session: Any) -> str | None:

@@ -301,3 +301,21 @@ def test_samples_from_outside_show_each_kind_of_code_with_its_share():
     assert "lib_k.so" in rows[0] and "the interpreter" in rows[1] and "25%" in rows[1]
     assert figures.samples_html({}) == "" and figures.samples_html(
         {"samples": {"kinds": {}}}) == ""
+
+
+def test_history_ranks_a_speedup_timed_under_a_moving_load_below_the_steady_ones():
+    """The session's best is the fastest steady verdict (loop._best): a 2.14x timed while the
+    host's load moved is drawn open and does not lift the best-so-far line once a steady
+    verdict is in."""
+    pts = [{"iteration": 0, "speedup_vs_eager": 2.14, "origin": "offline", "status": "pass",
+            "steady": False},
+           {"iteration": 0, "speedup_vs_eager": 0.87, "origin": "user", "status": "pass"},
+           {"iteration": 1, "speedup_vs_eager": 3.0, "origin": "offline", "status": "pass",
+            "steady": False},
+           {"iteration": 2, "speedup_vs_eager": 1.1, "origin": "offline", "status": "pass"}]
+    by = {t.name: t for t in figures.history_figure(pts).data}
+    assert list(by["best so far vs eager"].y) == [0.87, 0.87, 1.1]
+    assert list(by["vs eager"].marker.symbol) == ["circle-open", "diamond", "circle-open",
+                                                  "circle"]
+    alone = [dict(pts[0])]   # nothing steady yet: the unsteady one is the best there is
+    assert max(figures.history_figure(alone).data[1].y) == 2.14

@@ -497,6 +497,19 @@ def test_history_draws_siblings_as_a_tree_and_marks_a_retimed_speedup(panel):
     assert "†" in marked and "timed again" in marked
     best = panel.session.best()
     assert ("†" in summary_html(panel.session)) == (best is not None and best[0].id == kids[1])
+    # timed while the host's load moved: marked, said in words under the table, and named in
+    # the summary where it is faster than the best the session ranks first
+    w = panel.session.state.verdicts[kids[0]]
+    w.flags.append("host_load_changed:eager 0.2->0.05 ms")
+    w.speedup_vs_eager = 50.0
+    marked = versions_html(panel.session)
+    row = [r for r in marked.split("<tr>") if f"<code>{kids[0]}</code>" in r][0]
+    assert "‡" in row and "load moved" in marked.split("</table>")[1]
+    best = panel.session.best()
+    assert best[0].id != kids[0]
+    summary = summary_html(panel.session)
+    assert f"<code>{kids[0]}</code> measured 50.00x while the host's load moved" in summary
+    assert "timed under a steady load" in summary
 
 
 def test_the_editor_opens_at_the_edit_not_the_entry():

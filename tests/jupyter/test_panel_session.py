@@ -107,6 +107,9 @@ def test_panel_drives_the_real_loop_and_catches_a_wrong_edit(real_session, tmp_p
     assert not panel.error, panel.error
     assert s.state.phase == "stopped" and panel.exported.is_dir()
     assert any(panel.exported.iterdir())
+    shown = " ".join(getattr(w, "value", "") for w in panel.kernel_box.children
+                     if isinstance(getattr(w, "value", None), str))
+    assert "read-only here" in shown     # typing in a finished session's editor does nothing
 
 
 def test_regenerate_button_asks_the_coder_again(real_session):
@@ -121,6 +124,29 @@ def test_regenerate_button_asks_the_coder_again(real_session):
     assert not panel.error, panel.error
     assert s.state.phase == "coded" and s.state.pending      # a fresh round awaits approval
     assert [h["event"] for h in s.state.history].count("regenerate") == 1
+
+
+def test_regenerate_after_a_verdict_never_ends_the_session(real_session):
+    """A deterministic coder writes the verified candidate again, which is nothing new: the
+    session stays where it was (the refine round still reachable), not "done"."""
+    from stitchcuda_lab.jupyter.panel import SessionPanel
+
+    s = real_session
+    panel = SessionPanel(s, threaded=False)
+    panel.advance()
+    panel.plan_approve.click()
+    panel.kernel_regen.click()           # the same candidate again, still waiting
+    assert s.state.phase == "coded" and len(s.state.pending) == 1
+    panel.kernel_approve.click()
+    assert s.state.phase == "verified" and not panel.kernel_regen.disabled
+    panel.kernel_regen.click()
+    assert not panel.error, panel.error
+    assert s.state.phase == "verified" and not s.state.finished
+    assert s.state.failures[-1]["cause"] == "no_new_candidate"
+    assert not panel.next_button.disabled
+    panel.next_button.click()
+    assert not panel.error, panel.error
+    assert s.state.iteration == 1 and len(s.state.candidates) == 2
 
 
 def test_refine_after_a_passing_edit_starts_from_the_edit(settings):
