@@ -238,8 +238,10 @@ class SessionPanel:
         self.kernel_approve.description = "Approve edit" if edits else "Approve"
         self.kernel_discard.disabled = busy or not edits
         self.kernel_regen.disabled = busy or ph not in ("coded", "verified")
-        self.next_button.disabled = busy or ph not in ("coded", "verified", "plan_approved",
-                                                       "refining", "candidate_approved")
+        # a recording replayed to its end cannot go further (next_step_html says so)
+        self.next_button.disabled = busy or ph not in (
+            "coded", "verified", "plan_approved", "refining", "candidate_approved") \
+            or isinstance(self.last_exception, ReplayExhausted)
         self.stop_button.disabled = busy
         # once stopped there is nothing to stop: the button exports again (another path, say)
         self.stop_button.description = "Export" if done else "Stop and export"

@@ -314,6 +314,7 @@ def test_past_the_end_of_a_recording_the_next_line_does_not_offer_the_dead_end(p
     nxt = panel.next_step.value
     assert "The recording ends here" in nxt and "cannot go further" in nxt
     assert "carries on from there" not in nxt
+    assert panel.next_button.disabled and not panel.stop_button.disabled
 
 
 def test_after_stop_and_export_the_next_line_says_where_not_the_same_action(panel, tmp_path):
