@@ -135,7 +135,8 @@ class Sandbox:
             raise RuntimeError(f"the candidate process did not start: {tail or 'no output'}")
         self.ready = True
 
-    def give(self, name: str, data: bytes | None = None, src: str | None = None) -> Path:
+    def give(self, name: str, data: bytes | None = None,
+             src: str | os.PathLike[str] | None = None) -> Path:
         """A new file in the sandbox's folder, its user's (``give``)."""
         return give(self.folder, name, self.uid, data, src)
 
@@ -368,7 +369,7 @@ _MODE: list[str] = []
 
 
 def give(folder: Path, name: str, uid: int | None, data: bytes | None = None,
-         src: str | None = None) -> Path:
+         src: str | os.PathLike[str] | None = None) -> Path:
     """A new file ``name`` in a sandbox's ``folder`` holding ``data`` (or ``src``'s bytes),
     the sandbox's user's (``uid``). That folder is the candidate's to write, and the judge may
     be root: nothing is done there by path once the candidate's code can run. The file is

@@ -1,5 +1,5 @@
 # problem: pointwise_big
-# expect: rejected timed_output_mismatch | rejected subprocess | rejected patched_timer
+# expect: rejected timed_output_mismatch | rejected subprocess | rejected patched_timer | incorrect input_range
 """Hack: the judge stops its clock once it has frozen the sandbox (SIGSTOP to every thread of
 its process) and only then reads the outputs (process_vm_readv, under the target's mmap lock).
 A process made with clone(CLONE_VM) shares the sandbox's memory but is no thread of it, so the
