@@ -197,7 +197,10 @@ magic plans, shows the panel and returns at once: it never waits for a click.
         md("""
 The best candidate and its verdict: correctness over seeded trials, max errors, and the
 speedup over eager PyTorch (and torch.compile when `compile_modes` asks for it). A candidate
-the Verifier did not pass is never the result.
+the Verifier did not pass is never the result. On a busy machine (a laptop, a shared CPU)
+a speedup can be timed while the load moves: the panel marks it ‡, says so under the History
+table, and ranks it below every verdict timed under a steady load, however large it is (the
+session judges such a candidate once more before it would lead).
 """),
         code('''
 best = s.best()
