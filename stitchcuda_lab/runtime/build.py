@@ -107,11 +107,14 @@ def _vector_math(cc: str) -> tuple[str, ...]:
 # Kernel sources and their flags come from candidates: a build may read only the kernel itself
 # and system headers named plainly, so it cannot pull another file (the cache's secret, say)
 # into its log or its bytes, nor load a plugin into the compiler. NVRTC reads files as the
-# judge: an include named by a macro (``#include P``) is as good as a path.
-_DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:|\?\?=)[ \t]*(\w+)(.*)$", re.MULTILINE)
-_FILE_DIRECTIVES = ("include", "include_next", "import", "embed")
-_PLAIN_HEADER = re.compile(r'[ \t]*(?:<([^<>"\n]*)>|"([^"<>\n]*)")[ \t]*$')
-_RAW_PREFIX = re.compile(r"(?:^|[^\w])(?:u8|u|U|L)?R$")
+# judge: an include named by a macro (``#include P``) is as good as a path. The check reads
+# the text whole, literals and comments included (a lexer of its own was put out of step with
+# the compiler's by a digit separator, a form feed, a raw-string prefix): an include word after
+# a hash in any spelling, wherever it stands, must name a plain header.
+_GAP = r"(?:[ \t\f\v\r]|/\*.*?\*/)*"   # blanks and comments between a directive's tokens
+_FILE_WORD = re.compile(r"(?:#|%:|\?\?=)" + _GAP + r"(include_next|include|import|embed)\b"
+                        r"|__has_include(?:_next)?\b", re.DOTALL)
+_PLAIN_HEADER = re.compile(_GAP + r'(\()?' + _GAP + r'(?:<([^<>"\n]*)>|"([^"<>\n]*)")', re.DOTALL)
 _C_FLAGS_OK = re.compile(r"-O[0-3sfast]*|-march=[\w-]+|-mtune=[\w-]+|-m(?:no-)?[\w.-]+|"
                          r"-f(?:no-)?(?:fast-math|unroll-loops|tree-vectorize|openmp-simd|"
                          r"strict-aliasing|finite-math-only)|-D\w+(?:=[\w.+-]*)?|-U\w+|"
@@ -121,81 +124,42 @@ _NVRTC_FLAGS_OK = {"use_fast_math", "max_register_count", "ftz", "prec_div", "pr
                    "device_code_optimize", "ptxas_options"}
 
 
-def code_text(source: str) -> str:
-    """``source`` as the preprocessor reads its lines: line splices joined, comments blanked
-    (their newlines kept), the bodies of raw strings blanked; other string and character
-    literals kept, each ended at its line's end at the latest. A directive inside a comment or
-    a raw string is none, and a quote or ``/*`` inside a literal must not hide the lines
-    after it."""
-    text = re.sub(r"(?:\\|\?\?/)\r?\n", "", source)   # ??/ is a backslash under -std=c11
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(" " + "\n" * text.count("\n", i, j))
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" ")
-        elif c == '"' and _RAW_PREFIX.search(text[max(0, i - 3):i]):
-            m = re.match(r'"([^()\\\s]{0,16})\(', text[i:])
-            if m is None:
-                out.append(c)
-                i += 1
-                continue
-            close = ")" + m.group(1) + '"'
-            j = text.find(close, i + m.end())
-            j = n if j < 0 else j + len(close)
-            out.append('""' + "\n" * text.count("\n", i, j))
-        elif c in "\"'":
-            j = i + 1
-            while j < n and text[j] not in (c, "\n"):
-                j += 2 if text[j] == "\\" else 1
-            j = min(n, j + 1) if j < n and text[j] == c else j
-            out.append(text[i:j])
-        else:
-            out.append(c)
-            j = i + 1
-        i = j
-    return "".join(out)
-
-
-def _spells_incbin(code: str) -> bool:
-    """``.incbin`` in ``code`` once quotes, blanks, ``#`` and backslashes are gone (string
-    literals side by side, token pastes), in any case."""
-    return "incbin" in re.sub(r'["\s#\\]', "", code).lower()
-
-_PTXAS_OK = re.compile(r"-v|--verbose|-O[0-3]|--opt-level=[0-3]|-?-maxrregcount=\d+|"
-                       r"--fmad=(?:true|false)|--def-(?:load|store)-cache=\w+|"
+_PTXAS_OK = re.compile(r"-v|--verbose|-w|--disable-warnings|-O[0-3]|--opt-level=[0-3]|"
+                       r"-?-maxrregcount=\d+|-?-fmad=(?:true|false)|"
+                       r"--def-(?:load|store)-cache=\w+|-dlcm=\w+|-dscm=\w+|"
+                       r"-lineinfo|--generate-line-info|"
                        r"--allow-expensive-optimizations(?:=(?:true|false))?|"
-                       r"--warn-on-(?:spills|local-memory-usage|double-precision-use)")
+                       r"--warn-on-(?:spills|local-memory-usage|double-precision-use)|"
+                       r"-warn-(?:spills|lmem-usage|double-usage)")
 
 
 def check_source(source: str, name: str) -> None:
-    """BuildError for a directive that reads a file other than a plainly named system header:
-    ``#include``, ``include_next``, ``import`` or ``embed`` with anything but ``<name>`` or
-    ``"name"`` (a macro, a path, ``..``), and ``.incbin`` however it is spelt across string
-    literals, comments, splices or token pastes."""
-    code = code_text(source)
+    """BuildError for a source that may read a file other than a plainly named system header:
+    ``#include``, ``include_next``, ``import``, ``embed`` (and ``__has_include``) with anything
+    but ``<name>`` or a ``"name"`` without a folder (a macro, a path, ``..``), or naming what
+    lies in the judge's own folder (where NVRTC looks for a relative name), and ``.incbin``
+    spelt plainly (for C the assembly is checked too: ``_check_assembly``)."""
+    text = re.sub(r"(?:\\|\?\?/)[ \t]*\r?\n", "", source)   # line splices (??/: trigraphs)
 
     def refuse(at: int, what: str) -> None:
-        line = code.count("\n", 0, at) + 1
+        line = text.count("\n", 0, at) + 1
         raise BuildError(f"kernel {name!r} line {line}: only system headers named plainly may "
                          f"be included (no paths, no macros, no .incbin): {what}",
                          hint="put the code in the kernel's source instead of a file")
-    for m in _DIRECTIVE.finditer(code):
-        if m.group(1) not in _FILE_DIRECTIVES:
-            continue
-        plain = _PLAIN_HEADER.match(m.group(2))
-        target = plain and (plain.group(1) if plain.group(1) is not None else plain.group(2))
-        if not target or target.startswith("/") or ".." in target or "\\" in target:
-            refuse(m.start(), m.group(0).strip()[:80])
-    if _spells_incbin(code):
-        at = code.lower().find("inc")
-        refuse(max(0, at), ".incbin")
+    for m in _FILE_WORD.finditer(text):
+        plain = _PLAIN_HEADER.match(text, m.end())
+        what = text[m.start():text.find("\n", m.start()) % (len(text) + 1)].strip()[:80]
+        if plain is None or bool(plain.group(1)) != m.group(0).startswith("__has_include"):
+            refuse(m.start(), what)
+        angle, quoted = plain.group(2), plain.group(3)
+        target = angle if angle is not None else quoted
+        if (not target or target.startswith("/") or ".." in target or "\\" in target
+                or (quoted is not None and "/" in target)
+                or os.path.lexists(os.path.join(os.getcwd(), target.split("/")[0]))):
+            refuse(m.start(), what)
+    bad = re.search(r"\.incbin\b", text, re.IGNORECASE)
+    if bad:
+        refuse(bad.start(), ".incbin")
 
 
 def _check_flags(flags: tuple[str, ...], ok, name: str) -> None:
@@ -241,23 +205,33 @@ def compile_c(source: str, *, name: str = "kernel", flags: tuple[str, ...] = (),
         run = dict(capture_output=True, text=True, timeout=300, cwd=tmp,
                    env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"},
                    **_as_user(user))
+        pre, asm = Path(tmp) / "kernel.i", Path(tmp) / "kernel.s"
+
+        def step(args: list[str], what: str) -> None:
+            proc = subprocess.run([cc, *C_FLAGS, *extra, *flags, *args], **run)
+            if proc.returncode != 0:
+                log = (proc.stdout + proc.stderr).replace(str(src), src.name)
+                raise BuildError(f"C kernel {name!r} did not {what}",
+                                 log=log.replace(tmp + "/", "").strip(),
+                                 hint="fix the lines the compiler names (numbers are the "
+                                 "kernel's own)")
         try:
-            # what the preprocessor read, whatever macros named it: the kernel, our header,
-            # the compiler's own system headers, nothing else
-            pre = subprocess.run([cc, *C_FLAGS, *extra, *flags, "-E", str(src)], **run)
-            if pre.returncode == 0:
-                _check_preprocessed(pre.stdout, tmp, _system_include_dirs(cc), name)
-            proc = subprocess.run([cc, *C_FLAGS, *extra, *flags, "-o", str(out), str(src),
-                                   *(["-lmvec"] if simd else []), *C_LIBS], **run)
+            # preprocessed, compiled to assembly and assembled apart, each checked before the
+            # next reads it: what the preprocessor read (whatever macros named it), and what
+            # the assembler would read (.incbin, .include, a macro that makes either)
+            step(["-E", "-o", str(pre), str(src)], "preprocess")
+            _check_preprocessed(pre, tmp, _system_include_dirs(cc), name)
+            step(["-S", "-o", str(asm), str(pre)], "compile")
+            _check_assembly(asm, name)
+            step(["-o", str(out), str(asm), *(["-lmvec"] if simd else []), *C_LIBS],
+                 "assemble and link")
         except FileNotFoundError:
             raise BuildError(f"no C compiler found ({cc!r})",
                              hint="install gcc (apt-get install gcc) or set CC") from None
         except subprocess.TimeoutExpired:
             raise BuildError(f"C compiler took longer than 300 s on {name}") from None
-        log = (proc.stdout + proc.stderr).replace(str(src), src.name).replace(tmp + "/", "")
-        if proc.returncode != 0 or not out.exists():
-            raise BuildError(f"C kernel {name!r} did not compile", log=log.strip(),
-                             hint="fix the lines the compiler names (numbers are the kernel's own)")
+        if not out.exists():
+            raise BuildError(f"C kernel {name!r} did not compile: no library was written")
         return out.read_bytes()
 
 
@@ -272,9 +246,9 @@ def _system_include_dirs(cc: str) -> tuple[str, ...]:
                               text=True, timeout=60, env={"PATH": os.environ.get(
                                   "PATH", "/usr/bin:/bin"), "LC_ALL": "C"})
     except (OSError, subprocess.SubprocessError):
-        return ()
+        proc = None
     dirs, listing = [], False
-    for line in proc.stderr.splitlines():
+    for line in proc.stderr.splitlines() if proc is not None else []:
         if line.startswith("#include <...> search starts here"):
             listing = True
         elif line.startswith("End of search list"):
@@ -285,22 +259,46 @@ def _system_include_dirs(cc: str) -> tuple[str, ...]:
     return tuple(dirs) or ("/usr/include/", "/usr/lib/gcc/", "/usr/local/include/")
 
 
-def _check_preprocessed(text: str, tmp: str, system: tuple[str, ...], name: str) -> None:
+PREPROCESSED_MAX = 64 << 20   # bytes of preprocessed kernel the judge reads at most
+
+
+def _check_preprocessed(path: Path, tmp: str, system: tuple[str, ...], name: str) -> None:
     """BuildError where the preprocessed kernel came from a file other than the kernel, a
     header of ours beside it, or the compiler's system headers (linemarkers name every file
-    read), or spells ``.incbin`` once macros are expanded."""
-    for m in _LINEMARKER.finditer(text):
-        f = m.group(1)
-        if f.startswith("<"):   # <built-in>, <command-line>
-            continue
-        f = os.path.normpath(os.path.join(tmp, f))   # a relative name is the build folder's
-        if os.path.dirname(f) == os.path.normpath(tmp) or f.startswith(system):
-            continue
-        raise BuildError(f"kernel {name!r} read a file that is not a system header: {f}",
-                         hint="put the code in the kernel's source instead of a file")
-    if _spells_incbin(_LINEMARKER.sub("", text)):
-        raise BuildError(f"kernel {name!r}: .incbin (reading a file into the library) is not "
-                         "allowed", hint="put the data in the kernel's source")
+    read), or is too large to read (a macro that doubles itself)."""
+    if path.stat().st_size > PREPROCESSED_MAX:
+        raise BuildError(f"kernel {name!r} is over {PREPROCESSED_MAX >> 20} MB once "
+                         "preprocessed", hint="a macro that expands without end?")
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            m = _LINEMARKER.match(line) if line.startswith("#") else None
+            if m is None or m.group(1).startswith("<"):   # <built-in>, <command-line>
+                continue
+            f = os.path.normpath(os.path.join(tmp, m.group(1)))   # relative: the build folder
+            if os.path.dirname(f) == os.path.normpath(tmp) or f.startswith(system):
+                continue
+            raise BuildError(f"kernel {name!r} read a file that is not a system header: {f}",
+                             hint="put the code in the kernel's source instead of a file")
+
+
+# assembler directives that read a file, or make one of another's name (.irp, a macro)
+_ASM_READS = re.compile(r"(?:^|[\s;:])\.(incbin|include|macro|irpc?|rept|altmacro)\b",
+                        re.IGNORECASE)
+
+
+def _check_assembly(path: Path, name: str) -> None:
+    """BuildError where the kernel's inline assembly (between #APP and #NO_APP, escapes
+    decoded by the compiler) holds a directive that reads a file or builds one."""
+    inline = False
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            head = line.strip()
+            if head in ("#APP", "#NO_APP"):
+                inline = head == "#APP"
+            elif inline and (m := _ASM_READS.search(line)):
+                raise BuildError(f"kernel {name!r}: the assembler directive .{m.group(1)} is not "
+                                 "allowed in inline assembly",
+                                 hint="put the data in the kernel's source")
 
 
 # --- CUDA (NVRTC through cuda.core) -------------------------------------------------------
@@ -374,6 +372,8 @@ def compile_cuda(source: str, *, name: str = "kernel", arch: str,
     incs = cuda_include_dirs()
     if incs:
         options["include_path"] = list(incs)
+    if _has_option(cc, "no_source_include"):
+        options["no_source_include"] = True   # "name" is not looked for beside the source
     for flag in flags:
         key, _, value = flag.partition("=")
         options[key] = _option_value(value)
@@ -398,6 +398,15 @@ def _nvrtc_log(message: str, logs: io.StringIO) -> str:
     text = text.replace("\x00", "")
     text = re.sub(r"^\d+: NVRTC_ERROR_\w+, compilation log:\s*", "", text.strip())
     return text.strip()
+
+
+def _has_option(cc: Any, field: str) -> bool:
+    """Whether this cuda.core's ProgramOptions takes ``field`` (older ones lack some)."""
+    import inspect
+    try:
+        return field in inspect.signature(cc.ProgramOptions).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _option_value(raw: str):

@@ -66,42 +66,78 @@ void chain(const float* restrict x, float* restrict y, long long n) {
     '#inc\\\nlude "/etc/hostname"\n',                               # a line splice
     '??=include "/etc/hostname"\n',                               # a trigraph (-std=c11)
     '%:include "/etc/hostname"\n',                                # a digraph
+    '\f#include "/etc/hostname"\n',                               # a form feed before it
     'const char* a = "/*";\n#include P\nconst char* b = "*/";\n',  # a quote hides no comment
-    'asm(".inc" "bin \\"/etc/hostname\\"");\n',                   # literals side by side
-    'asm(".INC\\\nBIN \\"/etc/hostname\\"");\n',
+    "int a = 1'2 + '/*';\n#include \"/etc/hostname\"\n// */\n",   # a digit separator
+    '#define tu8R\nconst char *s = tu8R"x(";\n#include "/etc/hostname"\nconst char *t = ")x";\n',
+    '// c ??/\n#include "/etc/hostname"\n',                       # no trigraphs in C++17
+    '#include "stitch_sandbox_1/evil.h"\n',                       # a folder, looked up in cwd
+    '#if __has_include("/etc/hostname")\n#endif\n',
+    'asm(".incbin \\"/etc/passwd\\"");\n',
 ])
 def test_files_named_in_any_spelling_are_refused(source):
     """NVRTC reads an include as the judge, so the source itself must show every file it
-    reads: an include that is not a plain <name> or "name" is refused however it is spelt."""
+    reads: an include that is not a plain <name> or "name" is refused however it is spelt,
+    wherever it stands (a comment or a string too: the check reads no literals, so no literal
+    can put it out of step with the compiler)."""
     with pytest.raises(BuildError, match="no macros"):
         build.check_source(source, "k")
 
 
-def test_a_directive_inside_a_comment_or_a_raw_string_is_none():
-    build.check_source('/* #include "/etc/hostname" */\n// #include P\n'
-                       'const char* s = R"x(\n#include "/etc/hostname"\n)x";\n', "k")
+def test_plain_headers_pass_however_the_line_ends(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    build.check_source("#include <stdint.h>\r\n#include <cuda/std/cstdint>\n"
+                       "#if __has_include(<cuda_fp16.h>)\n#endif\nchar q = '\"';\n", "k")
+    (tmp_path / "evil.h").write_text("x")   # a name in the judge's own folder: NVRTC finds it
+    with pytest.raises(BuildError, match="no macros"):
+        build.check_source('#include "evil.h"\n', "k")
 
 
-def test_the_c_compiler_refuses_what_macros_make_of_the_source(tmp_path):
-    """What the preprocessor read and wrote decides for C: a token paste that makes .incbin
-    gets past any reading of the source, not past its linemarkers and output."""
-    source = ('#define S(x) #x\n#define XS(x) S(x)\n#define CAT(a, b) a##b\n'
-              'asm(XS(CAT(.inc, bin)) " \\"/etc/hostname\\"");\nvoid f(void) {}\n')
-    build.check_source(source, "k")
-    with pytest.raises(BuildError, match="incbin"):
-        build.compile_c(source, name="k")
-    build._check_preprocessed('# 1 "k.c"\n# 1 "/usr/include/stdint.h" 1 3 4\nint x;\n',
-                              str(tmp_path), ("/usr/include/",), "k")
-    with pytest.raises(BuildError, match="not a system header: /etc/hostname"):
-        build._check_preprocessed('# 1 "k.c"\n# 1 "/etc/hostname" 1\nhost\n', str(tmp_path),
-                                  ("/usr/include/",), "k")
-    with pytest.raises(BuildError, match="not a system header"):
-        build._check_preprocessed('# 1 "/usr/include/../../etc/hostname" 1\n', str(tmp_path),
-                                  ("/usr/include/",), "k")
+@pytest.mark.parametrize("asm", [
+    r'__asm__(".inc" "bin \"/etc/hostname\"");',                    # literals side by side
+    r'__asm__(".section .rodata\n.\151ncbin \"/etc/hostname\"\n.text");',   # an octal escape
+    r'__asm__(".include \"/etc/hostname\"");',
+    '#define S(x) #x\n#define XS(x) S(x)\n#define CAT(a, b) a##b\n'
+    r'__asm__(XS(CAT(.inc, bin)) " \"/etc/hostname\"");',           # a token paste
+    r'__asm__(".irp d,incbin\n.\\d \"/etc/hostname\"\n.endr");',    # a directive built by .irp
+])
+def test_the_c_compiler_refuses_assembly_that_reads_a_file(asm):
+    """What the assembler would read is decided on the compiler's own assembly (escapes
+    decoded, macros expanded), before it is assembled: the file's bytes never reach the
+    library or the log."""
+    with pytest.raises(BuildError, match="not allowed in inline assembly") as e:
+        build.compile_c(asm + "\nvoid f(void) {}\n", name="k")
+    assert "localhost" not in str(e.value) and "localhost" not in (e.value.log or "")
+
+
+def test_a_kernel_that_reads_another_file_is_refused_before_it_compiles(tmp_path):
+    """A form feed before the hash once got past the source check, and the preprocessor's
+    failure skipped the check of what it read: the compile's log then quoted the file."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRETVALUE123 is here\n")
+    secret.chmod(0o644)
+    with pytest.raises(BuildError) as e:
+        build.compile_c(f'\f#include "{secret}"\n#error stop\n', name="k")
+    assert "SECRETVALUE123" not in str(e.value) + (e.value.log or "")
+    pre = tmp_path / "k.i"
+    pre.write_text('# 1 "k.c"\n# 1 "/usr/include/stdint.h" 1 3 4\nint x;\n')
+    build._check_preprocessed(pre, str(tmp_path), ("/usr/include/",), "k")
+    for marker in ('# 1 "/etc/hostname" 1\n', '# 1 "/usr/include/../../etc/hostname" 1\n'):
+        pre.write_text('# 1 "k.c"\n' + marker)
+        with pytest.raises(BuildError, match="not a system header"):
+            build._check_preprocessed(pre, str(tmp_path), ("/usr/include/",), "k")
+
+
+def test_a_kernel_that_expands_without_end_is_refused(monkeypatch):
+    monkeypatch.setattr(build, "PREPROCESSED_MAX", 1 << 16)
+    bomb = ("#define A x x x x x x x x\n#define B A A A A A A A A\n#define C B B B B B B B B\n"
+            "#define D C C C C C C C C\n#define E D D D D D D D D\nint E;\n")
+    with pytest.raises(BuildError, match="once preprocessed"):
+        build.compile_c(bomb, name="k")
 
 
 @pytest.mark.parametrize("opts", ["--options-file /root/.key", "-v --input-as-string x",
-                                  "-O3 -o /tmp/x"])
+                                  "-O3 -o /tmp/x", "-lineinfo -dlcm=ca --opt /x"])
 def test_ptxas_options_that_read_or_write_files_are_refused(opts):
     with pytest.raises(BuildError, match="ptxas option"):
         build.compile_cuda("__global__ void k() {}\n", name="k", arch="90",
