@@ -39,6 +39,7 @@ TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
 FIRST_UID = 200_000     # sandbox users are FIRST_UID + a random number below 2^30
 USERS_FILE = "users"   # in a judge's folder in memory: the uids its sandboxes were given
 START_TIMEOUT = 180.0
+KILL_ROUNDS = 20      # rounds of killing a sandbox user's processes until none is left
 # spares kept started, per device kind. On a GPU host a spare takes seconds to start (torch,
 # the CUDA context, NVRTC: 6-10 s seen on the H200) and a verdict about one, so with one spare
 # the next verdict waited for it (1-2 s of a 2.4 s warm edit; most of a bench's back-to-back
@@ -242,7 +243,19 @@ class Sandbox:
             return ""
 
     def destroy(self) -> None:
-        """Kill everything the candidate started and remove every file it left."""
+        """Kill everything the candidate started and remove every file it left.
+
+        Where it has a user of its own, that user's every process goes at once
+        (``kill_user``), and its compiler's user's too, until none is left: killing by pid
+        lost to a chain of processes that each forked the next and exited (a new pid every
+        fraction of a millisecond), which lived on beside later candidates."""
+        if self.uid is not None and os.geteuid() == 0:
+            for _ in range(KILL_ROUNDS):
+                kill_user(self.uid)
+                kill_user(self.uid + 1)   # the compiler's (a cc1 left by a timed-out build)
+                if not _alive_of({self.uid, self.uid + 1}):
+                    break
+                time.sleep(0.01)
         for _ in range(3):
             victims = [self.proc.pid] + self.strays()
             for pid in victims:
@@ -589,6 +602,23 @@ def _processes() -> list[tuple[int, int, int]]:
             continue
         out.append((int(entry.name), uid, sid))
     return out
+
+
+def _alive_of(uids: set[int]) -> bool:
+    """Whether a process of one of ``uids`` is still there and not a zombie (one killed and
+    not yet reaped by its parent runs nothing)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid not in uids:
+                continue
+            state = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in ("Z", "X"):
+            return True
+    return False
 
 
 def _remove_files_of(uids: set[int]) -> None:

@@ -890,7 +890,8 @@ class Job:
                          f", not at {want.name} in the sandbox's folder")
         try:
             return profile.read_trace(str(want))
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, RecursionError, MemoryError) as e:   # nested past the
+            # parser's depth (100000 arrays in 200 KB) was the judge's error, not the candidate's
             raise Reject("trace_tampering", f"the profiler's trace could not be read: {e}"
                          ) from None
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,26 @@ def test_ipc_objects_and_files_a_candidate_leaves_are_gone_after_its_job(tmp_pat
                                      ("a message queue", queue_exists(QUEUE)),
                                      (FILE, os.path.exists(FILE))) if there]
     assert not left, left
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="candidates run under users of their own as root "
+                    "only (without root a process in a session of its own is out of reach)")
+def test_no_process_of_a_candidate_outlives_its_job(tmp_path):
+    """fault_process_chain_outlives_job.py leaves chains of processes that hop to a new pid
+    faster than a kill by pid can follow; once its verdict is in (the worker still up for the
+    next job), no heartbeat of theirs may come."""
+    cand = HERE / "candidates" / "fault_process_chain_outlives_job.py"
+    beat = Path("/tmp/.stitch_chain_heartbeat")
+    beat.unlink(missing_ok=True)
+    with Worker("cpu", cache_dir=str(tmp_path / "cache")) as w:
+        v = w.verify((HERE / "problems" / "pointwise.py").read_text(), cand.read_text(),
+                     replaced=None, options=VerifyOptions(trials=5, timing_trials=3, warmup=1,
+                                                          compile_modes="", profile=False),
+                     timeout=120)
+        assert v.status == "runtime_error", v.reason
+        time.sleep(0.3)
+        beat.unlink(missing_ok=True)
+        time.sleep(1.0)
+        alive = beat.exists()
+    beat.unlink(missing_ok=True)
+    assert not alive, "a process of the candidate's was still writing after its job"
