@@ -978,9 +978,10 @@ def summary_html(session: Any) -> str:
         unsteady = (f" <code>{html.escape(faster[0][1])}</code> measured {faster[0][0]:.2f}x "
                     "while the host's load moved‡, which ranks below every steady verdict: "
                     "verify it again on a quieter host to count it." if faster else "")
+        steady = sum(not load_changed(x.flags) for x in passing)
         if faster and not load_changed(v.flags):
-            why = (f"the fastest of {len(passing) - len(faster)} passing candidates timed "
-                   "under a steady load")
+            why = (f"the fastest of {steady} passing candidate{'s' if steady > 1 else ''} "
+                   "timed under a steady load")
         parts.append(f"<b>Best:</b> <code>{html.escape(c.id)}</code> ({html.escape(origin)}): "
                      f"{html.escape(sp)}{_retimed_mark(v)}, verified correct on "
                      f"{len(v.trials)} trial(s); "

@@ -1326,7 +1326,10 @@ class Job:
             return None   # only the way the range trial vetted: the next seed that scales so
         if way in self.wide_ways and self.wide_way_due():
             return None   # the way already met: the next call whose seed scales the other way
-        self.wide_next = 1 + secrets.randbelow(2 * self.wide_round)
+        # a way still to meet is met at the next call whose seed scales so (half of them): a
+        # countdown of up to two rounds (40 calls) outran the few calls a timing waits for it
+        due = self.wide_ways_allowed() - self.wide_ways - {way}
+        self.wide_next = 0 if due else 1 + secrets.randbelow(2 * self.wide_round)
         self.wide[seed] = self.wide_how
         return self.wide_how
 

@@ -510,6 +510,10 @@ def test_history_draws_siblings_as_a_tree_and_marks_a_retimed_speedup(panel):
     assert best[0].id != kids[0]
     summary = summary_html(panel.session)
     assert f"<code>{kids[0]}</code> measured 50.00x while the host's load moved" in summary
+    from stitchcuda_lab.verdict import load_changed
+    steady = sum(1 for x in panel.session.state.verdicts.values()
+                 if x.status == "pass" and not load_changed(x.flags))
+    assert f"the fastest of {steady} passing candidate" in summary
     assert "timed under a steady load" in summary
 
 

@@ -470,6 +470,22 @@ def test_timed_calls_widen_both_ways_whatever_the_range_trial_took():
     assert not cuda.wide_way_due()     # CUDA's timed calls are not widened: nothing to wait for
 
 
+def test_the_second_way_is_met_within_a_few_calls_of_the_first():
+    """After the first widened timed call the other way comes at the next call whose seed
+    scales so, not after a countdown of up to two rounds (40 calls on the CPU), which outran
+    the few calls a timing waits for it: a guard fooled by one way then passed one job in
+    nine."""
+    from stitchcuda_lab.verifier.exchange import widens_few
+    for start in range(0, 4000, 200):
+        j = _widening_job(True)
+        j.wide_round = 20
+        seeds = list(range(start, start + 200))
+        widened = _widened(j, seeds)
+        second = seeds.index(widened[1]) - seeds.index(widened[0])
+        assert widens_few(widened[0]) != widens_few(widened[1])
+        assert second <= 12, second   # half the seeds scale either way: a few calls apart
+
+
 def test_a_way_the_reference_was_not_vetted_on_is_never_used():
     """Where the reference is not as finite scaled the other way, timed calls keep to the way
     the range trial vetted, and nothing waits for the other once that one is met."""
