@@ -9,15 +9,22 @@ invocations in this process (the cache tests rely on it).
 
 from __future__ import annotations
 
+import base64
 import functools
 import io
+import json
 import os
 import re
+import resource
+import select
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn
 from pathlib import Path
 
 from ..errors import BuildError
@@ -29,7 +36,7 @@ from ..errors import BuildError
 # `#pragma GCC optimize` in the source does not reliably reach an inlined function). The
 # results are the same bits; an exp-and-tanh chain over 16M floats ran 7.5x faster.
 C_FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fno-math-errno", "-fopenmp",
-           "-shared", "-fPIC", "-std=c11")
+           "-shared", "-fPIC", "-std=c11", "-fno-diagnostics-show-caret")
 C_LIBS = ("-lm",)
 COMPILES = {"c": 0, "cuda": 0}
 
@@ -111,13 +118,21 @@ def _vector_math(cc: str) -> tuple[str, ...]:
 # the text whole, literals and comments included (a lexer of its own was put out of step with
 # the compiler's by a digit separator, a form feed, a raw-string prefix): an include word after
 # a hash in any spelling, wherever it stands, must name a plain header.
-_GAP = r"(?:[ \t\f\v\r]|/\*.*?\*/)*"   # blanks and comments between a directive's tokens
-_FILE_WORD = re.compile(r"(?:#|%:|\?\?=)" + _GAP + r"(include_next|include|import|embed)\b"
-                        r"|__has_include(?:_next)?\b", re.DOTALL)
-_PLAIN_HEADER = re.compile(_GAP + r'(\()?' + _GAP + r'(?:<([^<>"\n]*)>|"([^"<>\n]*)")', re.DOTALL)
+_HASH = r"(?:#|%:|\?\?=)[ \t\f\v]*"   # a directive's hash in any spelling, then blanks
+_FILE_WORD = re.compile(_HASH + r"(include_next|include|import|embed)\b")
+_PLAIN_HEADER = re.compile(r'[ \t\f\v]*(?:<([^<>"\n]*)>|"([^"<>\n]*)")')
+# what the check cannot follow, refused wherever it stands: a comment between a hash and the
+# directive's name, a line marker or #line (the compiler then quotes the file it names, line by
+# line, in its errors), token pastes (__has_inc##lude), any has_include (libcu++ wraps it in
+# macros of its own), a NUL, a carriage return alone
+_UNFOLLOWED = re.compile(_HASH + r"(?:/\*|line\b|\d)|##|%:%:|has_include|\x00|\r(?!\n)",
+                         re.IGNORECASE)
+_SPLICE = re.compile(r"(?:\\|\?\?/)[ \t\f\v]*\r?\n")
+SOURCE_MAX = 4 << 20   # bytes of kernel source a build takes at most
 _C_FLAGS_OK = re.compile(r"-O[0-3sfast]*|-march=[\w-]+|-mtune=[\w-]+|-m(?:no-)?[\w.-]+|"
                          r"-f(?:no-)?(?:fast-math|unroll-loops|tree-vectorize|openmp-simd|"
-                         r"strict-aliasing|finite-math-only)|-D\w+(?:=[\w.+-]*)?|-U\w+|"
+                         r"strict-aliasing|finite-math-only)|"
+                         r"-D(?!\w*has_include)\w+(?:=(?!\w*has_include)[\w.+-]*)?|-U\w+|"
                          r"-std=[\w+]+|-W[\w=-]*|-w|-g\d?|-pthread")
 _NVRTC_FLAGS_OK = {"use_fast_math", "max_register_count", "ftz", "prec_div", "prec_sqrt", "fma",
                    "extra_device_vectorization", "define_macro", "debug", "lineinfo",
@@ -135,23 +150,30 @@ _PTXAS_OK = re.compile(r"-v|--verbose|-w|--disable-warnings|-O[0-3]|--opt-level=
 
 def check_source(source: str, name: str) -> None:
     """BuildError for a source that may read a file other than a plainly named system header:
-    ``#include``, ``include_next``, ``import``, ``embed`` (and ``__has_include``) with anything
-    but ``<name>`` or a ``"name"`` without a folder (a macro, a path, ``..``), or naming what
-    lies in the judge's own folder (where NVRTC looks for a relative name), and ``.incbin``
-    spelt plainly (for C the assembly is checked too: ``_check_assembly``)."""
-    text = re.sub(r"(?:\\|\?\?/)[ \t]*\r?\n", "", source)   # line splices (??/: trigraphs)
+    ``#include``, ``include_next``, ``import`` or ``embed`` with anything but ``<name>`` or a
+    ``"name"`` without a folder (a macro, a path, ``..``), or naming what lies in the judge's
+    own folder (where NVRTC looks for a relative name), and what the check cannot follow
+    (``_UNFOLLOWED``). The text is read whole, literals and comments included, in time
+    linear in its length. (NVRTC runs as a user of its own too, ``compile_cuda``: a system
+    header that includes through a macro the kernel redefines is out of any text's sight.)"""
+    if len(source) > SOURCE_MAX:
+        raise BuildError(f"kernel {name!r} is over {SOURCE_MAX >> 20} MB of source")
+    text = _SPLICE.sub("", source)
 
-    def refuse(at: int, what: str) -> None:
+    def refuse(at: int, what: str) -> NoReturn:
         line = text.count("\n", 0, at) + 1
         raise BuildError(f"kernel {name!r} line {line}: only system headers named plainly may "
-                         f"be included (no paths, no macros, no .incbin): {what}",
+                         f"be included (no paths, no macros, no .incbin): {what!r}",
                          hint="put the code in the kernel's source instead of a file")
+    bad = _UNFOLLOWED.search(text)
+    if bad:
+        refuse(bad.start(), text[bad.start():bad.start() + 40].split("\n")[0])
     for m in _FILE_WORD.finditer(text):
         plain = _PLAIN_HEADER.match(text, m.end())
-        what = text[m.start():text.find("\n", m.start()) % (len(text) + 1)].strip()[:80]
-        if plain is None or bool(plain.group(1)) != m.group(0).startswith("__has_include"):
+        what = text[m.start():m.start() + 80].split("\n")[0]
+        if plain is None:
             refuse(m.start(), what)
-        angle, quoted = plain.group(2), plain.group(3)
+        angle, quoted = plain.group(1), plain.group(2)
         target = angle if angle is not None else quoted
         if (not target or target.startswith("/") or ".." in target or "\\" in target
                 or (quoted is not None and "/" in target)
@@ -232,6 +254,8 @@ def compile_c(source: str, *, name: str = "kernel", flags: tuple[str, ...] = (),
             raise BuildError(f"C compiler took longer than 300 s on {name}") from None
         if not out.exists():
             raise BuildError(f"C kernel {name!r} did not compile: no library was written")
+        if out.stat().st_size > ARTIFACT_MAX:
+            raise BuildError(f"C kernel {name!r} is over {ARTIFACT_MAX >> 20} MB compiled")
         return out.read_bytes()
 
 
@@ -349,13 +373,23 @@ def cuda_include_dirs() -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
+NVRTC_TIMEOUT = 300.0        # seconds one NVRTC build may take in its own process
+ARTIFACT_MAX = 256 << 20     # bytes of library or cubin a build may give back
+_DEFINE_OK = re.compile(r"(?!\w*has_include)\w+(?:=(?!\w*has_include)[\w.+-]*)?")
+
+
 def compile_cuda(source: str, *, name: str = "kernel", arch: str,
-                 flags: tuple[str, ...] = ()) -> bytes:
+                 flags: tuple[str, ...] = (), user: int | None = None) -> bytes:
     """NVRTC: ``extern "C" __global__`` device code -> cubin bytes for ``sm_<arch>``.
 
     Functions without an execution-space annotation are device functions (-default-device).
     A ``#line`` directive keeps the compiler's line numbers those of ``source``.
     ``flags`` are ProgramOptions fields as "key=value" ("use_fast_math=1", "max_register_count=64").
+
+    ``user``: NVRTC is a library, so it compiles in a process forked from this one that
+    takes that uid first (as root): what it opens, it opens as that user. A system header
+    that includes through a macro the kernel redefines (thrust's) read any file as the judge,
+    and the compiler's log gave its lines back.
     """
     check_source(source, name)
     _check_flags(flags, lambda f: f.partition("=")[0] in _NVRTC_FLAGS_OK, name)
@@ -366,20 +400,41 @@ def compile_cuda(source: str, *, name: str = "kernel", arch: str,
             raise BuildError(f"kernel {name!r}: ptxas option(s) not allowed: {value}",
                              hint="ptxas_options may set -v, -O<n>, --maxrregcount=<n>, "
                              "--fmad, cache defaults and warnings")
+        if key == "define_macro" and not _DEFINE_OK.fullmatch(value):
+            raise BuildError(f"kernel {name!r}: define_macro not allowed: {value}",
+                             hint="define_macro takes NAME or NAME=value (letters, digits, "
+                             "_ . + -)")
     cc = _cuda_core()
-    options = dict(name=_safe(name), arch=f"sm_{arch}", std="c++17",
-                   device_as_default_execution_space=True)
+    COMPILES["cuda"] += 1
+    if user is not None and os.geteuid() == 0:
+        _nvrtc_loaded(cc, arch)
+        cubin = _as_user_in_fork(user, lambda: _nvrtc(cc, source, name, arch, flags), name)
+    else:
+        cubin = _nvrtc(cc, source, name, arch, flags)
+    if len(cubin) > ARTIFACT_MAX:
+        raise BuildError(f"CUDA kernel {name!r} is over {ARTIFACT_MAX >> 20} MB compiled")
+    return cubin
+
+
+def _nvrtc(cc: Any, source: str, name: str, arch: str, flags: tuple[str, ...]) -> bytes:
+    options: dict[str, Any] = dict(name=_safe(name), arch=f"sm_{arch}", std="c++17",
+                                   device_as_default_execution_space=True)
     incs = cuda_include_dirs()
     if incs:
         options["include_path"] = list(incs)
     if _has_option(cc, "no_source_include"):
         options["no_source_include"] = True   # "name" is not looked for beside the source
+    macros = []
     for flag in flags:
         key, _, value = flag.partition("=")
-        options[key] = _option_value(value)
+        if key == "define_macro":
+            macros.append(value)   # each one kept (a dict kept the last)
+        else:
+            options[key] = _option_value(value)
+    if macros:
+        options["define_macro"] = macros if len(macros) > 1 else macros[0]
     code = f'#line 1 "{_safe(name)}.cu"\n{source}'
     logs = io.StringIO()
-    COMPILES["cuda"] += 1
     try:
         program = cc.Program(code, code_type="c++", options=cc.ProgramOptions(**options))
         obj = program.compile("cubin", logs=logs)
@@ -391,6 +446,82 @@ def compile_cuda(source: str, *, name: str = "kernel", arch: str,
                          hint="fix the lines the compiler names (numbers are the kernel's own)"
                          ) from None
     return bytes(obj.code)
+
+
+_WARM: dict[str, bool] = {}
+_WARM_LOCK = threading.Lock()
+
+
+def _nvrtc_loaded(cc: Any, arch: str) -> None:
+    """One fixed kernel compiled here first: NVRTC loads its builtins library at its first
+    compile, from where it is installed (a folder the builder's user may not read), so the
+    forked builds find it loaded."""
+    with _WARM_LOCK:
+        if not _WARM.get(arch):
+            _nvrtc(cc, 'extern "C" __global__ void stitch_warm() {}\n', "warm", arch, ())
+            _WARM[arch] = True
+
+
+def _as_user_in_fork(uid: int, fn: Callable[[], bytes], name: str) -> bytes:
+    """``fn()`` in a child forked from this process that has taken ``uid`` (no groups, no
+    files it may write, the root folder as its own), its bytes or its BuildError sent back
+    through a pipe; killed past ``NVRTC_TIMEOUT`` (a FIFO it opens blocks for ever)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # pragma: no cover - the child
+        code = 1
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.chdir("/")
+            resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+            try:
+                msg: dict[str, Any] = {"cubin": base64.b64encode(fn()).decode()}
+            except BuildError as e:
+                msg = {"error": e.message, "log": e.log, "hint": e.hint}
+            except BaseException as e:  # noqa: BLE001
+                msg = {"error": f"CUDA kernel {name!r} did not compile: "
+                       f"{type(e).__name__}: {e}"}
+            view = memoryview(json.dumps(msg).encode())
+            while view:
+                view = view[os.write(w, view):]
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    chunks, size = [], 0
+    deadline = time.monotonic() + NVRTC_TIMEOUT
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([r], [], [], left)[0]:
+                raise BuildError(f"CUDA kernel {name!r}: NVRTC took longer than "
+                                 f"{NVRTC_TIMEOUT:.0f} s")
+            chunk = os.read(r, 1 << 20)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > 2 * ARTIFACT_MAX:
+                raise BuildError(f"CUDA kernel {name!r} is over {ARTIFACT_MAX >> 20} MB compiled")
+            chunks.append(chunk)
+    finally:
+        os.close(r)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+    try:
+        msg = json.loads(b"".join(chunks) or b"{}")
+    except ValueError:
+        msg = {}
+    if "cubin" in msg:
+        return base64.b64decode(msg["cubin"])
+    raise BuildError(str(msg.get("error") or f"CUDA kernel {name!r}: the build's process ended "
+                         "with no answer"), log=str(msg.get("log") or ""),
+                     hint=msg.get("hint"))
 
 
 def _nvrtc_log(message: str, logs: io.StringIO) -> str:

@@ -88,7 +88,8 @@ def build_cached(lang: str, source: str, name: str, flags: tuple[str, ...], arch
     key = KernelCache.key(lang="cuda", source=source, flags=flags, arch=arch,
                           nvrtc=build.nvrtc_version(), torch=_torch_version())
     return cache.get_or_build(
-        key, lambda: build.compile_cuda(source, name=name, arch=arch, flags=flags), ".cubin",
+        key, lambda: build.compile_cuda(source, name=name, arch=arch, flags=flags, user=user),
+        ".cubin",
         meta={"name": name, "lang": "cuda", "arch": arch})
 
 

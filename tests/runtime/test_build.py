@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from stitchcuda_lab.errors import BuildError
@@ -73,6 +75,13 @@ void chain(const float* restrict x, float* restrict y, long long n) {
     '// c ??/\n#include "/etc/hostname"\n',                       # no trigraphs in C++17
     '#include "stitch_sandbox_1/evil.h"\n',                       # a folder, looked up in cwd
     '#if __has_include("/etc/hostname")\n#endif\n',
+    '#define H(x) __has_inc##lude(x)\n#if H("/etc/hostname")\n#endif\n',   # a paste makes it
+    '#if _CCCL_HAS_INCLUDE("/etc/hostname")\n#endif\n',         # a library's wrapper of it
+    '#line 1 "/etc/hostname"\n#error x\n',                      # errors quote that file
+    '# 1 "/etc/hostname"\n#error x\n',
+    '#\x00include "/etc/hostname"\n',                            # gcc reads past a NUL
+    '#inc\\\rlude "/etc/hostname"\n',                            # a carriage return alone
+    '#inc\\\f\nlude "/etc/hostname"\n',                          # blanks after a splice
     'asm(".incbin \\"/etc/passwd\\"");\n',
 ])
 def test_files_named_in_any_spelling_are_refused(source):
@@ -87,7 +96,7 @@ def test_files_named_in_any_spelling_are_refused(source):
 def test_plain_headers_pass_however_the_line_ends(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     build.check_source("#include <stdint.h>\r\n#include <cuda/std/cstdint>\n"
-                       "#if __has_include(<cuda_fp16.h>)\n#endif\nchar q = '\"';\n", "k")
+                       "#define N 4\nchar q = '\"';\n", "k")
     (tmp_path / "evil.h").write_text("x")   # a name in the judge's own folder: NVRTC finds it
     with pytest.raises(BuildError, match="no macros"):
         build.check_source('#include "evil.h"\n', "k")
@@ -97,8 +106,6 @@ def test_plain_headers_pass_however_the_line_ends(tmp_path, monkeypatch):
     r'__asm__(".inc" "bin \"/etc/hostname\"");',                    # literals side by side
     r'__asm__(".section .rodata\n.\151ncbin \"/etc/hostname\"\n.text");',   # an octal escape
     r'__asm__(".include \"/etc/hostname\"");',
-    '#define S(x) #x\n#define XS(x) S(x)\n#define CAT(a, b) a##b\n'
-    r'__asm__(XS(CAT(.inc, bin)) " \"/etc/hostname\"");',           # a token paste
     r'__asm__(".irp d,incbin\n.\\d \"/etc/hostname\"\n.endr");',    # a directive built by .irp
 ])
 def test_the_c_compiler_refuses_assembly_that_reads_a_file(asm):
@@ -126,6 +133,56 @@ def test_a_kernel_that_reads_another_file_is_refused_before_it_compiles(tmp_path
         pre.write_text('# 1 "k.c"\n' + marker)
         with pytest.raises(BuildError, match="not a system header"):
             build._check_preprocessed(pre, str(tmp_path), ("/usr/include/",), "k")
+
+
+@pytest.mark.parametrize("source", ["#" + "/**/" * 40 + "x", "#/*" * 200_000,
+                                    "#" + " " * 3_000_000, "%:" * 1_000_000])
+def test_the_source_check_takes_time_linear_in_the_source(source):
+    """A comment between a hash and a word was matched by a lazy pattern that doubled its
+    time with every comment (about 170 bytes: hours), and each hash scanned to the end."""
+    import time
+    t0 = time.perf_counter()
+    try:
+        build.check_source(source, "k")
+    except BuildError:
+        pass
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_flags_cannot_make_a_file_oracle():
+    with pytest.raises(BuildError, match="not allowed"):
+        build.compile_c("void f(void) {}\n", name="k", flags=("-DH=__has_include",))
+    with pytest.raises(BuildError, match="define_macro not allowed"):
+        build.compile_cuda("__global__ void k() {}\n", name="k", arch="90",
+                           flags=('define_macro=X=__has_include("/etc/hostname")',))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a build takes another user as root only")
+def test_a_build_in_a_fork_runs_as_its_user_and_is_cut_off(tmp_path, monkeypatch):
+    """NVRTC compiles in a child forked from the judge that has taken the builder's uid
+    first: a file root alone may read is out of its reach, a build that blocks (a FIFO) is
+    killed, and what it gives back is capped."""
+    secret = tmp_path / "secret.key"
+    secret.write_text("TOPSECRET123")
+    secret.chmod(0o600)
+    with pytest.raises(BuildError, match="PermissionError") as e:
+        build._as_user_in_fork(123_457, lambda: secret.read_bytes(), "k")
+    assert "TOPSECRET123" not in str(e.value) + e.value.log
+    assert build._as_user_in_fork(123_457, lambda: b"\x00cubin" * 3, "k") == b"\x00cubin" * 3
+    monkeypatch.setattr(build, "NVRTC_TIMEOUT", 0.5)
+    import time
+    with pytest.raises(BuildError, match="longer than"):
+        build._as_user_in_fork(123_457, lambda: time.sleep(30) or b"", "k")
+
+
+def test_nvrtc_gives_the_same_cubin_in_a_fork_and_keeps_every_macro():
+    pytest.importorskip("cuda.core")
+    src = '#if A + B == 3\nextern "C" __global__ void k(float* x) { x[0] += 1.0f; }\n#endif\n'
+    flags = ("define_macro=A=1", "define_macro=B=2")
+    here = build.compile_cuda(src, name="k", arch="90", flags=flags)
+    assert b"k" in here and len(here) > 2000
+    if os.geteuid() == 0:
+        assert build.compile_cuda(src, name="k", arch="90", flags=flags, user=123_457) == here
 
 
 def test_a_kernel_that_expands_without_end_is_refused(monkeypatch):
