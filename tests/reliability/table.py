@@ -257,7 +257,12 @@ or to outlive its job.
   candidate code (`verifier/verify.py`). A candidate runs in a sandbox process of its own
   (`verifier/sandbox.py`), started ahead as a spare and destroyed after its one job
   (`verifier/pool.py`); its outputs come back as bytes and are compared in the judge.
-- **Nothing survives a job.** Every process of the candidate's user (or session) is killed, and
+- **Nothing survives a job.** Every process of the candidate's user (or session) is killed (as
+  root, all at once: a process takes that user and signals all it may, `kill(-1)`, until none
+  of the user's, or of its compiler's user, is left; killing by pid lost to chains of
+  processes that each forked the next and exited, which lived on and took the next
+  candidates' CPU: `candidates/fault_process_chain_outlives_job.py`,
+  `tests/adversarial/test_leftovers.py`), and
   every file it left in the folders anyone may write to (`/tmp`, `/var/tmp`, `/dev/shm`,
   `/run/lock`) and every SysV shared memory segment, message queue and semaphore it made are
   removed; it gets no POSIX message queue, and its resource caps are hard limits it cannot
@@ -308,8 +313,13 @@ or to outlive its job.
   decides, only 8-32 elements at random places: a guard that samples the input to tell a
   widened draw from a plain one misses those (`candidates/range_sampled_guard.py`, which passed
   at 6.2x when every widened draw was scaled whole, and in about one job in five while only
-  chance decided how the range trial and the few widened timed calls were scaled: on the CPU
-  the first widened timed call is now always scaled the other way from the range trial), and
+  chance decided how the range trial and the few widened timed calls were scaled). On the CPU
+  the widened timed calls meet both ways, whatever the range trial took: a candidate tells a
+  checked trial (deterministic mode) from a timed call, so one exact in checked calls and
+  guarded by samples in timed ones passed whenever its timed calls were only scaled whole
+  (`candidates/seed_guided_range_guard.py`). A timed call whose inputs the judge hands over
+  carries no seed: the places a widening scales follow from it, and that candidate replayed
+  them to compute exactly there alone. And
   scaling all of it still catches an error too small to see in a few elements once reduced
   over many. Two more such calls go far from the range: each element times 64, 16 or 1/16
   (drawn per element; of either sign, or, where the reference is less finite so, one factor
@@ -396,9 +406,9 @@ or to outlive its job.
   named by its build id before its name; and a process the candidate started, running at a
   stop, is `subprocess` (a child reaped by the kernel, under an ignored SIGCHLD, leaves no CPU
   time and no process to find after the call: `candidates/autoreaped_child_compute.py`).
-  The maps are read again at every stop: a file mapped over a library the candidate loaded
-  (scipy's OpenBLAS), while the first stop read them, and moved off once it was continued,
-  left that library's addresses named as the candidate's own file
+  The maps are read again at every stop: the candidate's own kernel library mapped over a
+  library it loaded (scipy's OpenBLAS) while the first stop read them, and moved off once it
+  was continued, left that library's addresses named as the candidate's own code
   (`candidates/sampler_stale_maps_cache_big.py`). PyTorch's scatter / gather, index, sort,
   scan and resampling loops count as its kernels (`candidates/sampler_index_kernels_big.py`),
   and so do at::native's static workers and kernels named through a back-reference to `at`
@@ -481,8 +491,32 @@ or to outlive its job.
 - **The kernel cache cannot be poisoned.** Builds are done by the judge (the sandbox asks for
   them), through a cache whose entries carry an HMAC under a secret only the judge reads; a
   planted entry, with a matching hash file or not, is never loaded. Kernel sources may include
-  only plainly named system headers and take flags from an allowlist; `cc` runs as the
-  candidate's user.
+  only plainly named system headers, however the directive is spelt (a macro naming the file,
+  comments, line splices, trigraphs and digraphs: NVRTC compiles in the judge's process and
+  reads what it includes as the judge, `candidates/build_include_by_macro.py`). The check
+  reads the source whole, comments and literals included (a lexer of its own was put out of
+  step with the compiler's by a digit separator, a form feed or a raw-string prefix), in
+  time linear in its length; it refuses what it cannot follow (a comment between a hash and
+  its word, `#line` and line markers, whose file the compiler quotes in its errors, token
+  pastes, `__has_include` in any form, a NUL, a lone carriage return); a quoted name may
+  hold no folder, nothing in the judge's own folder may be named (NVRTC looks for a relative
+  name there, and the sandboxes' folders are in it), and NVRTC does not look beside the
+  source. No text check sees an include made inside a system header through a macro the
+  kernel redefines (thrust's, on a CUDA 12 toolkit, read any file and its lines came back in
+  the log), so NVRTC compiles in a child forked from the judge that takes the builder's uid
+  first, killed past a timeout (a FIFO it opens blocks for ever). A C kernel is preprocessed, compiled to assembly and assembled in
+  three steps, each checked before the next: the preprocessor's linemarkers must name only
+  the kernel, our header and the compiler's system headers (a failing preprocessor stops the
+  build; its log quoted nothing), and the inline assembly, escapes decoded and macros
+  expanded, may hold no `.incbin`, `.include`, `.macro`, `.irp` or `.rept`. Flags come from
+  an allowlist (ptxas's too: `--options-file` read a file as the judge); `cc` runs as a user
+  of its own. A built library is made in the candidate's folder through that folder's descriptor
+  (`O_CREAT | O_EXCL | O_NOFOLLOW`) and given to the candidate's user through its own: the
+  judge, as root, copied it there and then chowned it by path, and a link swapped in during
+  the copy got any file chowned to the candidate (`candidates/build_chown_symlink_race.py`).
+- **An infinite reference is met only by the same infinity.** The bound `atol + rtol·|ref|`
+  is infinite there, so any number but NaN was within it (`candidates/inf_outputs_unchecked.py`,
+  a kernel writing 0 where exp overflows, on `problems/exp_overflow.py`).
 
 ## The run behind the tables
 
@@ -516,8 +550,14 @@ TEMPLATE_TAIL = """
 - **Without root** candidates run as the caller's user. They cannot touch the judge's memory
   (`PR_SET_DUMPABLE` 0) and their processes and files are cleaned up, but they could signal
   other processes of that user, write files that user may write (the package itself, if it is
-  writable) and read the kernel cache's secret. Run the Verifier as root (as CI and the GPU
-  machines do) for the full separation.
+  writable) and read the kernel cache's secret; a process of theirs in a session of its own
+  is out of the teardown's reach (it kills by session there), and NVRTC reads what a kernel
+  includes as the caller. Run the Verifier as root (as CI and the GPU machines do) for the
+  full separation.
+- **NVRTC's child is a copy of the judge.** It takes a user of its own before it compiles,
+  so it opens no file the judge alone may read, but its memory is the judge's (the
+  reference, the seeds): a kernel source that took over NVRTC itself (a compiler bug) would
+  see them. C is compiled by a fresh `cc` process instead.
 - **The trace is taken inside the candidate's process.** A candidate that notices the profiler
   and computes differently while it runs, or rewrites the profiler's output, can hide a
   PyTorch fallback from the trace. On the CPU the judge's samples from outside see it when
