@@ -122,11 +122,13 @@ _HASH = r"(?:#|%:|\?\?=)[ \t\f\v]*"   # a directive's hash in any spelling, then
 _FILE_WORD = re.compile(_HASH + r"(include_next|include|import|embed)\b")
 _PLAIN_HEADER = re.compile(r'[ \t\f\v]*(?:<([^<>"\n]*)>|"([^"<>\n]*)")')
 # what the check cannot follow, refused wherever it stands: a comment between a hash and the
-# directive's name, a line marker or #line (the compiler then quotes the file it names, line by
-# line, in its errors), token pastes (__has_inc##lude), any has_include (libcu++ wraps it in
-# macros of its own), a NUL, a carriage return alone
-_UNFOLLOWED = re.compile(_HASH + r"(?:/\*|line\b|\d)|##|%:%:|has_include|\x00|\r(?!\n)",
-                         re.IGNORECASE)
+# directive's name, #line or a line marker at a line's start or after a comment (the compiler
+# then quotes the file it names, line by line, in its errors), any has_include (libcu++ wraps
+# it in macros of its own), a NUL, a carriage return alone. Token pastes are left alone (a
+# "##" in a comment is common): a pasted __has_include asks as the builder's user, who may
+# read nothing private (compile_cuda, compile_c).
+_UNFOLLOWED = re.compile(_HASH + r"(?:/\*|line\b)|(?:^|\*/)[ \t\f\v]*" + _HASH + r"\d"
+                         r"|has_include|\x00|\r(?!\n)", re.IGNORECASE | re.MULTILINE)
 _SPLICE = re.compile(r"(?:\\|\?\?/)[ \t\f\v]*\r?\n")
 SOURCE_MAX = 4 << 20   # bytes of kernel source a build takes at most
 _C_FLAGS_OK = re.compile(r"-O[0-3sfast]*|-march=[\w-]+|-mtune=[\w-]+|-m(?:no-)?[\w.-]+|"

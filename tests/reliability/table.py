@@ -497,8 +497,8 @@ or to outlive its job.
   reads the source whole, comments and literals included (a lexer of its own was put out of
   step with the compiler's by a digit separator, a form feed or a raw-string prefix), in
   time linear in its length; it refuses what it cannot follow (a comment between a hash and
-  its word, `#line` and line markers, whose file the compiler quotes in its errors, token
-  pastes, `__has_include` in any form, a NUL, a lone carriage return); a quoted name may
+  its word, `#line` and line markers, whose file the compiler quotes in its errors,
+  `__has_include` in any spelling but a paste, a NUL, a lone carriage return); a quoted name may
   hold no folder, nothing in the judge's own folder may be named (NVRTC looks for a relative
   name there, and the sandboxes' folders are in it), and NVRTC does not look beside the
   source. No text check sees an include made inside a system header through a macro the

@@ -75,7 +75,7 @@ void chain(const float* restrict x, float* restrict y, long long n) {
     '// c ??/\n#include "/etc/hostname"\n',                       # no trigraphs in C++17
     '#include "stitch_sandbox_1/evil.h"\n',                       # a folder, looked up in cwd
     '#if __has_include("/etc/hostname")\n#endif\n',
-    '#define H(x) __has_inc##lude(x)\n#if H("/etc/hostname")\n#endif\n',   # a paste makes it
+    '/**/# 1 "/etc/hostname"\n#error x\n',                      # a comment before it
     '#if _CCCL_HAS_INCLUDE("/etc/hostname")\n#endif\n',         # a library's wrapper of it
     '#line 1 "/etc/hostname"\n#error x\n',                      # errors quote that file
     '# 1 "/etc/hostname"\n#error x\n',
@@ -96,7 +96,8 @@ def test_files_named_in_any_spelling_are_refused(source):
 def test_plain_headers_pass_however_the_line_ends(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     build.check_source("#include <stdint.h>\r\n#include <cuda/std/cstdint>\n"
-                       "#define N 4\nchar q = '\"';\n", "k")
+                       "#define N 4\nchar q = '\"';\n// ## step #1 of 2\n"
+                       "#define CAT(a, b) a##b\n", "k")
     (tmp_path / "evil.h").write_text("x")   # a name in the judge's own folder: NVRTC finds it
     with pytest.raises(BuildError, match="no macros"):
         build.check_source('#include "evil.h"\n', "k")
