@@ -127,7 +127,7 @@ _PLAIN_HEADER = re.compile(r'[ \t\f\v]*(?:<([^<>"\n]*)>|"([^"<>\n]*)")')
 # it in macros of its own), a NUL, a carriage return alone. Token pastes are left alone (a
 # "##" in a comment is common): a pasted __has_include asks as the builder's user, who may
 # read nothing private (compile_cuda, compile_c).
-_UNFOLLOWED = re.compile(_HASH + r"(?:/\*|line\b)|(?:^|\*/)[ \t\f\v]*" + _HASH + r"\d"
+_UNFOLLOWED = re.compile(r"(?:^|\*/)[ \t\f\v]*" + _HASH + r"(?:/\*|line\b|\d)"
                          r"|has_include|\x00|\r(?!\n)", re.IGNORECASE | re.MULTILINE)
 _SPLICE = re.compile(r"(?:\\|\?\?/)[ \t\f\v]*\r?\n")
 SOURCE_MAX = 4 << 20   # bytes of kernel source a build takes at most
@@ -150,6 +150,17 @@ _PTXAS_OK = re.compile(r"-v|--verbose|-w|--disable-warnings|-O[0-3]|--opt-level=
                        r"-warn-(?:spills|lmem-usage|double-usage)")
 
 
+def _unfollowed_why(found: str) -> str:
+    low = found.lower()
+    if "has_include" in low:
+        return "__has_include is not allowed (it asks whether a file exists)"
+    if "\x00" in found or "\r" in found:
+        return "a NUL or a carriage return alone is not allowed in a kernel's source"
+    if "line" in low or low.rstrip()[-1:].isdigit():
+        return "#line and line markers are not allowed (errors would quote the file named)"
+    return "a comment between a directive's # and its name is not allowed"
+
+
 def check_source(source: str, name: str) -> None:
     """BuildError for a source that may read a file other than a plainly named system header:
     ``#include``, ``include_next``, ``import`` or ``embed`` with anything but ``<name>`` or a
@@ -169,7 +180,10 @@ def check_source(source: str, name: str) -> None:
                          hint="put the code in the kernel's source instead of a file")
     bad = _UNFOLLOWED.search(text)
     if bad:
-        refuse(bad.start(), text[bad.start():bad.start() + 40].split("\n")[0])
+        line = text.count("\n", 0, bad.start()) + 1
+        raise BuildError(f"kernel {name!r} line {line}: {_unfollowed_why(bad.group(0))}: "
+                         f"{text[bad.start():bad.start() + 40].splitlines()[0]!r}",
+                         hint="write it another way (the kernel's build reads no other file)")
     for m in _FILE_WORD.finditer(text):
         plain = _PLAIN_HEADER.match(text, m.end())
         what = text[m.start():m.start() + 80].split("\n")[0]
@@ -329,7 +343,17 @@ def _check_assembly(path: Path, name: str) -> None:
 
 # --- CUDA (NVRTC through cuda.core) -------------------------------------------------------
 
+_NVRTC_LOCK = threading.Lock()   # NVRTC in this process, and every fork: a child forked
+# while another thread compiled inherited NVRTC's mutex held, and waited on it for ever
+
+
+@functools.cache
 def _cuda_core():
+    with _NVRTC_LOCK:   # a second thread saw cuda.core half imported (no Program yet)
+        return _import_cuda_core()
+
+
+def _import_cuda_core():
     try:
         import cuda.core as cc
         cc.Program  # noqa: B018  (older cuda.core exposes it under .experimental only)
@@ -365,6 +389,8 @@ def cuda_include_dirs() -> tuple[str, ...]:
     for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
         if root and (Path(root) / "include" / "cuda_fp16.h").exists():
             found.append(str(Path(root) / "include"))
+            if (Path(root) / "include" / "cccl").is_dir():   # CUDA 13: cub, thrust, cuda/std
+                found.append(str(Path(root) / "include" / "cccl"))
     try:
         import nvidia  # pip wheels: nvidia/cu13/include, nvidia/cuda_runtime/include
         for base in getattr(nvidia, "__path__", []):
@@ -412,7 +438,8 @@ def compile_cuda(source: str, *, name: str = "kernel", arch: str,
         _nvrtc_loaded(cc, arch)
         cubin = _as_user_in_fork(user, lambda: _nvrtc(cc, source, name, arch, flags), name)
     else:
-        cubin = _nvrtc(cc, source, name, arch, flags)
+        with _NVRTC_LOCK:
+            cubin = _nvrtc(cc, source, name, arch, flags)
     if len(cubin) > ARTIFACT_MAX:
         raise BuildError(f"CUDA kernel {name!r} is over {ARTIFACT_MAX >> 20} MB compiled")
     return cubin
@@ -424,8 +451,6 @@ def _nvrtc(cc: Any, source: str, name: str, arch: str, flags: tuple[str, ...]) -
     incs = cuda_include_dirs()
     if incs:
         options["include_path"] = list(incs)
-    if _has_option(cc, "no_source_include"):
-        options["no_source_include"] = True   # "name" is not looked for beside the source
     macros = []
     for flag in flags:
         key, _, value = flag.partition("=")
@@ -451,14 +476,13 @@ def _nvrtc(cc: Any, source: str, name: str, arch: str, flags: tuple[str, ...]) -
 
 
 _WARM: dict[str, bool] = {}
-_WARM_LOCK = threading.Lock()
 
 
 def _nvrtc_loaded(cc: Any, arch: str) -> None:
     """One fixed kernel compiled here first: NVRTC loads its builtins library at its first
     compile, from where it is installed (a folder the builder's user may not read), so the
     forked builds find it loaded."""
-    with _WARM_LOCK:
+    with _NVRTC_LOCK:
         if not _WARM.get(arch):
             _nvrtc(cc, 'extern "C" __global__ void stitch_warm() {}\n', "warm", arch, ())
             _WARM[arch] = True
@@ -468,12 +492,18 @@ def _as_user_in_fork(uid: int, fn: Callable[[], bytes], name: str) -> bytes:
     """``fn()`` in a child forked from this process that has taken ``uid`` (no groups, no
     files it may write, the root folder as its own), its bytes or its BuildError sent back
     through a pipe; killed past ``NVRTC_TIMEOUT`` (a FIFO it opens blocks for ever)."""
-    r, w = os.pipe()
-    pid = os.fork()
+    with _NVRTC_LOCK:
+        r, w = os.pipe()
+        pid = os.fork()
     if pid == 0:   # pragma: no cover - the child
         code = 1
         try:
             os.close(r)
+            # nothing of the judge's kept open (another build's pipe held open delayed its
+            # end; the sandboxes' channels), and no tracing of this copy of its memory
+            os.closerange(3, w)
+            os.closerange(w + 1, os.sysconf("SC_OPEN_MAX"))
+            _not_dumpable()
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
@@ -516,16 +546,30 @@ def _as_user_in_fork(uid: int, fn: Callable[[], bytes], name: str) -> bytes:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        os.waitpid(pid, 0)
+        try:
+            status = os.waitpid(pid, 0)[1]
+        except ChildProcessError:
+            status = 0
     try:
         msg = json.loads(b"".join(chunks) or b"{}")
     except ValueError:
         msg = {}
     if "cubin" in msg:
         return base64.b64decode(msg["cubin"])
+    ended = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+             else f"status {os.WEXITSTATUS(status)}")
     raise BuildError(str(msg.get("error") or f"CUDA kernel {name!r}: the build's process ended "
-                         "with no answer"), log=str(msg.get("log") or ""),
+                         f"({ended}) with no answer"), log=str(msg.get("log") or ""),
                      hint=msg.get("hint"))
+
+
+def _not_dumpable() -> None:
+    """PR_SET_DUMPABLE 0: no process of the builder's user may trace this one."""
+    import ctypes
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _nvrtc_log(message: str, logs: io.StringIO) -> str:
@@ -533,15 +577,6 @@ def _nvrtc_log(message: str, logs: io.StringIO) -> str:
     text = text.replace("\x00", "")
     text = re.sub(r"^\d+: NVRTC_ERROR_\w+, compilation log:\s*", "", text.strip())
     return text.strip()
-
-
-def _has_option(cc: Any, field: str) -> bool:
-    """Whether this cuda.core's ProgramOptions takes ``field`` (older ones lack some)."""
-    import inspect
-    try:
-        return field in inspect.signature(cc.ProgramOptions).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def _option_value(raw: str):
