@@ -500,8 +500,8 @@ or to outlive its job.
   its word, `#line` and line markers, whose file the compiler quotes in its errors,
   `__has_include` in any spelling but a paste, a NUL, a lone carriage return); a quoted name may
   hold no folder, nothing in the judge's own folder may be named (NVRTC looks for a relative
-  name there, and the sandboxes' folders are in it), and NVRTC does not look beside the
-  source. No text check sees an include made inside a system header through a macro the
+  name there, and the sandboxes' folders are in it; its forked child's folder is the root
+  folder). No text check sees an include made inside a system header through a macro the
   kernel redefines (thrust's, on a CUDA 12 toolkit, read any file and its lines came back in
   the log), so NVRTC compiles in a child forked from the judge that takes the builder's uid
   first, killed past a timeout (a FIFO it opens blocks for ever). A C kernel is preprocessed, compiled to assembly and assembled in
