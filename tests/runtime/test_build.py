@@ -143,7 +143,7 @@ def test_a_kernel_that_reads_another_file_is_refused_before_it_compiles(tmp_path
 
 
 @pytest.mark.parametrize("source", ["#" + "/**/" * 40 + "x", "#/*" * 200_000,
-                                    "#" + " " * 3_000_000, "%:" * 1_000_000])
+                                    "#" + " " * 1_000_000, "%:" * 500_000])
 def test_the_source_check_takes_time_linear_in_the_source(source):
     """A comment between a hash and a word was matched by a lazy pattern that doubled its
     time with every comment (about 170 bytes: hours), and each hash scanned to the end."""
