@@ -358,7 +358,7 @@ class Session(Shown):
             return
         regenerated = self._just_regenerated()
         set_aside = {c.id for c in self.state.iteration_candidates()
-                     if c.id not in self.state.verdicts}
+                     if c.id not in self.state.verdicts} if regenerated else set()
         cands = [c for c in cands or [] if c.id not in self.state.verdicts]   # nothing twice
         if regenerated and not cands:
             # a person asked for other candidates and the coder has none: the session goes on
@@ -425,7 +425,7 @@ class Session(Shown):
                            self._fraction(0.3 + 0.7 * (i + 1) / len(todo)))
 
     def _verify_one(self, worker: Any, cid: str, options: VerifyOptions, ref_ops: Any,
-               reviewer: Reviewer | None) -> Verdict:
+                    reviewer: Reviewer | None) -> Verdict:
         cand = self.state.candidates[cid]
         verdict = worker.verify(self.problem.source, cand.module_source(),
                                 replaced=tuple(cand.replaced), kept=tuple(cand.kept),

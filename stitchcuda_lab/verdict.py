@@ -16,6 +16,15 @@ VERDICT_STATUSES = ("pass", "incorrect", "rejected", "build_error", "runtime_err
 LOAD_CHANGED = "host_load_changed"   # a flag: the CPU host's load moved while it was timed
 
 
+BASELINES_RETIMED = "baselines_retimed"   # a flag: eager moved since the baselines (CPU)
+
+
+def baselines_retimed(flags: Any) -> bool:
+    """Whether a verdict's ``flags`` say its baselines were timed again in its job (the
+    host's load had moved since they were first timed): its ratio compares loosely."""
+    return any(str(f).startswith(BASELINES_RETIMED) for f in flags or [])
+
+
 def load_changed(flags: Any) -> bool:
     """Whether a verdict's ``flags`` say the host's load changed between its baselines and
     the candidate's calls (CPU): its ratios then compare two loads and stand for nothing."""

@@ -32,7 +32,7 @@ import ipywidgets as W
 from ..errors import ReplayExhausted, StitchError
 from ..candidate import Candidate
 from ..plan import Plan, Task
-from ..verdict import Verdict, load_changed
+from ..verdict import Verdict, baselines_retimed, load_changed
 from . import bridge, diagnostics, figures
 from .editor import make_editor
 
@@ -1292,7 +1292,7 @@ def _retimed_mark(v: Verdict) -> str:
     """A dagger (with the why on hover) on a speedup whose baselines were timed again, a
     double dagger on one timed while the host's load moved (ranked below the steady ones)."""
     marks = ""
-    if any(str(f).startswith("baselines_retimed") for f in (v.flags or [])):
+    if baselines_retimed(v.flags):
         marks += f"<span title='{html.escape(RETIMED_NOTE)}'>†</span>"
     if load_changed(v.flags):
         marks += f"<span title='{html.escape(LOAD_NOTE)}'>‡</span>"
@@ -1303,7 +1303,7 @@ def _marks_note(vs: Any) -> str:
     """The daggers the table shows, said in words under it (a hover is easy to miss)."""
     flags = [v.flags for v in vs if v.status == "pass"]
     notes = []
-    if any(str(f).startswith("baselines_retimed") for fl in flags for f in (fl or [])):
+    if any(baselines_retimed(fl) for fl in flags):
         notes.append(RETIMED_NOTE)
     if any(load_changed(fl) for fl in flags):
         notes.append(LOAD_NOTE)

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..verdict import LOAD_CHANGED, TrialResult, Verdict
+from ..verdict import BASELINES_RETIMED, LOAD_CHANGED, TrialResult, Verdict
 from .. import gpulock
 from . import antihack, profile, sampler, timing
 from .arena import ArenaError, Mapped, listen, receive_fd, size_for
@@ -1180,7 +1180,7 @@ class Job:
             if was > 0 and abs(now / was - 1.0) > BASELINE_DRIFT:
                 print(f"eager moved from {was:.3f} to {now:.3f} ms since the baselines were "
                       "timed: timing them again", file=sys.stderr)
-                flags.append(f"baselines_retimed:eager {was:.3g}->{now:.3g} ms")
+                flags.append(f"{BASELINES_RETIMED}:eager {was:.3g}->{now:.3g} ms")
                 cached = None
                 self.ref.timed_traces = None   # the reference's profile, under this load too
         if cached is None:
