@@ -96,16 +96,32 @@ class Problem:
         moved afterwards."""
         import torch
         ns = self.namespace() if ns is None else ns
-        torch.manual_seed(seed)
-        if str(device).startswith("cuda"):
-            with torch.device(device):
-                xs = ns["get_inputs"]()
-        else:
-            xs = ns["get_inputs"]()
-        return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
+        return draw_on(ns["get_inputs"], str(device), lambda: torch.manual_seed(seed))
 
     def __str__(self) -> str:
         return f"Problem {self.name} ({self.origin}, {self.source.count(chr(10)) + 1} lines)"
+
+
+def draw_on(get_inputs, device: str, seed) -> list:
+    """``get_inputs()`` after ``seed()``, its tensors on ``device``.
+
+    On a GPU the draw runs under ``torch.device(device)``, so new tensors are made there
+    directly. A ``get_inputs`` that cannot run so (a CPU ``torch.Generator`` passed to
+    ``randn`` is refused on a CUDA device) is drawn again on the host from the same seed and
+    moved: the same numbers either way, only slower.
+    """
+    import torch
+    seed()
+    if device.startswith("cuda"):
+        try:
+            with torch.device(device):
+                xs = get_inputs()
+        except Exception:   # noqa: BLE001 - any failure here is retried the plain way below
+            seed()
+            xs = get_inputs()
+    else:
+        xs = get_inputs()
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
 
 
 @dataclass

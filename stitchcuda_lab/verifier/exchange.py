@@ -68,14 +68,8 @@ def draw(prob: Any, device: str, seed: int) -> list:
     Drawing tens of MB on the host and copying them over costs more than the whole check on a
     GPU; tensors the problem pins to a device explicitly are moved afterwards.
     """
-    import torch
-    seed_all(seed)
-    if device.startswith("cuda"):
-        with torch.device(device):
-            xs = prob.get_inputs()
-    else:
-        xs = prob.get_inputs()
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
+    from ..problem import draw_on
+    return draw_on(prob.get_inputs, device, lambda: seed_all(seed))
 
 
 # Ways to take a problem's inputs out of the range get_inputs() draws from, exactly: a power of
