@@ -208,7 +208,7 @@ class Arena:
         _call("cuMemCreate", ctypes.byref(handle), ctypes.c_size_t(self.nbytes),
               ctypes.byref(_prop(index)), ctypes.c_uint64(0))
         self.memory = _Memory(handle.value, self.nbytes, index, (READ_WRITE,))
-        self.fd = -1
+        self.fd, self.end = -1, 0
         try:
             fd = ctypes.c_int(-1)
             _call("cuMemExportToShareableHandle", ctypes.byref(fd),
@@ -228,11 +228,12 @@ class Arena:
                 os.close(self.fd)
             self.fd = -1
 
-    def put(self, groups: list[list]) -> list[list[dict]]:
-        """Each group's tensors (a call's outputs, its inputs) copied in one after another;
-        their entries, per group. One that does not fit is an entry that says so."""
+    def put(self, groups: list[list], after: bool = False) -> list[list[dict]]:
+        """Each group's tensors (a call's outputs, its inputs) copied in one after another,
+        from the arena's start or, ``after``, past what the last ``put`` placed; their
+        entries, per group. One that does not fit is an entry that says so."""
         import torch
-        at = 0
+        at = self.end if after else 0
         placed = []
         for tensors in groups:
             entries: list[dict] = []
@@ -255,6 +256,7 @@ class Arena:
                                 **({"order": order} if order else {})})
                 at += -(-max(1, n) // ALIGN) * ALIGN
             placed.append(entries)
+        self.end = at
         return placed
 
 

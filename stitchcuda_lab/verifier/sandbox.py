@@ -224,8 +224,12 @@ class Harness:
         if any(self.held.overlaps(o) for o in out):
             raise Refused("cached_output", "an output reuses the memory of an earlier call's "
                           "output")
-        # determinism: a second call on the same inputs
-        again = [x.clone() if isinstance(x, torch.Tensor) else x for x in saved]
+        # sent before the second call, and the copies it no longer needs let go: inputs of
+        # GBs were held five times over in this process
+        (entries,) = self.send([snap], f"t{cmd['tag']}")
+        del snap, inputs
+        # determinism: a second call on the same inputs (``saved`` is needed no more)
+        again = saved
         reseed(cmd)
         with torch.no_grad(), self.tracer, nan_filled_empty():
             out2 = tensors(self.model(*again))
@@ -234,12 +238,23 @@ class Harness:
         if any(overlaps(a, b) for a in out2 for b in out):
             raise Refused("cached_output", "a second call returned the first call's memory")
         self.held.add(out + out2)
-        entries = write_outputs(snap, self.out_dir, f"t{cmd['tag']}")
-        second = (write_outputs([o.detach() for o in out2], self.out_dir, f"t{cmd['tag']}b")
+        second = (self.send([[o.detach() for o in out2]], f"t{cmd['tag']}b", after=True)[0]
                   if cmd.get("second", True) else None)
         ops = dict(self.tracer.counts)
         self.tracer.counts.clear()
         return {"outputs": entries, "second": second, "trace": trace_path, "aten_ops": ops}
+
+    def send(self, groups: list[list], tag: str, after: bool = False) -> list[list[dict]]:
+        """A checked call's outputs (or its second call's, ``after`` the first's), for the
+        judge to read as the call answers: on CUDA in the arena where they fit, which the
+        judge copies out device to device (outputs of GBs took seconds each through host
+        memory and a file), the rest as files."""
+        if self.arena is None:
+            return [write_outputs(g, self.out_dir, f"{tag}g{i}") for i, g in enumerate(groups)]
+        placed = self.arena.put(groups, after=after)
+        return [[write_outputs([t], self.out_dir, f"{tag}g{i}o{j}")[0] if "error" in e else e
+                 for j, (e, t) in enumerate(zip(es, g))]
+                for i, (es, g) in enumerate(zip(placed, groups))]
 
     def call(self, cmd: dict) -> dict:
         """One timed call on inputs drawn from the command's seed (the draw is not timed).

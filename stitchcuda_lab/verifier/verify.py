@@ -617,11 +617,12 @@ class Job:
             reply = self.ask_trial(seed, how, in_bytes,
                                    {"op": "trial", "sizes": sizes, "first": t == 0,
                                     "trace": t == traced_trial, "second": t < 2})
+            taken = self.from_arena(reply.get("outputs")), self.from_arena(reply.get("second"))
             truth = self.truth(seed, how)
-            got, res = self.read(reply.get("outputs"), ref_out, truth)
+            got, res = self.read(taken[0], ref_out, truth)
             second = None
             if got is not None:
-                second, res2 = self.read(reply.get("second"), ref_out)
+                second, res2 = self.read(taken[1], ref_out)
                 # a second call may differ from the first as far as a right answer may (float
                 # atomics in a sum, over outputs that are rounding noise: compare._within_noise)
                 if second is not None and all(r["ok"] for r in res) and not all(
@@ -823,6 +824,15 @@ class Job:
         if key not in self.tol:
             self.tol[key] = tolerance(ref.dtype, self.opts.atol, self.opts.rtol)
         return self.tol[key]
+
+    def from_arena(self, entries: Any) -> Any:
+        """A checked call's output entries with those the sandbox placed in the arena copied
+        out now, as the call answers (``Pinned``); file entries as they are. Without an
+        arena in use every entry must be a file (``read`` says so of any other)."""
+        if not (self.arena_mapped and self.arena is not None and isinstance(entries, list)):
+            return entries
+        return [self.arena.take([e])[0] if isinstance(e, dict) and "path" not in e else e
+                for e in entries]
 
     def read(self, entries: Any, ref_out: list,
              truth: Any = None) -> tuple[list | None, list[dict]]:
