@@ -218,6 +218,20 @@ def write_outputs(outs: list, folder: Path, tag: str, reuse: bool = False) -> li
     return entries
 
 
+# A checked call whose inputs and outputs together pass this many bytes gives the memory its
+# process's allocator keeps back to the device once done, on either side: the judge and the
+# sandbox share one GPU, and each keeping its peak in reserve left the other too little (calls
+# on tensors of GBs ran out of memory on an 80 GB GPU with half of it unused).
+LARGE_CALL_BYTES = 1 << 30
+
+
+def let_go_if_large(nbytes: int, device: str) -> None:
+    """The allocator's unused memory back to ``device`` after a call of ``nbytes``."""
+    if nbytes > LARGE_CALL_BYTES and device.startswith("cuda"):
+        from ..gpulock import release_cached_memory
+        release_cached_memory(device)
+
+
 PLAIN = (bool, int, float, str, type(None))
 # inputs larger than this are drawn by the sandbox itself: through shared memory they would be
 # held three times at once (the judge's draw, the file, the sandbox's copy)

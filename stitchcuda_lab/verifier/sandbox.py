@@ -41,7 +41,8 @@ from typing import Any
 from . import channel
 from .antihack import Held, live_threads, new_threads, overlaps
 from .compare import same
-from .exchange import draw, map_inputs, reseed, take_over, tensors, widen, write_outputs
+from .exchange import (draw, let_go_if_large, map_inputs, reseed, take_over, tensors, widen,
+                       write_outputs)
 from .profile import trace_to_file
 
 
@@ -179,13 +180,12 @@ class Harness:
         command's seed (scaled as it says) where they could not travel that way."""
         import torch
         handed = cmd.get("inputs")
-        if handed is not None:
-            inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x
-                      for x in take_over(handed)]
-        else:
-            inputs = widen(self.draw(self.device, int(cmd["seed"])), cmd.get("widen"),
-                           int(cmd["seed"]))
-        saved = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        inputs = self.draw_trial(cmd) if handed is None else [
+            x.to(self.device) if isinstance(x, torch.Tensor) else x for x in take_over(handed)]
+        # on a GPU, inputs it drew are drawn again after the call rather than copied: no copy
+        # of GBs held through it (on the host a copy costs less than a draw)
+        saved = None if handed is None and self.device.startswith("cuda") else [
+            x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         poison(self.device, cmd.get("sizes", []))
         reseed(cmd)
         trace_path = None
@@ -219,15 +219,17 @@ class Harness:
         if any(overlaps(o, x) for o in out for x in inputs
                if isinstance(x, torch.Tensor)):
             raise Refused("output_aliasing", "an output shares memory with an input")
-        if any(isinstance(a, torch.Tensor) and not same(a, b) for a, b in zip(inputs, saved)):
-            raise Refused("input_mutation", "the forward changed its inputs")
         if any(self.held.overlaps(o) for o in out):
             raise Refused("cached_output", "an output reuses the memory of an earlier call's "
                           "output")
-        # sent before the second call, and the copies it no longer needs let go: inputs of
+        # sent as soon as checked, and each copy let go once it is needed no more: inputs of
         # GBs were held five times over in this process
         (entries,) = self.send([snap], f"t{cmd['tag']}")
-        del snap, inputs
+        del snap
+        saved = self.draw_trial(cmd) if saved is None else saved
+        if any(isinstance(a, torch.Tensor) and not same(a, b) for a, b in zip(inputs, saved)):
+            raise Refused("input_mutation", "the forward changed its inputs")
+        del inputs
         # determinism: a second call on the same inputs (``saved`` is needed no more)
         again = saved
         reseed(cmd)
@@ -242,7 +244,16 @@ class Harness:
                   if cmd.get("second", True) else None)
         ops = dict(self.tracer.counts)
         self.tracer.counts.clear()
+        nbytes = sum(t.numel() * t.element_size() for t in [*again, *out, *out2]
+                     if isinstance(t, torch.Tensor))
+        del again, out, out2
+        let_go_if_large(nbytes, self.device)
         return {"outputs": entries, "second": second, "trace": trace_path, "aten_ops": ops}
+
+    def draw_trial(self, cmd: dict) -> list:
+        """A checked call's inputs from the command's seed, scaled as it says."""
+        seed = int(cmd["seed"])
+        return widen(self.draw(self.device, seed), cmd.get("widen"), seed)
 
     def send(self, groups: list[list], tag: str, after: bool = False) -> list[list[dict]]:
         """A checked call's outputs (or its second call's, ``after`` the first's), for the

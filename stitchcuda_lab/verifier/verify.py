@@ -47,8 +47,8 @@ from . import antihack, profile, sampler, timing
 from .arena import ArenaError, Mapped, listen, receive_fd, size_for
 from .compare import Print, compare, same, stale_outputs, tolerance, within_reference_error
 from .exchange import (FAR, HAND_OVER_BYTES, NEAR, SMALL, Pinned, can_peek, draw, forward_seed,
-                       hand_over, read_output, reveal, scales, seed_forward, tensors, widen,
-                       widened_how, widens_few)
+                       hand_over, let_go_if_large, read_output, reveal, scales, seed_forward,
+                       tensors, widen, widened_how, widens_few)
 from .options import VerifyOptions
 from .pool import Pool, Sandbox
 
@@ -97,6 +97,7 @@ WIDE_WAIT_CALLS = 12
 # alignment (arena.ALIGN), for references that return several
 ARENA_SPARE = 64 << 10
 ARENA_DRAWS, ARENA_MARGIN = 8, 1.5   # draws the arena is sized from, and the room beyond them
+ARENA_MARGIN_FIXED = 1.1             # ... where every draw had the same size
 MAX_OUTPUTS = 256           # tensors one timed call may say it returned (each read by the judge)
 CHECKED_CALLS = 5           # timed calls whose outputs are checked, picked after each round
 PROFILED_CALLS = 5          # timed calls under the profiler, per side; the tab shows the median
@@ -490,13 +491,16 @@ class Job:
         candidate (its reply is the harness's own), and a token read back through it. Sized
         for the largest inputs of ``ARENA_DRAWS`` draws and the reference's largest outputs,
         each tensor on its boundary, with room beyond (``ARENA_MARGIN``)."""
-        most = 0   # inputs whose size a draw decides: the largest of several, and a margin
+        sizes = set()   # inputs whose size a draw decides: the largest of several, and a margin
         for _ in range(ARENA_DRAWS):
             xs = self.draw(fresh_seed())
-            most = max(most, size_for([x.numel() * x.element_size() for x in xs
-                                       if hasattr(x, "numel")]))
+            sizes.add(size_for([x.numel() * x.element_size() for x in xs if hasattr(x, "numel")]))
             del xs
-        nbytes = int(ARENA_MARGIN * (most + size_for([self.ref.out_bytes]))) + ARENA_SPARE
+        gpulock.release_cached_memory(self.device)   # the draws' memory, for the sandbox
+        # draws all of one size (nearly every problem): a small margin (outputs whose size
+        # the values decide), where the large one was GBs of the GPU the two processes share
+        margin = ARENA_MARGIN if len(sizes) > 1 else ARENA_MARGIN_FIXED
+        nbytes = int(margin * (max(sizes) + size_for([self.ref.out_bytes]))) + ARENA_SPARE
         token = secrets.token_bytes(16)
         # a socket in the sandbox's own folder (its uid's alone): no other process can reach it
         path = str(self.sandbox.folder / f"arena-{secrets.token_hex(8)}.sock")
@@ -614,6 +618,7 @@ class Job:
                 how, ref_out = self.widened(seed, ref_out, _shuffled(SMALL))
             sizes = [r.numel() * r.element_size() for r in ref_out]
             self.out_bytes = max(self.out_bytes, sum(sizes))
+            let_go_if_large(in_bytes + sum(sizes), self.device)   # the draws' memory, for the sandbox
             reply = self.ask_trial(seed, how, in_bytes,
                                    {"op": "trial", "sizes": sizes, "first": t == 0,
                                     "trace": t == traced_trial, "second": t < 2})
@@ -653,7 +658,8 @@ class Job:
             # prints, not the tensors: five trials' outputs may not fit beside the candidate's
             outs.append([Print(g) for g in got or []])
             refs.append([Print(r) for r in ref_out])
-            del got, second, ref_out   # the GPU memory goes back before the next trial
+            del got, second, ref_out, taken, truth   # the GPU memory goes back before the next trial
+            let_go_if_large(in_bytes + sum(sizes), self.device)
             traced["aten_ops"] = _merge(traced.get("aten_ops", {}), reply.get("aten_ops"))
             if t == traced_trial:   # a profiled trial without its trace is switched-off evidence
                 traced["trace"] = self.read_trace(reply.get("trace"))
