@@ -179,6 +179,11 @@ class Harness:
         """One checked call on the inputs the judge handed over, or drawn here from the
         command's seed (scaled as it says) where they could not travel that way."""
         import torch
+        # the timed calls' last outputs are theirs to keep (the next timed call must not reuse
+        # them, and ``held`` has the checked ones'); what the allocator kept of those calls
+        # goes back before this call draws
+        self.last_call = []
+        let_go_if_large(sum(n for n in cmd.get("sizes", []) if isinstance(n, int)), self.device)
         handed = cmd.get("inputs")
         inputs = self.draw_trial(cmd) if handed is None else [
             x.to(self.device) if isinstance(x, torch.Tensor) else x for x in take_over(handed)]

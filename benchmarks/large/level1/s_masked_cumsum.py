@@ -1,0 +1,24 @@
+"""scan: cumulative sum of x * mask along rows of 32768, a bool mask of the same size."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+    def forward(self, x, mask):
+        return torch.cumsum(x * mask, dim=self.dim)
+
+batch_size = 32768
+input_shape = (32768,)
+dim = 1
+
+def get_inputs():
+    x = torch.rand(batch_size, *input_shape)
+    mask = torch.randint(0, 2, x.shape).bool()
+    return [x, mask]
+
+def get_init_inputs():
+    return [dim]
