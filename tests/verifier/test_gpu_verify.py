@@ -41,6 +41,59 @@ def test_cuda_pass_has_event_timings_compile_baseline_and_stream_lanes(gpu_worke
     assert not any(f.startswith("timed_outputs_kept_by_sandbox") for f in v.flags), v.flags
 
 
+OUTER = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x[:, None] * x[None, :]
+
+def get_inputs():
+    return [torch.randn(8192)]
+
+def get_init_inputs():
+    return []
+"""
+
+OUTER_NEW = '''
+import torch
+import torch.nn as nn
+
+from stitchcuda_lab import runtime
+
+SRC = r"""
+extern "C" __global__ void outer(const float* x, float* y, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n * n) y[i] = x[i / n] * x[i % n];
+}
+"""
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mod = runtime.load(SRC, lang="cuda", name="outer")
+
+    def forward(self, x):
+        x = x.contiguous()
+        n = x.numel()
+        y = torch.empty((n, n), dtype=x.dtype, device=x.device)
+        self.mod.launch("outer", grid=((n * n + 255) // 256, 1, 1), block=(256, 1, 1),
+                        args=(x, y, n))
+        return y
+'''
+
+
+def test_checked_outputs_larger_than_the_arena_travel_as_files(gpu_worker):
+    """The arena is sized for one call's inputs and outputs: an output 8192 times its input
+    fills it, so a checked call's second outputs go as files beside the first's in it."""
+    opts = VerifyOptions(trials=3, timing_trials=10, warmup=2, compile_modes="")
+    v = gpu_worker.verify(OUTER, OUTER_NEW, replaced=None, options=opts, timeout=600)
+    assert v.status == "pass", v.reason
+    assert not any(f.startswith("timed_outputs_kept_by_sandbox") for f in v.flags), v.flags
+
+
 def test_ncu_labels_kernels_when_available(gpu_worker):
     opts = VerifyOptions(trials=5, timing_trials=5, warmup=1, compile_modes="", profile=True,
                          ncu=True)

@@ -1,0 +1,77 @@
+"""Where a checked call's outputs travel: the candidate's process places them in the arena
+where they fit and writes the rest as files (``Harness.send``); the judge copies the arena's
+out at once and leaves file entries to ``read`` (``Job.from_arena``). The arena itself is CUDA
+memory (tests/verifier/test_arena.py, ``gpu``); here a stand-in places by size alone."""
+
+from __future__ import annotations
+
+import types
+
+import torch
+
+from stitchcuda_lab.verifier.exchange import Pinned
+from stitchcuda_lab.verifier.sandbox import Harness
+from stitchcuda_lab.verifier.verify import Job
+
+
+class _Room:
+    """An arena of ``nbytes`` that places tensors one after another, as ``Arena.put`` does."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes, self.end = nbytes, 0
+
+    def put(self, groups, after=False):
+        at, placed = (self.end if after else 0), []
+        for group in groups:
+            entries = []
+            for t in group:
+                n = t.numel() * t.element_size()
+                if at + n > self.nbytes:
+                    entries.append({"error": f"a tensor of {n} bytes past the arena"})
+                    continue
+                entries.append({"at": at, "nbytes": n, "shape": list(t.shape),
+                                "dtype": str(t.dtype).replace("torch.", "")})
+                at += n
+            placed.append(entries)
+        self.end = at
+        return placed
+
+
+def _harness(tmp_path, arena):
+    return types.SimpleNamespace(arena=arena, out_dir=tmp_path)
+
+
+def test_without_an_arena_every_output_is_a_file(tmp_path):
+    h = _harness(tmp_path, None)
+    (entries,) = Harness.send(h, [[torch.ones(4), torch.zeros(2, 3)]], "t0")
+    assert [sorted(e) for e in entries] == [["dtype", "nbytes", "path", "shape"]] * 2
+    assert all((tmp_path / e["path"]).exists() for e in entries)
+
+
+def test_outputs_past_the_arena_are_files_and_the_second_call_follows_the_first(tmp_path):
+    room = _Room(64)
+    h = _harness(tmp_path, room)
+    (first,) = Harness.send(h, [[torch.ones(8), torch.ones(100)]], "t1")
+    assert first[0]["at"] == 0 and "path" in first[1]            # 400 bytes do not fit in 64
+    (second,) = Harness.send(h, [[torch.ones(8)]], "t1b", after=True)
+    assert second[0]["at"] == 32                                  # past the first's, not over it
+    (third,) = Harness.send(h, [[torch.ones(8)]], "t1c", after=True)
+    assert "path" in third[0]                                     # the arena is full by now
+
+
+def test_the_judge_copies_arena_entries_out_and_leaves_files_to_read():
+    taken = []
+
+    class Mapped:
+        def take(self, entries):
+            taken.extend(entries)
+            return [Pinned([2], "float32", host=torch.zeros(8, dtype=torch.uint8))]
+
+    job = types.SimpleNamespace(arena_mapped=True, arena=Mapped())
+    arena_entry, file_entry = {"at": 0, "nbytes": 8, "shape": [2], "dtype": "float32"}, \
+        {"path": "/x/t0_0.bin", "shape": [2], "dtype": "float32"}
+    got = Job.from_arena(job, [arena_entry, file_entry])
+    assert isinstance(got[0], Pinned) and got[1] is file_entry and taken == [arena_entry]
+    # no arena in use: entries go to ``read`` as they are, which refuses all but files
+    job.arena_mapped = False
+    assert Job.from_arena(job, [arena_entry]) == [arena_entry]
