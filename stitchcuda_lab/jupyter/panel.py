@@ -1122,8 +1122,12 @@ def verdict_html(v: Verdict) -> str:
     speed = "<table><tr>" + "</tr><tr>".join(sp) + "</tr></table>"
     tol = ""
     if v.atol is not None or v.max_abs_err is not None:
+        # the comparison scales atol down to an output smaller than 1 (compare._atol_text);
+        # the reason above then names the atol used, this line the one asked for
+        scaled = ", atol as asked: scaled to the output's size above" \
+            if "root mean square" in (v.reason or "") else ""
         tol = (f"<div>max abs err {_num(v.max_abs_err)}, max rel err {_num(v.max_rel_err)} "
-               f"(atol {_num(v.atol)}, rtol {_num(v.rtol)})</div>")
+               f"(atol {_num(v.atol)}, rtol {_num(v.rtol)}{scaled})</div>")
     trials = "".join(
         f"<tr><td>{t.seed}</td><td>{'✔' if t.ok else '✘'}</td><td>{_num(t.max_abs_err)}</td>"
         f"<td>{_num(t.max_rel_err)}</td><td>{t.mismatches}</td><td>{note}</td></tr>"

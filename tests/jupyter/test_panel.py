@@ -475,6 +475,19 @@ def test_a_verdict_whose_baselines_were_timed_again_says_why_in_words():
     assert "load changed" not in verdict_html(Verdict(status="pass", speedup_vs_eager=1.4))
 
 
+def test_an_incorrect_verdict_says_its_atol_was_scaled_where_the_comparison_scaled_it():
+    from stitchcuda_lab.jupyter.panel import verdict_html
+    from stitchcuda_lab.verdict import Verdict
+    reason = ("output_mismatch: 12 of 4096 elements out of tolerance (atol=1.4e-05: 0.0001 x "
+              "the reference's root mean square 0.14, rtol=0.0001)")
+    scaled = verdict_html(Verdict(status="incorrect", reason=reason, atol=1e-4, rtol=1e-4,
+                                  max_abs_err=3e-4, max_rel_err=2e-3))
+    assert "atol as asked: scaled to the output's size above" in scaled
+    plain = verdict_html(Verdict(status="incorrect", reason=reason.split(": 0.0001")[0] + ")",
+                                 atol=1e-4, rtol=1e-4, max_abs_err=3e-4, max_rel_err=2e-3))
+    assert "scaled" not in plain
+
+
 def test_history_draws_siblings_as_a_tree_and_marks_a_retimed_speedup(panel):
     from stitchcuda_lab.jupyter.panel import summary_html, versions_html
     _approve_plan(panel)
