@@ -821,8 +821,16 @@ class Job:
                          "TiB": 2 ** 40}
                 gib = float(asked.group(1)) * scale[asked.group(2)] / 2 ** 30
                 size = f" ({gib:.2f} GiB asked, {_memory_limit(self.device)})"
-            raise Failed("runtime_error", "out_of_memory", "the problem's get_inputs() needs "
-                         f"more memory than the {self.device} Verifier may use{size}: {detail}"
+            if self.box is None:   # nothing of the candidate's is up: the problem's own size
+                raise Failed("runtime_error", "out_of_memory", "the problem's get_inputs() "
+                             f"needs more memory than the {self.device} Verifier may use{size}: "
+                             f"{detail}") from None
+            raise Failed("runtime_error", "out_of_memory", "the judge's inputs did not fit "
+                         f"beside the candidate's process{size}: the Verifier holds several "
+                         "copies of a problem's inputs and outputs at once (its reference's, "
+                         "the candidate's and their checks'), so a problem whose inputs and "
+                         "outputs take more than about a tenth of the device cannot be judged "
+                         f"here; use a device with more memory or smaller sizes: {detail}"
                          ) from None
 
     def tol_for(self, ref: Any) -> tuple[float, float, str]:

@@ -75,3 +75,4 @@ def test_the_judge_copies_arena_entries_out_and_leaves_files_to_read():
     # no arena in use: entries go to ``read`` as they are, which refuses all but files
     job.arena_mapped = False
     assert Job.from_arena(job, [arena_entry]) == [arena_entry]
+

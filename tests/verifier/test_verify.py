@@ -523,3 +523,26 @@ def test_an_input_said_not_to_fit_in_the_arena_is_believed_only_where_it_could_n
     j.round_inputs = {"0": [Pinned([512], "float32", host=torch.zeros(2048, dtype=torch.uint8)),
                             full]}
     j.check_timed_inputs(0, [mid, late], outs)
+
+
+def test_inputs_that_run_out_of_memory_are_named_for_what_holds_the_memory():
+    """Before the candidate's process is up, only the problem's own size can be at fault;
+    after, the Verifier's copies beside it are, and the message says so."""
+    import types
+
+    import torch
+
+    from stitchcuda_lab.verifier.verify import Failed, Job
+
+    def get_inputs():
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB. GPU 0 "
+                                     "has a total capacity of 79.18 GiB")
+    job = types.SimpleNamespace(ref=types.SimpleNamespace(
+        module=types.SimpleNamespace(get_inputs=get_inputs)), device="cpu", box=None)
+    with pytest.raises(Failed) as first:
+        Job.draw(job, 1)
+    assert "get_inputs() needs more memory" in str(first.value.detail)
+    job.box = object()
+    with pytest.raises(Failed) as later:
+        Job.draw(job, 1)
+    assert "did not fit beside the candidate's process (6.00 GiB asked" in later.value.detail
