@@ -105,23 +105,41 @@ class Problem:
 def draw_on(get_inputs, device: str, seed) -> list:
     """``get_inputs()`` after ``seed()``, its tensors on ``device``.
 
-    On a GPU the draw runs under ``torch.device(device)``, so new tensors are made there
-    directly. A ``get_inputs`` that cannot run so (a CPU ``torch.Generator`` passed to
-    ``randn`` is refused on a CUDA device) is drawn again on the host from the same seed and
-    moved: the same numbers either way, only slower.
+    On a GPU the draw runs under a device context, so new tensors are made there directly;
+    a factory given a generator of another device (a CPU ``torch.Generator`` passed to
+    ``randn``) draws on that generator's device and is moved, as it would be without the
+    context. Every process that draws from the same seed takes the same path: the judge and a
+    candidate's sandbox must get the same numbers.
     """
     import torch
     seed()
     if device.startswith("cuda"):
-        try:
-            with torch.device(device):
-                xs = get_inputs()
-        except Exception:   # noqa: BLE001 - any failure here is retried the plain way below
-            seed()
+        with _draw_context(device):
             xs = get_inputs()
     else:
         xs = get_inputs()
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def _draw_context(device: str):
+    """``torch.device(device)`` as a context, but leaving a factory that names a generator to
+    that generator's device (the plain context makes ``randn(n, generator=cpu_gen)`` fail)."""
+    import torch
+    try:
+        from torch.utils._device import DeviceContext
+    except ImportError:   # a torch without it: the plain context
+        return torch.device(device)
+
+    class _GeneratorsKeepTheirDevice(DeviceContext):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            g = kwargs.get("generator")
+            if kwargs.get("device") is None and isinstance(g, torch.Generator) \
+                    and g.device.type != self.device.type:
+                kwargs["device"] = g.device
+            return super().__torch_function__(func, types, args, kwargs)
+
+    return _GeneratorsKeepTheirDevice(torch.device(device))
 
 
 @dataclass

@@ -247,3 +247,15 @@ def test_inputs_drawn_with_a_host_generator_reach_the_gpu_unchanged():
     assert all(x.device.type == "cuda" for x in on_gpu[:2]) and on_gpu[2] == 0.5
     for a, b in zip(on_gpu[:2], on_host[:2]):
         assert torch.equal(a.cpu(), b)
+
+
+def test_the_draw_context_leaves_a_factory_with_a_generator_on_its_device():
+    """What ``draw_on`` runs a GPU draw under, shown on the meta device (no GPU here): new
+    tensors go to the context's device, a factory given a CPU generator draws on the CPU (and
+    ``draw_on`` moves it), so both processes drawing from one seed get the same numbers."""
+    from stitchcuda_lab.problem import _draw_context
+    with _draw_context("meta"):
+        g = torch.Generator().manual_seed(7)
+        a, b = torch.randn(3, generator=g), torch.randn(2)
+    assert a.device.type == "cpu" and b.device.type == "meta"
+    assert torch.equal(a, torch.randn(3, generator=torch.Generator().manual_seed(7)))

@@ -267,7 +267,10 @@ class Harness:
         memory and a file), the rest as files."""
         if self.arena is None:
             return [write_outputs(g, self.out_dir, f"{tag}g{i}") for i, g in enumerate(groups)]
+        import torch
         placed = self.arena.put(groups, after=after)
+        if any(t.is_cuda for g in groups for t in g):   # landed before the judge reads them
+            torch.cuda.current_stream().synchronize()
         return [[write_outputs([t], self.out_dir, f"{tag}g{i}o{j}")[0] if "error" in e else e
                  for j, (e, t) in enumerate(zip(es, g))]
                 for i, (es, g) in enumerate(zip(placed, groups))]

@@ -172,6 +172,7 @@ class Reference:
     # the largest outputs of a call the judge made (the baselines'): the calibration's rounds
     # are sized by them, before any trial of the job has said how large they are
     out_bytes: int = 0
+    out_sizes: set = field(default_factory=set)   # every size those outputs had
 
 
 @dataclass
@@ -497,9 +498,11 @@ class Job:
             sizes.add(size_for([x.numel() * x.element_size() for x in xs if hasattr(x, "numel")]))
             del xs
         gpulock.release_cached_memory(self.device)   # the draws' memory, for the sandbox
-        # draws all of one size (nearly every problem): a small margin (outputs whose size
-        # the values decide), where the large one was GBs of the GPU the two processes share
-        margin = ARENA_MARGIN if len(sizes) > 1 else ARENA_MARGIN_FIXED
+        # draws, and the baselines' outputs, all of one size (nearly every problem): a small
+        # margin, where the large one was GBs of the GPU the two processes share; outputs
+        # whose size the values decide (nonzero, unique) keep the large one
+        fixed = len(sizes) == 1 and len(self.ref.out_sizes) <= 1
+        margin = ARENA_MARGIN_FIXED if fixed else ARENA_MARGIN
         nbytes = int(margin * (max(sizes) + size_for([self.ref.out_bytes]))) + ARENA_SPARE
         token = secrets.token_bytes(16)
         # a socket in the sandbox's own folder (its uid's alone): no other process can reach it
@@ -843,10 +846,15 @@ class Job:
         """A checked call's output entries with those the sandbox placed in the arena copied
         out now, as the call answers (``Pinned``); file entries as they are. Without an
         arena in use every entry must be a file (``read`` says so of any other)."""
-        if not (self.arena_mapped and self.arena is not None and isinstance(entries, list)):
+        if not (self.arena_mapped and self.arena is not None and isinstance(entries, list)) \
+                or len(entries) > MAX_OUTPUTS:   # ``read`` refuses them: none copied first
             return entries
-        return [self.arena.take([e])[0] if isinstance(e, dict) and "path" not in e else e
-                for e in entries]
+        at = [i for i, e in enumerate(entries) if not (isinstance(e, dict) and "path" in e)]
+        out = list(entries)
+        # in one ``take``, which bounds what one reply may copy out (no more than the arena)
+        for i, got in zip(at, self.arena.take([entries[i] for i in at]) if at else []):
+            out[i] = got
+        return out
 
     def read(self, entries: Any, ref_out: list,
              truth: Any = None) -> tuple[list | None, list[dict]]:
@@ -1276,8 +1284,9 @@ class Job:
         with torch.no_grad():
             ms, wall, out = timer.call(lambda: fn(*xs))
         seen = (time.perf_counter() - t0) * 1e3
-        self.ref.out_bytes = max(self.ref.out_bytes, sum(o.numel() * o.element_size()
-                                                         for o in tensors(out)))
+        nbytes = sum(o.numel() * o.element_size() for o in tensors(out))
+        self.ref.out_bytes = max(self.ref.out_bytes, nbytes)
+        self.ref.out_sizes.add(nbytes)
         return ms, wall, seen
 
     def remote_call(self, seed: int, stops: list[float] | None = None,

@@ -11,7 +11,7 @@ import torch
 
 from stitchcuda_lab.verifier.exchange import Pinned
 from stitchcuda_lab.verifier.sandbox import Harness
-from stitchcuda_lab.verifier.verify import Job
+from stitchcuda_lab.verifier.verify import MAX_OUTPUTS, Job
 
 
 class _Room:
@@ -63,15 +63,20 @@ def test_the_judge_copies_arena_entries_out_and_leaves_files_to_read():
     taken = []
 
     class Mapped:
-        def take(self, entries):
-            taken.extend(entries)
-            return [Pinned([2], "float32", host=torch.zeros(8, dtype=torch.uint8))]
+        def take(self, entries):   # one call for a reply's entries: it bounds their total
+            taken.append(list(entries))
+            return [Pinned([2], "float32", host=torch.zeros(8, dtype=torch.uint8))
+                    for _ in entries]
 
     job = types.SimpleNamespace(arena_mapped=True, arena=Mapped())
     arena_entry, file_entry = {"at": 0, "nbytes": 8, "shape": [2], "dtype": "float32"}, \
         {"path": "/x/t0_0.bin", "shape": [2], "dtype": "float32"}
-    got = Job.from_arena(job, [arena_entry, file_entry])
-    assert isinstance(got[0], Pinned) and got[1] is file_entry and taken == [arena_entry]
+    got = Job.from_arena(job, [arena_entry, file_entry, arena_entry])
+    assert isinstance(got[0], Pinned) and got[1] is file_entry and isinstance(got[2], Pinned)
+    assert taken == [[arena_entry, arena_entry]]
+    # more entries than any call may return: nothing copied, ``read`` refuses the count
+    many = [arena_entry] * (MAX_OUTPUTS + 1)
+    assert Job.from_arena(job, many) is many and len(taken) == 1
     # no arena in use: entries go to ``read`` as they are, which refuses all but files
     job.arena_mapped = False
     assert Job.from_arena(job, [arena_entry]) == [arena_entry]
