@@ -2,11 +2,10 @@
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 class Model(nn.Module):
     def __init__(self, num_classes=1000, input_channels=3, alpha=1.0):
-        super(Model, self).__init__()
+        super().__init__()
         def conv_bn(inp, oup, stride):
             return nn.Sequential(nn.Conv2d(inp, oup, 3, stride, 1, bias=False), nn.BatchNorm2d(oup), nn.ReLU(inplace=True))
         def conv_dw(inp, oup, stride):
