@@ -201,6 +201,8 @@ class _Memory:
 class Arena:
     """Sandbox side: the memory, the descriptor it is exported as (``fd``) and ``put``."""
 
+    end = 0   # where the last ``put`` stopped: the next one ``after`` it starts there
+
     def __init__(self, nbytes: int, device: str):
         index = _device_index(device)
         self.device, self.nbytes = device, granular(int(nbytes), device)
@@ -287,11 +289,13 @@ class Mapped:
             self.close()
             raise
 
-    def take(self, entries: Any) -> list:
+    def take(self, entries: Any, copy: bool = True) -> list:
         """The tensors a reply says it put in the arena, copied out now as ``Pinned``
         outputs (exchange.read_output reads them as any other); a malformed entry becomes a
         ``Pinned`` that says so. Synchronised before it returns: the next call writes over
-        the arena."""
+        the arena. ``copy`` False: views of the arena itself where the layout allows, for
+        a reader done with them before the next command (what the candidate writes there
+        meanwhile can change only what is read of its own outputs)."""
         import torch
 
         from .exchange import Pinned
@@ -310,7 +314,7 @@ class Mapped:
                 continue
             raw = self.whole[e["at"]:e["at"] + e["nbytes"]]
             raw = in_logical_order(raw, e["shape"], e["dtype"], e["order"]) \
-                if e.get("order") else raw.clone()
+                if e.get("order") else raw.clone() if copy else raw
             out.append(Pinned(list(e["shape"]), str(e["dtype"]), host=raw))
         if self.whole.is_cuda:
             torch.cuda.current_stream(self.whole.device).synchronize()

@@ -625,7 +625,10 @@ class Job:
             reply = self.ask_trial(seed, how, in_bytes,
                                    {"op": "trial", "sizes": sizes, "first": t == 0,
                                     "trace": t == traced_trial, "second": t < 2})
-            taken = self.from_arena(reply.get("outputs")), self.from_arena(reply.get("second"))
+            # the second call's outputs are read in place: compared with the first's at once,
+            # before any other command (one copy of GBs fewer beside the candidate's)
+            taken = (self.from_arena(reply.get("outputs")),
+                     self.from_arena(reply.get("second"), copy=False))
             truth = self.truth(seed, how)
             got, res = self.read(taken[0], ref_out, truth)
             second = None
@@ -842,7 +845,7 @@ class Job:
             self.tol[key] = tolerance(ref.dtype, self.opts.atol, self.opts.rtol)
         return self.tol[key]
 
-    def from_arena(self, entries: Any) -> Any:
+    def from_arena(self, entries: Any, copy: bool = True) -> Any:
         """A checked call's output entries with those the sandbox placed in the arena copied
         out now, as the call answers (``Pinned``); file entries as they are. Without an
         arena in use every entry must be a file (``read`` says so of any other)."""
@@ -852,7 +855,7 @@ class Job:
         at = [i for i, e in enumerate(entries) if not (isinstance(e, dict) and "path" in e)]
         out = list(entries)
         # in one ``take``, which bounds what one reply may copy out (no more than the arena)
-        for i, got in zip(at, self.arena.take([entries[i] for i in at]) if at else []):
+        for i, got in zip(at, self.arena.take([entries[i] for i in at], copy) if at else []):
             out[i] = got
         return out
 

@@ -112,6 +112,32 @@ def test_the_judges_copy_does_not_move_when_the_arena_is_written_later():
     assert torch.equal(read_output(got, x), x)
 
 
+def test_a_second_put_after_the_first_leaves_the_first_in_place():
+    """A checked call's first outputs, then its second call's after them (sandbox.send)."""
+    judge, box = _pair(4096)
+    first, second = torch.arange(10, dtype=torch.float32), -torch.arange(7, dtype=torch.float32)
+    (a,) = box.put([[first]])
+    (b,) = box.put([[second]], after=True)
+    assert b[0]["at"] >= a[0]["at"] + a[0]["nbytes"] and b[0]["at"] % ALIGN == 0
+    got = judge.take(a + b)
+    assert torch.equal(read_output(got[0], first), first)
+    assert torch.equal(read_output(got[1], second), second)
+    (c,) = box.put([[second]])          # a put not ``after`` starts over
+    assert c[0]["at"] == 0
+
+
+def test_a_view_taken_in_place_reads_the_arena_as_it_is_now():
+    """``copy=False`` (a checked call's second outputs, compared at once) reads the arena
+    itself: what the sandbox writes later shows there, unlike in a copy."""
+    judge, box = _pair(4096)
+    x = torch.arange(16, dtype=torch.float32)
+    (entries,) = box.put([[x]])
+    (view,) = judge.take(entries, copy=False)
+    (kept,) = judge.take(entries)
+    box.whole[:4].fill_(0xFF)           # the first element's bytes: a NaN
+    assert torch.isnan(read_output(view, x)[0]) and torch.equal(read_output(kept, x), x)
+
+
 def test_a_tensor_past_the_arena_is_an_entry_that_says_so():
     judge, box = _pair(1024)
     (entries,) = box.put([[torch.zeros(1024, dtype=torch.float32)]])

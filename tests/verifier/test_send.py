@@ -63,7 +63,7 @@ def test_the_judge_copies_arena_entries_out_and_leaves_files_to_read():
     taken = []
 
     class Mapped:
-        def take(self, entries):   # one call for a reply's entries: it bounds their total
+        def take(self, entries, copy=True):   # one call for a reply's entries: it bounds their total
             taken.append(list(entries))
             return [Pinned([2], "float32", host=torch.zeros(8, dtype=torch.uint8))
                     for _ in entries]
