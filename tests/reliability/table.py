@@ -607,6 +607,14 @@ TEMPLATE_TAIL = """
   would be lost), are still drawn in the sandbox from the seed and a widening the command
   names: there a candidate that reads its commands can compute properly in that call alone.
   A kernel that checks its data instead pays for the check in every timed call.
+- **A checked call's second call is the candidate's to report.** The determinism check compares
+  the outputs a checked call's second run on the same inputs returned with the first's; the
+  sandbox is the candidate's process, so it can name the first's bytes for both (the same
+  arena place on CUDA, the same bytes in two files on the CPU) and hide a difference between
+  its own two runs. It gains nothing the check guards: each checked call's outputs, and
+  each picked timed call's, are still compared with the reference. A reply may not name more
+  outputs than the reference has: the judge counts them before it reads or copies any
+  (`candidates/checked_outputs_flood.py`, and its CUDA twin for the arena).
 - **A checked call can be told from a timed one** (deterministic mode is on in the checked
   trials, so that unwritten output memory reads as NaN). On the CPU the judge hands every
   timed call its inputs too, so it widens some of them (at places it draws, one in every one
