@@ -234,7 +234,7 @@ class Harness:
         saved = self.draw_trial(cmd) if saved is None else saved
         if any(isinstance(a, torch.Tensor) and not same(a, b) for a, b in zip(inputs, saved)):
             raise Refused("input_mutation", "the forward changed its inputs")
-        inputs = None   # (not del: the traced call's closure holds the name)
+        inputs = []   # let go (not del: the traced call's closure holds the name)
         # determinism: a second call on the same inputs (``saved`` is needed no more)
         again = saved
         reseed(cmd)

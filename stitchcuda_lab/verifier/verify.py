@@ -301,6 +301,7 @@ class Job:
         self.handed: set[str] = set()   # the libraries built here and copied in (build)
         self.rng_key = secrets.token_bytes(16)   # forward seeds (exchange.forward_seed)
         self.frozen_s = 0.0   # how long the last command's sandbox was stopped to be sampled
+        self.opened = False   # the sandbox has the problem (``open``): it holds GPU memory now
 
     def take_sandbox(self) -> None:
         """A spare for this candidate, waited for if it is still starting up."""
@@ -420,7 +421,7 @@ class Job:
     # -- the protocol --
     def open(self, box: Sandbox) -> None:
         """Give a sandbox the problem and the candidate's files; it loads the problem."""
-        self.box = box
+        self.box, self.opened = box, True
         folder = box.folder
         box.give("problem.py", self.job["problem_source"].encode())
         box.give("candidate.py", self.job["candidate_source"].encode())
@@ -827,7 +828,7 @@ class Job:
                          "TiB": 2 ** 40}
                 gib = float(asked.group(1)) * scale[asked.group(2)] / 2 ** 30
                 size = f" ({gib:.2f} GiB asked, {_memory_limit(self.device)})"
-            if self.box is None:   # nothing of the candidate's is up: the problem's own size
+            if not self.opened:   # the candidate's process holds nothing yet: the problem's size
                 raise Failed("runtime_error", "out_of_memory", "the problem's get_inputs() "
                              f"needs more memory than the {self.device} Verifier may use{size}: "
                              f"{detail}") from None

@@ -538,11 +538,11 @@ def test_inputs_that_run_out_of_memory_are_named_for_what_holds_the_memory():
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB. GPU 0 "
                                      "has a total capacity of 79.18 GiB")
     job = types.SimpleNamespace(ref=types.SimpleNamespace(
-        module=types.SimpleNamespace(get_inputs=get_inputs)), device="cpu", box=None)
+        module=types.SimpleNamespace(get_inputs=get_inputs)), device="cpu", opened=False)
     with pytest.raises(Failed) as first:
         Job.draw(job, 1)
     assert "get_inputs() needs more memory" in str(first.value.detail)
-    job.box = object()
+    job.opened = True
     with pytest.raises(Failed) as later:
         Job.draw(job, 1)
     assert "did not fit beside the candidate's process (6.00 GiB asked" in later.value.detail
