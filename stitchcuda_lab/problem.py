@@ -126,16 +126,16 @@ def _draw_context(device: str):
     that generator's device (the plain context makes ``randn(n, generator=cpu_gen)`` fail)."""
     import torch
     try:
-        from torch.utils._device import DeviceContext
-    except ImportError:   # a torch without it: the plain context
+        from torch.utils._device import DeviceContext, _device_constructors
+    except ImportError:   # a torch without them: the plain context
         return torch.device(device)
 
     class _GeneratorsKeepTheirDevice(DeviceContext):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = dict(kwargs or {})
             g = kwargs.get("generator")
-            if kwargs.get("device") is None and isinstance(g, torch.Generator) \
-                    and g.device.type != self.device.type:
+            if func in _device_constructors() and kwargs.get("device") is None \
+                    and isinstance(g, torch.Generator) and g.device.type != self.device.type:
                 kwargs["device"] = g.device
             return super().__torch_function__(func, types, args, kwargs)
 

@@ -257,5 +257,6 @@ def test_the_draw_context_leaves_a_factory_with_a_generator_on_its_device():
     with _draw_context("meta"):
         g = torch.Generator().manual_seed(7)
         a, b = torch.randn(3, generator=g), torch.randn(2)
-    assert a.device.type == "cpu" and b.device.type == "meta"
+        c = torch.empty(4, device="cpu").normal_(generator=g)   # not a factory: as it is
+    assert a.device.type == "cpu" and b.device.type == "meta" and c.device.type == "cpu"
     assert torch.equal(a, torch.randn(3, generator=torch.Generator().manual_seed(7)))
