@@ -1,4 +1,4 @@
-"""activation: GELU over 1.6 billion elements (6.4 GB in, 6.4 GB out)."""
+"""pointwise: GELU over 1.6 billion elements (6.4 GB in, 6.4 GB out)."""
 
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""activation: hardsigmoid over 1.6 billion elements."""
+"""pointwise: hardsigmoid over 1.6 billion elements."""
 
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""activation: log_softmax over rows of 393216 elements, 1.6 billion in all."""
+"""pointwise: log_softmax over rows of 393216 elements, 1.6 billion in all."""
 
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""activation: ReLU over 1.6 billion elements."""
+"""pointwise: ReLU over 1.6 billion elements."""
 
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""activation: softplus over 1.6 billion elements."""
+"""pointwise: softplus over 1.6 billion elements."""
 
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""convolution: a 1x1 convolution, 64 to 128 channels on 1024x1024 images (4.3 GB in, 8.6 GB out)."""
+"""conv: a 1x1 convolution, 64 to 128 channels on 1024x1024 images (4.3 GB in, 8.6 GB out)."""
 
 import torch
 import torch.nn as nn

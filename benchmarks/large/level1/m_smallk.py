@@ -1,4 +1,4 @@
-"""GEMM: 32768x64 @ 64x32768 (an output of 4.3 GB from 17 MB of inputs)."""
+"""gemm: 32768x64 @ 64x32768 (an output of 4.3 GB from 17 MB of inputs)."""
 
 import torch
 import torch.nn as nn

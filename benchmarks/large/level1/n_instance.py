@@ -1,4 +1,4 @@
-"""normalisation: InstanceNorm2d over 112x64 planes of 512x512 (7.5 GB)."""
+"""norm: InstanceNorm2d over 112x64 planes of 512x512 (7.5 GB)."""
 
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""normalisation: rows divided by their mean absolute value, 32768 rows of 65535 (8.6 GB)."""
+"""norm: rows divided by their mean absolute value, 32768 rows of 65535 (8.6 GB)."""
 
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""normalisation: LayerNorm over 16 rows of 4.2 million elements each."""
+"""norm: LayerNorm over 16 rows of 4.2 million elements each."""
 
 import torch
 import torch.nn as nn

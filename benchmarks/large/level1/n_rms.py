@@ -1,4 +1,4 @@
-"""normalisation: RMS over the feature dim of a 112x64x512x512 tensor (7.5 GB)."""
+"""norm: RMS over the feature dim of a 112x64x512x512 tensor (7.5 GB)."""
 
 import torch
 import torch.nn as nn

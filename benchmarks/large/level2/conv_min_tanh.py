@@ -1,4 +1,4 @@
-"""convolution: conv 3x3, min over channels, tanh twice."""
+"""conv: conv 3x3, min over channels, tanh twice."""
 
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""GEMM: linear 8192x8192, GroupNorm, swish, scale, swish."""
+"""gemm: linear 8192x8192, GroupNorm, swish, scale, swish."""
 
 import torch
 import torch.nn as nn
