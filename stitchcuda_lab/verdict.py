@@ -16,6 +16,10 @@ VERDICT_STATUSES = ("pass", "incorrect", "rejected", "build_error", "runtime_err
 LOAD_CHANGED = "host_load_changed"   # a flag: the CPU host's load moved while it was timed
 
 
+# how a comparison's message says it scaled atol down to an output smaller than 1 (the
+# verdict's tolerance is the one asked for)
+SCALED_ATOL = "x the reference's root mean square"
+
 BASELINES_RETIMED = "baselines_retimed"   # a flag: eager moved since the baselines (CPU)
 
 

@@ -32,7 +32,7 @@ import ipywidgets as W
 from ..errors import ReplayExhausted, StitchError
 from ..candidate import Candidate
 from ..plan import Plan, Task
-from ..verdict import Verdict, baselines_retimed, load_changed
+from ..verdict import SCALED_ATOL, Verdict, baselines_retimed, load_changed
 from . import bridge, diagnostics, figures
 from .editor import make_editor
 
@@ -1122,10 +1122,9 @@ def verdict_html(v: Verdict) -> str:
     speed = "<table><tr>" + "</tr><tr>".join(sp) + "</tr></table>"
     tol = ""
     if v.atol is not None or v.max_abs_err is not None:
-        # the comparison scales atol down to an output smaller than 1 (compare._atol_text);
-        # the reason above then names the atol used, this line the one asked for
+        # the reason above names the atol the comparison used, this line the one asked for
         scaled = ", atol as asked: scaled to the output's size above" \
-            if "root mean square" in (v.reason or "") else ""
+            if SCALED_ATOL in (v.reason or "") else ""
         tol = (f"<div>max abs err {_num(v.max_abs_err)}, max rel err {_num(v.max_rel_err)} "
                f"(atol {_num(v.atol)}, rtol {_num(v.rtol)}{scaled})</div>")
     trials = "".join(

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..verdict import SCALED_ATOL
 from . import mismatch
 
 TOLERANCE = {"float32": (1e-4, "float32: atol = rtol = 1e-4 (KernelBench's fp32 contract)"),
@@ -84,7 +85,7 @@ def _atol_text(atol: float, given: float, rms: float) -> str:
     """``atol=...`` as used, saying where it was scaled down to the reference's own size (the
     verdict's header states the tolerance as given)."""
     if atol < given:
-        return f"atol={atol:g}: {given:g} x the reference's root mean square {rms:.3g}"
+        return f"atol={atol:g}: {given:g} {SCALED_ATOL} {rms:.3g}"
     return f"atol={atol:g}"
 
 

@@ -235,11 +235,10 @@ class Harness:
         if any(isinstance(a, torch.Tensor) and not same(a, b) for a, b in zip(inputs, saved)):
             raise Refused("input_mutation", "the forward changed its inputs")
         inputs = []   # let go (not del: the traced call's closure holds the name)
-        # determinism: a second call on the same inputs (``saved`` is needed no more)
-        again = saved
+        # determinism: a second call on the same inputs
         reseed(cmd)
         with torch.no_grad(), self.tracer, nan_filled_empty():
-            out2 = tensors(self.model(*again))
+            out2 = tensors(self.model(*saved))
         _plain(out2)
         self.sync()
         if any(overlaps(a, b) for a in out2 for b in out):
@@ -249,9 +248,10 @@ class Harness:
                   if cmd.get("second", True) else None)
         ops = dict(self.tracer.counts)
         self.tracer.counts.clear()
-        nbytes = sum(t.numel() * t.element_size() for t in [*again, *out, *out2]
+        # before the judge copies the outputs out, beside what this process holds
+        nbytes = sum(t.numel() * t.element_size() for t in [*saved, *out, *out2]
                      if isinstance(t, torch.Tensor))
-        del again, out, out2
+        del saved, out, out2
         let_go_if_large(nbytes, self.device)
         return {"outputs": entries, "second": second, "trace": trace_path, "aten_ops": ops}
 

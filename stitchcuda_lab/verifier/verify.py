@@ -169,10 +169,14 @@ class Reference:
     model64: Any = None
     timed_traces: list | None = None          # timed calls', for the Profile tab
     compiled: dict = field(default_factory=dict)   # torch.compile'd model per mode
-    # the largest outputs of a call the judge made (the baselines'): the calibration's rounds
-    # are sized by them, before any trial of the job has said how large they are
-    out_bytes: int = 0
-    out_sizes: set = field(default_factory=set)   # every size those outputs had
+    # the sizes of the outputs of the calls the judge made (the baselines'): the calibration's
+    # rounds are sized by the largest, before any trial of the job has said how large they
+    # are, and the arena's margin by whether there was more than one
+    out_sizes: set = field(default_factory=set)
+
+    @property
+    def out_bytes(self) -> int:
+        return max(self.out_sizes, default=0)
 
 
 @dataclass
@@ -498,7 +502,7 @@ class Job:
             xs = self.draw(fresh_seed())
             sizes.add(size_for([x.numel() * x.element_size() for x in xs if hasattr(x, "numel")]))
             del xs
-        gpulock.release_cached_memory(self.device)   # the draws' memory, for the sandbox
+        let_go_if_large(max(sizes), self.device)   # the draws' memory, for the sandbox
         # draws, and the baselines' outputs, all of one size (nearly every problem): a small
         # margin, where the large one was GBs of the GPU the two processes share; outputs
         # whose size the values decide (nonzero, unique) keep the large one
@@ -666,10 +670,10 @@ class Job:
             outs.append([Print(g) for g in got or []])
             refs.append([Print(r) for r in ref_out])
             del got, second, ref_out, taken, truth   # the GPU memory goes back before the next trial
-            let_go_if_large(in_bytes + sum(sizes), self.device)
             traced["aten_ops"] = _merge(traced.get("aten_ops", {}), reply.get("aten_ops"))
             if t == traced_trial:   # a profiled trial without its trace is switched-off evidence
                 traced["trace"] = self.read_trace(reply.get("trace"))
+        let_go_if_large(self.out_bytes, self.device)   # the trials' memory, for the timed calls
         return trials, traced, outs, refs
 
     def rng(self, seed: int) -> int:
@@ -1288,9 +1292,7 @@ class Job:
         with torch.no_grad():
             ms, wall, out = timer.call(lambda: fn(*xs))
         seen = (time.perf_counter() - t0) * 1e3
-        nbytes = sum(o.numel() * o.element_size() for o in tensors(out))
-        self.ref.out_bytes = max(self.ref.out_bytes, nbytes)
-        self.ref.out_sizes.add(nbytes)
+        self.ref.out_sizes.add(sum(o.numel() * o.element_size() for o in tensors(out)))
         return ms, wall, seen
 
     def remote_call(self, seed: int, stops: list[float] | None = None,
