@@ -1,7 +1,7 @@
 """Where a checked call's outputs travel: the candidate's process places them in the arena
 where they fit and writes the rest as files (``Harness.send``); the judge copies the arena's
 out at once and leaves file entries to ``read`` (``Job.from_arena``). The arena itself is CUDA
-memory (tests/verifier/test_arena.py, ``gpu``); here a stand-in places by size alone."""
+memory (tests/verifier/test_arena.py, ``gpu``); here it lies over a host buffer."""
 
 from __future__ import annotations
 
@@ -9,32 +9,17 @@ import types
 
 import torch
 
+from stitchcuda_lab.verifier.arena import ALIGN, Arena
 from stitchcuda_lab.verifier.exchange import Pinned
 from stitchcuda_lab.verifier.sandbox import Harness
 from stitchcuda_lab.verifier.verify import MAX_OUTPUTS, Job
 
 
-class _Room:
-    """An arena of ``nbytes`` that places tensors one after another, as ``Arena.put`` does."""
-
-    def __init__(self, nbytes: int):
-        self.nbytes, self.end = nbytes, 0
-
-    def put(self, groups, after=False):
-        at, placed = (self.end if after else 0), []
-        for group in groups:
-            entries = []
-            for t in group:
-                n = t.numel() * t.element_size()
-                if at + n > self.nbytes:
-                    entries.append({"error": f"a tensor of {n} bytes past the arena"})
-                    continue
-                entries.append({"at": at, "nbytes": n, "shape": list(t.shape),
-                                "dtype": str(t.dtype).replace("torch.", "")})
-                at += n
-            placed.append(entries)
-        self.end = at
-        return placed
+def _arena(nbytes: int) -> Arena:
+    """The sandbox's side of an arena over a host buffer (no driver), as test_arena.py's."""
+    box = Arena.__new__(Arena)
+    box.device, box.nbytes, box.whole = "cpu", nbytes, torch.zeros(nbytes, dtype=torch.uint8)
+    return box
 
 
 def _harness(tmp_path, arena):
@@ -49,14 +34,13 @@ def test_without_an_arena_every_output_is_a_file(tmp_path):
 
 
 def test_outputs_past_the_arena_are_files_and_the_second_call_follows_the_first(tmp_path):
-    room = _Room(64)
-    h = _harness(tmp_path, room)
+    h = _harness(tmp_path, _arena(512))
     (first,) = Harness.send(h, [[torch.ones(8), torch.ones(100)]], "t1")
-    assert first[0]["at"] == 0 and "path" in first[1]            # 400 bytes do not fit in 64
+    assert first[0]["at"] == 0 and "path" in first[1]   # 400 bytes from 256 pass 512
     (second,) = Harness.send(h, [[torch.ones(8)]], "t1b", after=True)
-    assert second[0]["at"] == 32                                  # past the first's, not over it
+    assert second[0]["at"] == ALIGN                      # past the first's, not over it
     (third,) = Harness.send(h, [[torch.ones(8)]], "t1c", after=True)
-    assert "path" in third[0]                                     # the arena is full by now
+    assert "path" in third[0]                            # the arena is full by now
 
 
 def test_the_judge_copies_arena_entries_out_and_leaves_files_to_read():
