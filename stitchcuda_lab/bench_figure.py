@@ -17,6 +17,7 @@ from html import escape
 from pathlib import Path
 
 NAME_CHARS = 44   # a problem's label, at most (KernelBench's names run to 80)
+KEPT = " (kept)"   # after the label of a row whose program is the reference
 SERIES = (("speedup_vs_eager", "ours vs eager", "#636efa"),
           ("speedup_vs_compile", "ours vs torch.compile", "#ef553b"),
           ("speedup_vs_best_compile", "ours vs fastest mode", "#00a06b"))
@@ -39,6 +40,8 @@ def labels(result: dict) -> list[str]:
         name = r["problem"].removesuffix(".py")
         if len(name) > NAME_CHARS:
             name = name[:NAME_CHARS - 1] + "…"
+        if r.get("kept_reference"):   # its 1.00x is the reference's, not a kernel of ours
+            name += KEPT
         return f"{r.get('suite')} · {name}" if len(suites) > 1 and r.get("suite") else name
 
     return [label(r) for r in rows]

@@ -22,6 +22,9 @@ def test_the_figure_reads_one_problem_a_row_however_many_there_are():
     names = list(fig.data[0].y)
     assert len(names) == 44 and list(fig.data[0].x) == [1.5] * 44
     assert all(len(n) <= bench_figure.NAME_CHARS + len("level1 · ") for n in names)
+    kept = bench_figure.labels(dict(result, rows=[dict(rows[0], kept_reference=True),
+                                                  rows[1]]))
+    assert kept[0].endswith(bench_figure.KEPT) and not kept[1].endswith(bench_figure.KEPT)
     assert names[0].startswith("level1 · 0_") and names[1].startswith("level2 · 1_")
     assert fig.layout.height >= 24 * 44 and fig.layout.xaxis.type == "log"
     one = bench_figure.figure(dict(result, rows=rows[:1]))
