@@ -565,7 +565,7 @@ class Job:
         least, since = math.inf, 0
         start, per_round = time.monotonic(), self.calls_per_round()
         while True:
-            ms, _, seen = self.remote_call(fresh_seed())
+            ms, _, seen = self.remote_call(fresh_seed(), keep=False)
             extra.append(seen - ms)
             if len(extra) % per_round == 0:
                 self.end_round([])
@@ -1085,13 +1085,18 @@ class Job:
 
     def candidate_timed_traces(self, n: int = PROFILED_CALLS) -> list[dict]:
         traces, seeds = [], []
+        # one of them checked, as any timed call may be; in rounds of calls_per_round(), as
+        # the timed calls go: the judge keeps each call's copies until its round ends
+        k, checked = self.calls_per_round(), secrets.randbelow(n)
         with gpulock.exclusive(self.opts.gpu_lock):
-            for _ in range(n):   # remote_call flushes, as for any timed call
+            for i in range(n):   # remote_call flushes, as for any timed call
                 seeds.append(fresh_seed())
                 self.remote_call(seeds[-1], trace=True)
                 traces.append(self.read_trace(self.last_reply.get("trace")))
-        self.checks_left = 1     # one of them checked, as any timed call may be
-        self.check_timed(seeds, 0)
+                if len(seeds) == k or i == n - 1:
+                    self.checks_left = int(i - len(seeds) < checked <= i)
+                    self.check_timed(seeds, 0)
+                    seeds = []
         return traces
 
     def reference_timed_traces(self) -> list[dict]:
@@ -1133,7 +1138,8 @@ class Job:
         judge's own clock around the whole call (its inputs' draw included). After every
         ``calls_per_round()`` calls ``end_round(seeds)`` checks one of them."""
         for _ in range(max(1, self.opts.warmup)):
-            call(fresh_seed())
+            # the candidate's (end_round given): never checked, so not kept
+            call(fresh_seed()) if end_round is None else call(fresh_seed(), keep=False)
         k = self.calls_per_round()
         if end_round is not None:
             end_round([], 0)
@@ -1295,9 +1301,13 @@ class Job:
         self.ref.out_sizes.add(sum(o.numel() * o.element_size() for o in tensors(out)))
         return ms, wall, seen
 
-    def remote_call(self, seed: int, stops: list[float] | None = None,
+    def remote_call(self, seed: int, stops: list[float] | None = None, keep: bool = True,
                     **extra: Any) -> tuple[float, float, float]:
         """One timed call in the sandbox: (its device ms, its wall ms, the judge's clock).
+        ``keep`` False (CUDA): its outputs are not copied out of the arena, for a call no
+        check can pick (a warm-up, the calibration's): each copy holds a call's inputs and
+        outputs on the GPU until the round ends, and three warm-ups of a 6 GB activation
+        held 36 GB beside the candidate's process.
 
         The judge's clock runs from the command to the reply, the draw of the inputs included:
         work done while they are drawn (an answer computed ahead) is seen. On the CPU the
@@ -1336,7 +1346,7 @@ class Job:
                 seen = (time.perf_counter() - t0) * 1e3
                 if not self.device.startswith("cuda"):
                     self.pin(reply.get("outputs"))
-                elif self.arena_mapped:
+                elif self.arena_mapped and keep:
                     self.take(reply.get("arena"))
         finally:
             for e in handed or []:

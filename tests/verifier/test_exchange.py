@@ -217,6 +217,26 @@ def test_a_widened_draw_scales_all_of_a_tensor_or_a_few_places_as_its_seed_says(
     assert widen([torch.empty(0, 3)], "2x", 1)[0].shape == (0, 3)
 
 
+def test_a_far_draw_of_a_large_input_holds_no_more_than_one_copy_of_it_at_once(monkeypatch):
+    """The far way's factors are drawn and applied in pieces: drawn whole, their int32 pick
+    became an int64 index of the input's shape (16 GiB asked for an 8 GiB input on the GPU,
+    beside the candidate's process). Complex inputs scale both parts by one factor."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from stitchcuda_lab.verifier import exchange
+    from stitchcuda_lab.verifier.exchange import FAR, WIDEN, widen, widens_few
+    monkeypatch.setattr(exchange, "WIDEN_CHUNK", 1 << 14)
+    seed = next(s for s in range(100) if not widens_few(s))
+    x = torch.randn(512, 1000)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
+        a = widen([x], FAR[0][0], seed)[0]
+    assert max(ev.cpu_memory_usage for ev in p.events()) <= x.numel() * x.element_size()
+    assert {round(float(r), 6) for r in (a / x).unique()} == {round(f, 6) for f in WIDEN[FAR[0][0]]}
+    z = torch.randn(64, 300, dtype=torch.complex64)
+    parts = torch.view_as_real(widen([z], FAR[0][1], seed)[0]) / torch.view_as_real(z)
+    assert torch.allclose(parts[..., 0], parts[..., 1]) and (parts[..., 0] < 0).all()
+
+
 def test_the_far_way_scales_each_element_by_one_of_its_factors_drawn_alike_on_both_sides():
     """Each element of a far draw is times 64, 16 or 1/16 (with the way's sign), each factor
     met, the same from the same seed: 64x takes randn past exp's overflow, which 16x does not

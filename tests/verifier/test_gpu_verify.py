@@ -105,12 +105,14 @@ def _gpu_memory_used_mib() -> list[int]:
 
 def test_a_checked_call_holds_a_bounded_number_of_copies_of_a_large_problem(gpu_worker):
     """The judge and the candidate's process share the GPU: on inputs and outputs of X bytes
-    each, a verdict holds about 8X between them (docs/PERFORMANCE.md, "Problems of billions of
-    elements"); it held over 10X, and problems of 6-9 GB ran an 80 GB GPU out of memory."""
+    each, a verdict holds about 9X between them (docs/PERFORMANCE.md, "Problems of billions of
+    elements"); it held 26X (the warm-ups' and profiled calls' copies kept by the judge), and
+    problems of 6-9 GB ran an 80 GB GPU out of memory. Over 1 GiB, as those are: each
+    process gives its allocator's spare memory back after such calls."""
     if shutil.which("nvidia-smi") is None:
         pytest.skip("nvidia-smi is needed to see both processes' memory")
-    problem = POINTWISE.replace("torch.randn(64, 96)", "torch.randn(16384, 16384)")   # 1 GiB
-    x_mib = 1024
+    problem = POINTWISE.replace("torch.randn(64, 96)", "torch.randn(20480, 20480)")
+    x_mib = 1600
     base = _gpu_memory_used_mib()[0]
     seen: list[int] = []
     stop = threading.Event()
@@ -122,14 +124,13 @@ def test_a_checked_call_holds_a_bounded_number_of_copies_of_a_large_problem(gpu_
     t = threading.Thread(target=watch, daemon=True)
     t.start()
     try:
-        opts = VerifyOptions(trials=5, timing_trials=20, warmup=3, compile_modes="")
+        opts = VerifyOptions(trials=5, timing_trials=20, warmup=3, compile_modes="", profile=True)
         v = gpu_worker.verify(problem, NVRTC, replaced=None, options=opts, timeout=600)
     finally:
         stop.set()
         t.join()
     assert v.status == "pass", v.reason
-    # 8X by count, with room for the new processes' contexts and the allocators' rounding;
-    # the H100 runs of 2026-12-06 saw about 12X
+    # 9X by count, with room for the new processes' contexts and the allocators' rounding
     assert max(seen) - base <= 11 * x_mib, (max(seen) - base, base)
 
 
