@@ -55,13 +55,23 @@ def tolerance(dtype: Any, atol: float | None = None,
 
 
 def same(a: Any, b: Any) -> bool:
-    """Bitwise equality that treats NaN == NaN."""
+    """Bitwise equality that treats NaN == NaN. In pieces of CHUNK elements: whole, its
+    masks took three bytes per element beside the two tensors (6 GiB more for 2 billion
+    elements, which ran the judge out of GPU memory beside a candidate's process)."""
     import torch
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    if a.is_floating_point() or a.is_complex():
-        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
-    return bool(torch.equal(a, b))
+    if not (a.is_floating_point() or a.is_complex()):
+        return bool(torch.equal(a, b))
+    if a.numel() > CHUNK:
+        fa, fb = a.reshape(-1), b.reshape(-1)   # views where contiguous
+        return all(_same_floats(fa[s], fb[s]) for s in _chunks(fa.numel()))
+    return _same_floats(a, b)
+
+
+def _same_floats(a: Any, b: Any) -> bool:
+    import torch
+    return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
 
 
 CHUNK = 1 << 24   # elements compared at a time: 128 MB per float64 copy, on any output size

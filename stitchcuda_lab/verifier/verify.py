@@ -1476,6 +1476,8 @@ class Job:
                 how = self.wide.get(seeds[i])
                 xs = widen(self.draw(seeds[i]), how, seeds[i])
                 self.check_timed_inputs(i, xs, picked.get(str(i)))
+                if isinstance(self.round_inputs, dict):   # checked: its copy goes before the
+                    self.release(self.round_inputs.get(str(i)))   # reference's forward
                 with torch.no_grad():
                     ref_out = [r.detach() for r in
                                tensors(self.reference(self.ref.model, xs, seeds[i]))]

@@ -41,6 +41,25 @@ def test_chunks_give_the_same_verdict_as_one_pass(monkeypatch):
     assert abs(chunked["norm_rel"] - whole["norm_rel"]) < 1e-12
 
 
+def test_bitwise_sameness_is_told_in_pieces_with_nan_equal_to_nan(monkeypatch):
+    """``same`` (a second call against the first, outputs against their snapshot) compares
+    in CHUNK pieces: whole, its masks held three bytes per element beside both tensors."""
+    from torch.profiler import ProfilerActivity, profile
+    monkeypatch.setattr(cmp, "CHUNK", 1 << 12)
+    a = torch.randn(300, 1000)
+    a[123, 456] = a[299, 999] = float("nan")
+    b = a.clone()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
+        assert cmp.same(a, b)
+    assert max(ev.cpu_memory_usage for ev in p.events()) <= 4 * (1 << 12)
+    b[299, 998] += 1e-6   # in the last piece
+    assert not cmp.same(a, b)
+    c = a.clone()
+    c[0, 0] = float("nan")
+    assert not cmp.same(a, c) and not cmp.same(a.t(), a) and cmp.same(a.t(), a.t().clone())
+    assert cmp.same(torch.arange(10), torch.arange(10)) and not cmp.same(a, a.double())
+
+
 def truncated(x: torch.Tensor) -> torch.Tensor:
     """``x`` as TF32 by dropping the low 13 bits (what some tensor-core kernels do)."""
     return (x.contiguous().view(torch.int32) & ~0x1FFF).view(torch.float32)

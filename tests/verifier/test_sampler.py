@@ -504,7 +504,7 @@ def _timed_with(watch, call_ms=5.0, timing_trials=3):
     job.deadline = time.monotonic() + 60
     job.wide_way_due = lambda: False
 
-    def call(seed, stops=None):
+    def call(seed, stops=None, keep=True):
         if stops:
             watch.stopped_call(stops)
         return call_ms, call_ms, call_ms
@@ -542,3 +542,25 @@ def test_a_fifo_where_a_library_was_mapped_is_no_image_and_no_wait(tmp_path):
     fifo = tmp_path / "lib_gone.so"
     os.mkfifo(fifo)
     assert sampler.image(str(fifo)) is None      # an open of it for reading would block
+
+
+def test_the_candidates_warm_up_calls_are_not_kept_for_checking():
+    """Warm-ups come before the first round, so no check can pick them: on CUDA their outputs
+    and inputs are not copied out of the arena (three warm-ups of a 6 GB activation held
+    36 GB of the judge's GPU memory); every timed call after them is."""
+    from types import SimpleNamespace
+
+    from stitchcuda_lab.verifier.verify import Job
+    job = Job.__new__(Job)
+    job.opts = SimpleNamespace(warmup=3, timing_trials=4)
+    job.calls_per_round = lambda: 2
+    job.sampler, job.wide, job.device = None, {}, "cpu"
+    job.deadline = time.monotonic() + 60
+    job.wide_way_due = lambda: False
+    kept: list[bool] = []
+
+    def call(seed, stops=None, keep=True):
+        kept.append(keep)
+        return 1.0, 1.0, 1.0
+    job.timed(call, end_round=lambda seeds, left: None)
+    assert kept[:3] == [False] * 3 and kept[3:] and all(kept[3:])
