@@ -13,7 +13,8 @@ path issues ``unroll`` loads per thread before using them, each with its own acc
 Welford and online softmax take a float4 at a time (one division, one rescale per four
 elements). Reductions combine with warp shuffles and a shared-memory block step. A row read
 by several passes is kept on chip: in registers when a thread's share is at most
-MAX_ROW_REGS float4, else in shared memory (``cache``), else re-read (from L2 for rows that fit).
+MAX_ROW_REGS float4, else in shared memory (``cache``), else re-read (from L2 for rows that fit);
+with one thread per row, in a register array of the row's length (THREAD_ROW_REGS at most).
 
 No fast-math intrinsics: expf/tanhf/erff are the accurate versions, so results stay within the
 fp32 1e-4 tolerance. The kernels are memory-bound once loads overlap; the one arithmetic cost
@@ -31,7 +32,7 @@ from .ir import KernelSpec, Operand, Stmt, deps_closure
 from .pool import pool_body_cuda
 from .scan import scan_body_cuda, scan_stmt
 from .launch import (auto_unroll, cached_operands, default_params, kernel_strategy,
-                     row_in_registers, row_strategy, vec_ok, vec_operands)
+                     row_in_registers, row_strategy, thread_row_operands, vec_ok, vec_operands)
 
 CU_TYPES = {"float32": "float", "float64": "double", "float16": "__half",
             "bfloat16": "__nv_bfloat16", "bool": "bool", "int64": "long long", "int32": "int",
@@ -349,6 +350,12 @@ class _RowKernel:
                           for k, i in enumerate(cached_operands(spec))}
         if self.vec and any(i not in self.vops for i in self.cache):
             self.cache = {}   # every cached operand must take the same float4/scalar path each pass
+        # one thread per row: the row in a local array indexed only by unrolled loops, so it
+        # lives in registers
+        self.thread_regs = bool(p.get("cache")) and strategy == "thread" \
+            and bool(thread_row_operands(spec))
+        if self.thread_regs:
+            self.cache = {i: k * spec.rowlen for k, i in enumerate(thread_row_operands(spec))}
         self.written: set[int] = set()   # cached operands already in shared memory
         self.in_regs: set[int] = set()   # register-cached operands already loaded
         self.rows = RowValues(spec, _load, _store)
@@ -372,7 +379,10 @@ class _RowKernel:
     def _head(self) -> None:
         """Shared memory, the row loop of the strategy, the row's bases and register arrays."""
         spec, ind, ind2, L, B = self.spec, self.ind, self.ind2, self.L, self.B
-        if self.cache:
+        if self.thread_regs:
+            L.append(f"{ind}float sc_cache[{len(self.cache) * spec.rowlen}];   "
+                     "// the thread's row, read from DRAM once, in registers")
+        elif self.cache:
             L.append(f"{ind}extern __shared__ float4 sc_cache4[];   "
                      "// the row, read from DRAM once")
             L.append(f"{ind}float* sc_cache = reinterpret_cast<float*>(sc_cache4);")
@@ -535,6 +545,8 @@ class _RowKernel:
         """The element-by-element part of an element loop, from ``start``."""
         ind2, i3, L = self.ind2, self.ind2 + "    ", self.L
         cache = self.cache
+        if self.thread_regs and loaded:
+            L.append(f"{ind2}#pragma unroll")   # constant indices: the array stays in registers
         L.append(f"{ind2}for (long long j = {start}; j < {self.spec.rowlen}LL; "
                  f"j += {self.jstep}) {{")
         smap = {i: f"({self.acc})sc_cache[{cache[i]} + j]" for i in loaded if i not in first}

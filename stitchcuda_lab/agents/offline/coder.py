@@ -269,7 +269,7 @@ class OfflineCoder:
                             pool.append((f"{t.id}.rows={rows}", with_(t.id, rows=rows)))
                 pool.append((f"{t.id}.vec={1 if cur.get('vec', 1) == 4 else 4}",
                              with_(t.id, vec=1 if cur.get("vec", 1) == 4 else 4)))
-                if "cache" in cur and cur.get("rows") in ("block", None):
+                if "cache" in cur and cur.get("rows") in ("block", "thread", None):
                     pool.insert(0, (f"{t.id}.cache={not cur['cache']}",
                                     with_(t.id, cache=not cur["cache"])))
                 if "ipt" in cur:

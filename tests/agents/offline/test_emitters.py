@@ -533,6 +533,43 @@ def test_a_short_row_stays_in_registers_and_a_long_one_in_shared_memory():
     assert "float4 a_in0[1];" in emit_cuda(_row_spec(4096), {"cache": False, "unroll": 1})
 
 
+def _middle_spec(channels: int):
+    """An RMS norm over the channels of an NCHW tensor: rows interleaved, a thread each."""
+    problem = make_problem(f"""
+        class Model(nn.Module):
+            def forward(self, x):
+                return x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + 1e-5)
+        def get_inputs():
+            return [torch.rand(2, {channels}, 8, 8)]
+        def get_init_inputs():
+            return []
+    """, name=f"rms{channels}")
+    graph = rewrite(analyse(problem, device="cpu", profile=False))
+    groups, _ = fusion_groups(graph)
+    return build_spec(graph, groups[0], "k0")
+
+
+def test_a_thread_keeps_a_short_strided_row_in_registers_for_its_second_pass(tmp_path):
+    """One thread per row (a reduction over a middle dim): the row read once into a local
+    array indexed only by unrolled loops (registers), where the second pass read it again
+    from memory; a row past THREAD_ROW_REGS, or the cache flag off, is read twice."""
+    from stitchcuda_lab.agents.offline.launch import (THREAD_ROW_REGS, default_params,
+                                                      kernel_strategy, launch_config)
+    spec = _middle_spec(64)
+    p = default_params(spec)
+    assert kernel_strategy(spec, p) == "thread" and p["cache"]
+    assert "smem" not in launch_config(spec, p)
+    src = emit_cuda(spec, p)
+    assert "float sc_cache[64];" in src and "extern __shared__" not in src
+    assert src.count("__ldg(in0") == 1 and src.count("#pragma unroll\n        for (long long j = 0; j < 64LL;") == 2
+    assert "= (float)sc_cache[0 + j];" in src
+    for other in (emit_cuda(spec, {**p, "cache": False}),
+                  emit_cuda(_middle_spec(THREAD_ROW_REGS + 1), p)):
+        assert "sc_cache" not in other and other.count("__ldg(in0") == 2
+    assert not default_params(_middle_spec(THREAD_ROW_REGS + 1))["cache"]
+    assert cuda_compile_errors({"rms64": src}, tmp_path) == ""
+
+
 def test_welford_and_softmax_take_a_float4_at_a_time():
     src = emit_cuda(_row_spec(4096))
     vec_loop = src[:src.index("jv = 4096LL;")]
