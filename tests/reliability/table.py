@@ -539,13 +539,15 @@ TEMPLATE_TAIL = """
 ## Remaining limits
 
 - **Outputs reused across calls, beyond a budget.** The sandbox keeps the newest outputs of
-  its checked calls alive, up to 8 GB on CUDA and 2 GB on the CPU, so a new output that shares
+  its checked calls alive, up to 1 GiB on CUDA and 2 GiB on the CPU, so a new output that shares
   their memory is the candidate's doing (`cached_output`); older ones are held by a weak
   reference to their storage and count while it lives. Memory the candidate owns outside torch
   and wraps afresh on every call (`candidates/cached_raw_buffers_rewrapped.py`: two numpy
   buffers in turn) is caught within the budget; for outputs larger than the budget its earlier
   wrapper dies and the reuse gets past this check. Holding every output held a job's every
-  output: a softmax over 1.6 billion elements ran the candidate's GPU out of memory.
+  output: a softmax over 1.6 billion elements ran the candidate's GPU out of memory; 8 GiB on
+  CUDA kept five outputs of 1.6 GB alive beside the judge through a job. A call's own two
+  outputs, and a timed call's against the previous call's, are compared while both are held.
 
 - **Without root** candidates run as the caller's user. They cannot touch the judge's memory
   (`PR_SET_DUMPABLE` 0) and their processes and files are cleaned up, but they could signal

@@ -4,7 +4,7 @@
 in turn and handed back through a fresh torch wrapper on every call, so no tensor of ours is
 ever returned twice and the second call on the same inputs gets the other buffer. A caller
 that keeps an earlier result sees it overwritten. Caught while the earlier wrapper is held
-alive (the Verifier keeps the newest outputs up to a budget: 2 GB on the CPU, 8 GB on CUDA);
+alive (the Verifier keeps the newest outputs up to a budget: 2 GiB on the CPU, 1 GiB on CUDA);
 for outputs beyond the budget the wrapper is held weakly, dies with the call, and this gets
 past the check (a limit written in docs/RELIABILITY.md)."""
 import numpy as np
