@@ -197,7 +197,8 @@ def emit_cuda(spec: KernelSpec, params: dict | None = None) -> str:
     elif spec.kind == "pool":
         body = pool_body_cuda(spec, _load, _store)
     elif scan_stmt(spec) is not None:
-        body = scan_body_cuda(spec, _load, _store, int(params["block"]))
+        body = scan_body_cuda(spec, _load, _store, int(params["block"]),
+                              int(params.get("ipt") or 1))
     else:
         body = _RowKernel(spec, params).body()
     return (_header(spec) + "\n" + head + f'extern "C" __global__ void __launch_bounds__('

@@ -260,19 +260,26 @@ class OfflineCoder:
                 pool.append((f"{t.id} fused again", with_(t.id, off=False)))
                 continue
             if lang == "cuda":
+                # a block-per-row scan (scan.py) has its own strategy and no float4 path:
+                # of its params only the block and the elements a thread (``ipt``) count
+                scan = "ipt" in cur and "rows" in cur
                 for blk in (128, 512, 256, 1024):
                     if blk != cur.get("block"):
                         pool.append((f"{t.id}.block={blk}", with_(t.id, block=blk)))
-                if "rows" in cur:
+                if "rows" in cur and not scan:
                     for rows in ("block", "warp"):
                         if rows != cur.get("rows") and cur.get("rows") != "thread":
                             pool.append((f"{t.id}.rows={rows}", with_(t.id, rows=rows)))
-                pool.append((f"{t.id}.vec={1 if cur.get('vec', 1) == 4 else 4}",
-                             with_(t.id, vec=1 if cur.get("vec", 1) == 4 else 4)))
+                if not scan:
+                    pool.append((f"{t.id}.vec={1 if cur.get('vec', 1) == 4 else 4}",
+                                 with_(t.id, vec=1 if cur.get("vec", 1) == 4 else 4)))
                 if "cache" in cur and cur.get("rows") in ("block", "thread", None):
                     pool.insert(0, (f"{t.id}.cache={not cur['cache']}",
                                     with_(t.id, cache=not cur["cache"])))
-                if "ipt" in cur:
+                if scan:   # the chunk's depth first: the chain of chunks is what it waits on
+                    pool.insert(0, (f"{t.id}.ipt={8 if cur['ipt'] == 4 else 4}",
+                                    with_(t.id, ipt=8 if cur["ipt"] == 4 else 4)))
+                elif "ipt" in cur:
                     for ipt in (1, 2, 4):
                         if ipt != cur.get("ipt"):
                             pool.append((f"{t.id}.ipt={ipt}", with_(t.id, ipt=ipt)))

@@ -39,7 +39,10 @@ def default_params(spec: KernelSpec, lang: str = "cuda") -> dict:
         return {"block": 256, "vec": 1, "waves": WAVES}
     if scan_stmt(spec) is not None:   # scan.py: a block or a thread per row
         strategy = scan_strategy(spec)
-        return {"block": 256, "vec": 1, "rows": strategy, "waves": WAVES, "cache": False}
+        # elements a thread per chunk of a block's row (scan._block_ipt_cuda): the refine
+        # round measures more than one
+        return {"block": 256, "vec": 1, "rows": strategy, "waves": WAVES,
+                **({"ipt": 1} if strategy == "block" else {})}
     strategy = row_strategy(spec)
     # 256 threads up to 4096-element rows (measured on the H200: LayerNorm rows of 4096 ran
     # 23% faster than with 512), 512 for longer rows

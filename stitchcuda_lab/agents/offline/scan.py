@@ -66,6 +66,8 @@ class _Scan:
         self.pre = _closure(spec, [self.s.deps[0]], done)
         self.post = _closure(spec, [s.var for s in stores], done | {s.var for s in self.pre}
                              | {self.s.var})
+        # the same with the prologue values it uses: for a loop apart from the prologue's
+        self.post_full = _closure(spec, [s.var for s in stores], done | {self.s.var})
         self.stores = stores
         self.at_j = elem_index(spec, "j")
 
@@ -101,10 +103,14 @@ def scan_body_c(spec: KernelSpec, load: Load, store: Store) -> str:
     return "\n".join(L) + "\n"
 
 
-def scan_body_cuda(spec: KernelSpec, load: Load, store: Store, block: int) -> str:
-    """CUDA: a block per long contiguous row (chunked block scan), else a thread per row."""
+def scan_body_cuda(spec: KernelSpec, load: Load, store: Store, block: int,
+                   ipt: int = 1) -> str:
+    """CUDA: a block per long contiguous row (chunked block scan, ``ipt`` elements a thread
+    per chunk), else a thread per row."""
     if scan_strategy(spec) == "thread":
         return _thread_cuda(spec, load, store)
+    if ipt > 1:
+        return _block_ipt_cuda(spec, load, store, block, ipt)
     ind, i3 = "    " * 2, "    " * 3
     sc = _Scan(spec, load, store, ind)
     s, acc, R, n = sc.s, spec.acc, spec.rows, spec.rowlen
@@ -143,6 +149,74 @@ def scan_body_cuda(spec: KernelSpec, load: Load, store: Store, block: int) -> st
     L += sc.lines(sc.post, i3)
     L.append(f"{i3}if (live) {{")
     L += sc.store_lines(i3 + "    ")
+    L.append(f"{i3}}}")
+    L.append(f"{i3}sc_carry {op}= (double)total;")
+    L.append(f"{i3}__syncthreads();   // sc_warp is rewritten by the next chunk")
+    L += [f"{ind}}}", "    }"]
+    return "\n".join(L) + "\n"
+
+
+def _block_ipt_cuda(spec: KernelSpec, load: Load, store: Store, block: int, K: int) -> str:
+    """A block per row, ``K`` consecutive elements a thread per chunk: each thread scans its
+    own in registers, the block scans the threads' totals, and each element adds what came
+    before its thread. A chunk of one element a thread made the row a chain of rowlen /
+    block steps, each a block-wide scan and two barriers with one load a thread in flight
+    (a masked cumsum over rows of 32768 ran at 0.79x of Inductor on the H100)."""
+    ind, i3, i4 = "    " * 2, "    " * 3, "    " * 4
+    sc = _Scan(spec, load, store, ind)
+    s, acc, R, n = sc.s, spec.acc, spec.rows, spec.rowlen
+    op, ident = _op(s.kind), f"({acc}){_ident(s.kind)}"
+    nw = block // 32
+
+    def comb(a: str, b: str) -> str:
+        return f"{a} {op} {b}"
+
+    def element(L: list[str]) -> None:   # the k-th element of the thread's share: its index
+        L.append(f"{i4}const long long jq = q0 + k;")
+        L.append(f"{i4}const bool live = jq < {n}LL;")
+        L.append(f"{i4}const long long jj = live ? jq : {n - 1}LL;   // a valid address when not live")
+        L.append(f"{i4}const long long j = {sc.j_of('jj')};")
+    L = ["    __shared__ " + acc + " sc_warp[32];",
+         "    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;",
+         f"    for (long long r = blockIdx.x; r < {R}LL; r += gridDim.x) {{"] + sc.L
+    L.append(f"{ind}double sc_carry = {_ident(s.kind)};")
+    L.append(f"{ind}for (long long c0 = 0; c0 < {n}LL; c0 += {block * K}LL) {{")
+    L.append(f"{i3}const long long q0 = c0 + (long long)threadIdx.x * {K}LL;")
+    L.append(f"{i3}{acc} xs[{K}];   // this thread's elements, then their inclusive scan")
+    L.append(f"{i3}#pragma unroll")
+    L.append(f"{i3}for (int k = 0; k < {K}; ++k) {{")
+    element(L)
+    L += sc.lines(sc.pre, i4)
+    L.append(f"{i4}xs[k] = live ? ({acc}){s.deps[0]} : {ident};")
+    L.append(f"{i3}}}")
+    L.append(f"{i3}#pragma unroll")
+    L.append(f"{i3}for (int k = 1; k < {K}; ++k) xs[k] = {comb('xs[k - 1]', 'xs[k]')};")
+    L.append(f"{i3}{acc} x = xs[{K - 1}];   // the thread's total")
+    L.append(f"{i3}#pragma unroll")
+    L.append(f"{i3}for (int o = 1; o < 32; o <<= 1) {{ const {acc} y = "
+             f"__shfl_up_sync(SC_FULL, x, o); if (lane >= o) x = {comb('x', 'y')}; }}")
+    L.append(f"{i3}{acc} ex = __shfl_up_sync(SC_FULL, x, 1);")
+    L.append(f"{i3}if (lane == 0) ex = {ident};   // the lanes before this one")
+    L.append(f"{i3}if (lane == 31) sc_warp[w] = x;")
+    L.append(f"{i3}__syncthreads();")
+    L.append(f"{i3}if (w == 0) {{")
+    L.append(f"{i3}    {acc} t = lane < {nw} ? sc_warp[lane] : {ident};")
+    L.append(f"{i3}    #pragma unroll")
+    L.append(f"{i3}    for (int o = 1; o < 32; o <<= 1) {{ const {acc} y = "
+             f"__shfl_up_sync(SC_FULL, t, o); if (lane >= o) t = {comb('t', 'y')}; }}")
+    L.append(f"{i3}    sc_warp[lane] = t;   // inclusive prefix of the warps' totals")
+    L.append(f"{i3}}}")
+    L.append(f"{i3}__syncthreads();")
+    L.append(f"{i3}const {acc} before = {comb('(w > 0 ? sc_warp[w - 1] : ' + ident + ')', 'ex')};")
+    L.append(f"{i3}const {acc} total = sc_warp[{nw - 1}];")
+    L.append(f"{i3}#pragma unroll")
+    L.append(f"{i3}for (int k = 0; k < {K}; ++k) {{")
+    element(L)
+    L.append(f"{i4}const {acc} {s.var} = ({acc})(sc_carry {op} (double)({comb('before', 'xs[k]')}));")
+    L += sc.lines(sc.post_full, i4)
+    L.append(f"{i4}if (live) {{")
+    L += sc.store_lines(i4 + "    ")
+    L.append(f"{i4}}}")
     L.append(f"{i3}}}")
     L.append(f"{i3}sc_carry {op}= (double)total;")
     L.append(f"{i3}__syncthreads();   // sc_warp is rewritten by the next chunk")

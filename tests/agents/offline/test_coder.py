@@ -266,6 +266,35 @@ def test_refinement_measures_the_split_against_fp32_cublas_first(settings):
     assert any(label.startswith(f"{task.id} in the library") for label, _ in failed)
 
 
+def test_a_long_scan_first_refines_how_many_elements_a_thread_scans(settings):
+    """A block-per-row scan starts one element a thread per chunk (the kernel verified the
+    longest); the refine round's first variant gives each thread four in a row, the next
+    after that eight."""
+    masked = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x, mask):
+                return torch.cumsum(x * mask, dim=1)
+        def get_inputs():
+            x = torch.rand(4, 3000)
+            return [x, torch.randint(0, 2, x.shape).bool()]
+        def get_init_inputs():
+            return []
+    """)
+    graph, plan = _cuda_plan(masked, settings)
+    first = OfflineCoder().code(masked, graph, plan, settings, iteration=0)[0]
+    (tid,) = first.params["tasks"]
+    assert first.params["tasks"][tid]["ipt"] == 1 and "cache" not in first.params["tasks"][tid]
+    ok = Verdict(status="pass", correct=True, timings={"ours": 1.0, "eager": 2.0})
+    nxt = OfflineCoder().code(masked, graph, plan, settings, iteration=1, previous=first,
+                              feedback=ok)
+    assert nxt[0].params["variant"] == f"{tid}.ipt=4"
+    assert "xs[k] = live ?" in "\n".join(k.code for k in nxt[0].kernels)
+    # nothing the scan's kernel ignores (its rows strategy, float4)
+    assert not any(x in v.params["variant"] for v in nxt for x in (".rows=", ".vec=", ".ipt=1"))
+    again = OfflineCoder().variants(graph, plan, nxt[0].params["tasks"], 1, ok)
+    assert again[0][0] == f"{tid}.ipt=8"
+
+
 def test_rubric_does_not_call_runtime_gemm_a_torch_fallback(settings):
     from stitchcuda_lab.agents import rubric
     graph, plan = _cuda_plan(BIG_LINEAR, settings)

@@ -570,6 +570,36 @@ def test_a_thread_keeps_a_short_strided_row_in_registers_for_its_second_pass(tmp
     assert cuda_compile_errors({"rms64": src}, tmp_path) == ""
 
 
+def test_a_scan_of_several_elements_a_thread_compiles_and_keeps_its_epilogue(tmp_path):
+    """``ipt`` elements a thread per chunk of a block-per-row scan: each thread's share is
+    loaded and scanned in registers, the chunk advances by block x ipt, and an epilogue that
+    reads a prologue value (the cumsum times x) computes it again in the writing loop. One
+    element a thread is the kernel as it was."""
+    problem = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x, mask):
+                return torch.cumsum(x * mask, dim=1) * x
+        def get_inputs():
+            x = torch.rand(4, 3000)
+            return [x, torch.randint(0, 2, x.shape).bool()]
+        def get_init_inputs():
+            return []
+    """, name="mscan")
+    graph = rewrite(analyse(problem, device="cpu", profile=False))
+    groups, _ = fusion_groups(graph)
+    spec = build_spec(graph, groups[0], "k0")
+    from stitchcuda_lab.agents.offline.launch import default_params
+    p = default_params(spec)
+    assert p["rows"] == "block" and p["ipt"] == 1
+    one, four = emit_cuda(spec, p), emit_cuda(spec, {**p, "ipt": 4})
+    assert "c0 += 256LL" in one and "xs[" not in one
+    assert "c0 += 1024LL" in four and "float xs[4];" in four
+    writing = four[four.index("const float total"):]
+    assert "const float v1 = (float)__ldg(in0 + b_in0 + j);" in writing
+    assert "(before + xs[k])" in writing and "out2[b_out2 + j] = (float)(v5);" in writing
+    assert cuda_compile_errors({"one": one, "four": four}, tmp_path) == ""
+
+
 def test_welford_and_softmax_take_a_float4_at_a_time():
     src = emit_cuda(_row_spec(4096))
     vec_loop = src[:src.index("jv = 4096LL;")]
