@@ -58,19 +58,29 @@ def same(a: Any, b: Any) -> bool:
     """Bitwise equality that treats NaN == NaN. In pieces of CHUNK elements: whole, its
     masks took three bytes per element beside the two tensors (6 GiB more for 2 billion
     elements, which ran the judge out of GPU memory beside a candidate's process)."""
-    import torch
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
+    return _same_pieces(a, b)
+
+
+def _same_pieces(a: Any, b: Any) -> bool:
+    """``same`` over views of at most about CHUNK elements: flat where both are contiguous,
+    else slices along the first dim (a reshape would copy a channels-last output whole)."""
+    if a.numel() <= CHUNK or a.dim() == 0:
+        return _same_whole(a, b)
+    if a.is_contiguous() and b.is_contiguous():
+        fa, fb = a.view(-1), b.view(-1)
+        return all(_same_whole(fa[s], fb[s]) for s in _chunks(fa.numel()))
+    rows = CHUNK // max(1, a.numel() // a.shape[0])
+    if rows < 1:   # one slice is larger than a piece: each in pieces of its own
+        return all(_same_pieces(a[i], b[i]) for i in range(a.shape[0]))
+    return all(_same_whole(a[i:i + rows], b[i:i + rows]) for i in range(0, a.shape[0], rows))
+
+
+def _same_whole(a: Any, b: Any) -> bool:
+    import torch
     if not (a.is_floating_point() or a.is_complex()):
         return bool(torch.equal(a, b))
-    if a.numel() > CHUNK:
-        fa, fb = a.reshape(-1), b.reshape(-1)   # views where contiguous
-        return all(_same_floats(fa[s], fb[s]) for s in _chunks(fa.numel()))
-    return _same_floats(a, b)
-
-
-def _same_floats(a: Any, b: Any) -> bool:
-    import torch
     return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
 
 

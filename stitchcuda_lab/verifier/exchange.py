@@ -173,9 +173,12 @@ WIDEN_CHUNK = 1 << 26   # elements scaled at a time by a tuple's factors
 
 def _scaled(x: Any, k: Any, g: Any) -> Any:
     """``x`` times ``k`` whole: a number, or for a tuple one of its factors per element
-    (``_factor``), drawn and applied in pieces of WIDEN_CHUNK elements over a contiguous
-    copy. At once, the pick of factors (int32) and the index torch widens it to (int64)
-    took three times the bytes of a float input: 16 GiB more for an input of 8 GiB."""
+    (``_factor``), drawn and applied in pieces of WIDEN_CHUNK elements over a copy of a
+    contiguous ``x``. At once, the pick of factors (int32) and the index torch widens it to
+    (int64) took three times the bytes of a float input: 16 GiB more for an input of 8 GiB.
+    A tensor that is not contiguous is still widened at once. The judge and the sandbox draw
+    alike only if both take the same path: the path follows the draw's layout, which both
+    make the same way (a layout changed on one side would change the factors)."""
     import torch
     if not isinstance(k, tuple) or not x.is_contiguous():
         return x * _factor(k, x.shape, x, g)

@@ -56,9 +56,10 @@ class Refused(Exception):
 
 # Outputs of earlier calls kept alive for the aliasing check (``antihack.Held``): a few calls'
 # outputs on a 140 GB GPU beside the inputs, the copies and the judge's share; less on a host
-# the earlier outputs kept alive (Held); on a GPU it is memory the judge and the candidate
-# share: 8 GiB kept five outputs of 1.6 GB alive through a job. Larger ones are held weakly,
-# as a call's own two outputs, and a timed call's against the last, are still held strongly.
+# the earlier outputs kept alive (Held), newest first; older ones are held weakly. On a GPU
+# this is memory the judge and the candidate share: 8 GiB kept five outputs of 1.6 GB alive
+# through a job. A call's own two outputs, and a timed call's with the last's, are compared
+# while both are alive whatever this budget.
 HELD_BYTES = {"cuda": 1 << 30, "cpu": 2 << 30}
 
 

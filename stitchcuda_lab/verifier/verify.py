@@ -1085,18 +1085,19 @@ class Job:
 
     def candidate_timed_traces(self, n: int = PROFILED_CALLS) -> list[dict]:
         traces, seeds = [], []
-        # one of them checked, as any timed call may be; in rounds of calls_per_round(), as
-        # the timed calls go: the judge keeps each call's copies until its round ends
-        k, checked = self.calls_per_round(), secrets.randbelow(n)
+        # one of them checked after all of them, as any timed call may be: picked before
+        # they run, and only its copies kept (the judge's own doing, unseen by the sandbox),
+        # so a large problem's five calls do not hold five calls' copies on the GPU. Checked
+        # in rounds instead, the sandbox saw each round's end and which calls it asked for,
+        # and knew the calls after the checked one safe
+        checked = secrets.randbelow(n)
         with gpulock.exclusive(self.opts.gpu_lock):
             for i in range(n):   # remote_call flushes, as for any timed call
                 seeds.append(fresh_seed())
-                self.remote_call(seeds[-1], trace=True)
+                self.remote_call(seeds[-1], trace=True, keep=i == checked)
                 traces.append(self.read_trace(self.last_reply.get("trace")))
-                if len(seeds) == k or i == n - 1:
-                    self.checks_left = int(i - len(seeds) < checked <= i)
-                    self.check_timed(seeds, 0)
-                    seeds = []
+        self.checks_left = 1
+        self.check_timed(seeds, 0, pick=[checked])
         return traces
 
     def reference_timed_traces(self) -> list[dict]:
@@ -1305,9 +1306,10 @@ class Job:
                     **extra: Any) -> tuple[float, float, float]:
         """One timed call in the sandbox: (its device ms, its wall ms, the judge's clock).
         ``keep`` False (CUDA): its outputs are not copied out of the arena, for a call no
-        check can pick (a warm-up, the calibration's): each copy holds a call's inputs and
-        outputs on the GPU until the round ends, and three warm-ups of a 6 GB activation
-        held 36 GB beside the candidate's process.
+        check will pick (a warm-up, the calibration's, a profiled call other than the one
+        picked up front): each copy holds a call's inputs and outputs on the GPU until the
+        round ends, and three warm-ups of a 6 GB activation held 36 GB beside the
+        candidate's process.
 
         The judge's clock runs from the command to the reply, the draw of the inputs included:
         work done while they are drawn (an answer computed ahead) is seen. On the CPU the
@@ -1346,8 +1348,8 @@ class Job:
                 seen = (time.perf_counter() - t0) * 1e3
                 if not self.device.startswith("cuda"):
                     self.pin(reply.get("outputs"))
-                elif self.arena_mapped and keep:
-                    self.take(reply.get("arena"))
+                elif self.arena_mapped:
+                    self.take(reply.get("arena"), keep)
         finally:
             for e in handed or []:
                 if "path" in e:
@@ -1453,10 +1455,12 @@ class Job:
         self.check_timed(seeds, 0)
         return min(extra)
 
-    def check_timed(self, seeds: list[int], rounds_left: int) -> None:
+    def check_timed(self, seeds: list[int], rounds_left: int,
+                    pick: list[int] | None = None) -> None:
         """Some of the round's calls, picked now, compared with the reference: CHECKED_CALLS
         of each contender's timed calls in all (all of them when there are fewer), spread over
-        the rounds, which ones decided only after each round."""
+        the rounds, which ones decided only after each round. ``pick``: the plain calls to
+        check, decided before the round (the only ones the judge kept)."""
         import math
 
         import torch
@@ -1465,7 +1469,10 @@ class Job:
         plain = [i for i in range(len(seeds)) if i not in wide]
         if plain and self.checks_left > 0:
             n = min(len(plain), math.ceil(self.checks_left / max(1, rounds_left)))
-        picked_calls = sorted(wide + (secrets.SystemRandom().sample(plain, n) if n else []))
+        chosen = [i for i in pick if i in plain][:n] if pick is not None else (
+            secrets.SystemRandom().sample(plain, n) if n else [])
+        n = len(chosen)
+        picked_calls = sorted(wide + chosen)
         picked = self.end_round(picked_calls)
         self.checks_left -= n
         try:
@@ -1569,8 +1576,15 @@ class Job:
             entries = [None]
         self.pinned.append([one(e) for e in entries])
 
-    def take(self, placed: Any) -> None:
-        """CUDA: a timed call's outputs and inputs, copied out of the arena as it answered."""
+    def take(self, placed: Any, keep: bool = True) -> None:
+        """CUDA: a timed call's outputs and inputs, copied out of the arena as it answered;
+        not ``keep``: a place held for them (the round's calls keep their indices), which no
+        check may pick."""
+        if not keep:
+            skipped = [Pinned([], "", "protocol: the judge did not keep this call")]
+            self.pinned.append(skipped)
+            self.pinned_inputs.append(skipped)
+            return
         if not (isinstance(placed, list) and len(placed) == 2):
             missing = [Pinned([], "", "protocol: a timed call's reply without its arena entries")]
             self.pinned.append(missing)

@@ -165,3 +165,61 @@ def test_a_path_slowed_by_load_while_it_was_timed_hides_no_forward():
     # an honest candidate on the same calibration: its clock shows the path alone
     honest = {"least_seen_ms": 12.0 + 3.2, "calls": [(12.0, 3.0 + j) for j in (0.2, 0.4, 1.0)]}
     assert counted_ms(12.0, honest, busy, "cpu") == 12.0
+
+
+def test_the_profiled_calls_keep_only_the_call_picked_before_them(tmp_path, monkeypatch):
+    """The candidate's profiled calls (CUDA): one of them is checked, picked before they run;
+    only its outputs are copied out of the arena (the others' places are held, so indices
+    stay aligned), and the check comes after all of them, so the sandbox learns nothing of
+    which one until every profiled call is made."""
+    from stitchcuda_lab.verifier import verify
+    from stitchcuda_lab.verifier.options import VerifyOptions
+    opts = VerifyOptions(trials=1, timing_trials=3, warmup=1, compile_modes="", profile=False)
+    job = verify.Job({"options": opts.to_dict(), "problem_source": WIDE_OUT},
+                     verify.WorkerState("cpu", tmp_path), time.monotonic() + 60)
+    events: list = []
+    job.last_reply = {}
+    monkeypatch.setattr(job, "remote_call",
+                        lambda seed, trace=False, keep=True: events.append(("call", keep)))
+    monkeypatch.setattr(job, "read_trace", lambda path: {})
+    monkeypatch.setattr(job, "check_timed",
+                        lambda seeds, left, pick=None: events.append(("check", len(seeds), pick)))
+    seen = set()
+    for _ in range(40):
+        events.clear()
+        assert len(job.candidate_timed_traces(5)) == 5
+        kept = [i for i, e in enumerate(events[:5]) if e == ("call", True)]
+        assert len(kept) == 1 and events[5] == ("check", 5, kept) and len(events) == 6
+        seen.add(kept[0])
+    assert seen == set(range(5))   # any of them
+
+
+def test_a_check_picked_up_front_checks_that_call(tmp_path, monkeypatch):
+    from stitchcuda_lab.verifier import verify
+    from stitchcuda_lab.verifier.options import VerifyOptions
+    opts = VerifyOptions(trials=1, timing_trials=3, warmup=1, compile_modes="", profile=False)
+    job = verify.Job({"options": opts.to_dict(), "problem_source": WIDE_OUT},
+                     verify.WorkerState("cpu", tmp_path), time.monotonic() + 60)
+    asked: list = []
+
+    def end_round(calls):
+        asked.append(calls)
+        job.round_inputs = {}
+        return {}
+    monkeypatch.setattr(job, "end_round", end_round)
+    job.checks_left = 1
+    with pytest.raises(verify.Reject):   # nothing came back for it: the judge says so
+        job.check_timed([11, 12, 13, 14], 0, pick=[2])
+    assert asked == [[2]] and job.checks_left == 0
+
+
+def test_a_call_not_kept_holds_its_place_in_the_round(tmp_path):
+    """A call whose copies the judge does not take still counts in the round: a later call
+    picked by index is that call, not the one after it."""
+    from stitchcuda_lab.verifier import verify
+    job = verify.Job.__new__(verify.Job)
+    job.pinned, job.pinned_inputs = [], []
+    job.take(None, keep=False)
+    job.take(None)   # a reply without its entries: a protocol failure, kept as such
+    assert len(job.pinned) == len(job.pinned_inputs) == 2
+    assert "did not keep" in job.pinned[0][0].error and "without" in job.pinned[1][0].error

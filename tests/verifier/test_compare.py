@@ -58,6 +58,16 @@ def test_bitwise_sameness_is_told_in_pieces_with_nan_equal_to_nan(monkeypatch):
     c[0, 0] = float("nan")
     assert not cmp.same(a, c) and not cmp.same(a.t(), a) and cmp.same(a.t(), a.t().clone())
     assert cmp.same(torch.arange(10), torch.arange(10)) and not cmp.same(a, a.double())
+    # channels-last (not contiguous): in slices, no whole copy of either side
+    x = torch.randn(8, 16, 32, 32).to(memory_format=torch.channels_last)
+    y = x.clone()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
+        assert cmp.same(x, y)
+    assert max(ev.cpu_memory_usage for ev in p.events()) <= 4 * (1 << 12)
+    y[7, 15, 31, 30] = 0.5
+    assert not cmp.same(x, y)
+    big = torch.arange(3 * 5000 * 2).view(3, 5000, 2).transpose(1, 2)   # slices past a piece
+    assert cmp.same(big, big.clone()) and not cmp.same(big, big.clone().mul_(2))
 
 
 def truncated(x: torch.Tensor) -> torch.Tensor:

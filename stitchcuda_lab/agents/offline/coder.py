@@ -270,7 +270,7 @@ class OfflineCoder:
                     for rows in ("block", "warp"):
                         if rows != cur.get("rows") and cur.get("rows") != "thread":
                             pool.append((f"{t.id}.rows={rows}", with_(t.id, rows=rows)))
-                if not scan:
+                if "vec" in cur and not scan:   # scans have no float4 path (nor "vec")
                     pool.append((f"{t.id}.vec={1 if cur.get('vec', 1) == 4 else 4}",
                                  with_(t.id, vec=1 if cur.get("vec", 1) == 4 else 4)))
                 if "cache" in cur and cur.get("rows") in ("block", "thread", None):

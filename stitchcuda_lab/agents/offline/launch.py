@@ -41,7 +41,7 @@ def default_params(spec: KernelSpec, lang: str = "cuda") -> dict:
         strategy = scan_strategy(spec)
         # elements a thread per chunk of a block's row (scan._block_ipt_cuda): the refine
         # round measures more than one
-        return {"block": 256, "vec": 1, "rows": strategy, "waves": WAVES,
+        return {"block": 256, "rows": strategy, "waves": WAVES,   # scalar: no "vec"
                 **({"ipt": 1} if strategy == "block" else {})}
     strategy = row_strategy(spec)
     # 256 threads up to 4096-element rows (measured on the H200: LayerNorm rows of 4096 ran
