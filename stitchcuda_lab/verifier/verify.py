@@ -1467,14 +1467,17 @@ class Job:
         n = 0
         wide = [i for i, sd in enumerate(seeds) if sd in self.wide]
         plain = [i for i in range(len(seeds)) if i not in wide]
-        if plain and self.checks_left > 0:
-            n = min(len(plain), math.ceil(self.checks_left / max(1, rounds_left)))
+        # the last round (rounds_left 1, or 0 for a round alone) checks one even with the
+        # CHECKED_CALLS spent: a candidate that counted them would know the calls after the
+        # last safe, and the judge ends the calls when it alone decides
+        if plain and (self.checks_left > 0 or rounds_left <= 1):
+            n = min(len(plain), max(1, math.ceil(self.checks_left / max(1, rounds_left))))
         chosen = [i for i in pick if i in plain][:n] if pick is not None else (
             secrets.SystemRandom().sample(plain, n) if n else [])
         n = len(chosen)
         picked_calls = sorted(wide + chosen)
         picked = self.end_round(picked_calls)
-        self.checks_left -= n
+        self.checks_left = max(0, self.checks_left - n)
         try:
             # the plain draws first: a program wrong on every call is timed_output_mismatch,
             # input_range is one wrong only outside get_inputs()'s range
@@ -1597,8 +1600,10 @@ class Job:
     def end_round(self, calls: list[int]) -> dict:
         """The round's picked calls' outputs (``calls``: indices of its timed calls), by index:
         those taken as they answered (CPU: files pinned or memory read; CUDA: the arena), the
-        others let go; on CUDA without an arena the sandbox writes them now."""
-        reply = self.ask({"op": "outputs", "calls": calls})
+        others let go; on CUDA without an arena the sandbox writes them now. With the arena
+        the judge holds every copy it checks, and the sandbox is not told which: knowing how
+        many checks it had seen, a candidate knew when the rest of the calls were safe."""
+        reply = self.ask({"op": "outputs", "calls": [] if self.arena_mapped else calls})
         picked = reply.get("picked", {})
         self.round_inputs = reply.get("inputs")
         if not self.device.startswith("cuda") or self.arena_mapped:

@@ -223,3 +223,38 @@ def test_a_call_not_kept_holds_its_place_in_the_round(tmp_path):
     job.take(None)   # a reply without its entries: a protocol failure, kept as such
     assert len(job.pinned) == len(job.pinned_inputs) == 2
     assert "did not keep" in job.pinned[0][0].error and "without" in job.pinned[1][0].error
+
+
+def test_the_sandbox_is_not_told_which_calls_the_judge_checks_from_the_arena(tmp_path):
+    """CUDA with the arena: the judge took its own copies of every call it may check, so the
+    round's end asks the sandbox for none (it once said which, and a candidate could count
+    the checks left); without the arena the sandbox must write the picked ones."""
+    from stitchcuda_lab.verifier import verify
+    job = verify.Job.__new__(verify.Job)
+    job.device, job.pinned, job.pinned_inputs = "cuda", [[], [], []], [[], [], []]
+    sent: list = []
+    job.ask = lambda msg, stops=None: sent.append(msg) or {"picked": {}, "inputs": {}}
+    job.arena_mapped = True
+    assert set(job.end_round([1])) == {"1"} and sent[-1]["calls"] == []
+    job.arena_mapped, job.pinned = False, []
+    job.end_round([1])
+    assert sent[-1]["calls"] == [1]
+
+
+def test_the_last_round_checks_a_call_even_with_the_checks_spent(tmp_path, monkeypatch):
+    """CHECKED_CALLS are spread over the rounds; where they ran out before the calls ended
+    (the sampler asking for more calls), the rounds after them checked nothing, and a
+    candidate counting the checks knew it. The last round checks one in any case."""
+    from stitchcuda_lab.verifier import verify
+    job = verify.Job.__new__(verify.Job)
+    job.wide, job.checks_left = {}, 0
+    asked: list = []
+
+    def end_round(calls):
+        asked.append(calls)
+        raise RuntimeError("stop")   # the picking is what is tested
+    job.end_round = end_round
+    for left, want in ((3, 0), (1, 1), (0, 1)):
+        with pytest.raises(RuntimeError):
+            job.check_timed([1, 2, 3, 4], left)
+        assert len(asked[-1]) == want and job.checks_left == 0
