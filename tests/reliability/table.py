@@ -288,7 +288,10 @@ or to outlive its job.
   (`exchange.forward_seed`): handed-over inputs used to leave the candidate's generator
   elsewhere, and every such trial failed. Every timed call gets inputs of its
   own; after each round of timed calls the judge picks, only then, a call whose output it checks
-  (`timed_output_mismatch`). On the CPU what is checked is what the call returned: the judge
+  (`timed_output_mismatch`), and the last round checks one even where the spread checks were
+  spent. With the CUDA arena (below) the sandbox is not told which calls were picked (the
+  judge checks its own copies), nor, for the profiled calls, which one will be (picked before
+  they run; only its copies kept). On the CPU what is checked is what the call returned: the judge
   reads each timed call's outputs out of the candidate's memory as the call answers (where it
   cannot, it pins the output file the sandbox wrote, a few hundred pages sampled, and refuses
   one written again since), so outputs cannot be computed once the check names its calls
