@@ -174,6 +174,74 @@ def test_each_family_matches_eager_on_cuda(name, settings):
         assert_close(got, want)
 
 
+SCANS_LONG = {   # rows longer and shorter than a chunk (256 threads x ipt), none a multiple
+    "masked": ("torch.cumsum(x * m, dim=1)", "torch.rand(6, 3001)"),
+    "reversed": ("torch.cumsum(x.flip(1), dim=1).flip(1) * x", "torch.randn(5, 700)"),
+    "product": ("torch.cumprod(1.0 + x / 512, dim=1)", "torch.randn(4, 2049)"),
+    "double": ("torch.cumsum(x, dim=1)", "torch.randn(3, 5000, dtype=torch.float64)"),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(SCANS_LONG))
+@pytest.mark.parametrize("ipt", [1, 2, 4, 8])
+def test_a_block_scan_of_several_elements_a_thread_matches_eager_on_cuda(name, ipt, settings):
+    """The refine round's scan variants (``ipt`` consecutive elements a thread per chunk)
+    against eager: masked, reversed with an epilogue reading the input, a product, float64."""
+    from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
+    from stitchcuda_lab.graph import analyse
+    body, draw = SCANS_LONG[name]
+    problem = problem_from_source(
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Model(nn.Module):\n"
+        f"    def forward(self, x, m):\n        return {body}\n\n"
+        f"def get_inputs():\n    x = {draw}\n"
+        "    return [x, torch.randint(0, 2, x.shape).bool()]\n\n"
+        "def get_init_inputs():\n    return []\n", name=f"scan_{name}")
+    settings = settings.replace(device="cuda")
+    graph = analyse(problem, device="cuda", profile=False, settings=settings)
+    plan = OfflinePlanner().plan(problem, graph, settings)
+    first = OfflineCoder().candidate(problem, graph, plan, {})
+    scans = [t for t, p in first.params["tasks"].items() if "ipt" in p]
+    assert scans, first.params
+    cand = OfflineCoder().candidate(problem, graph, plan, {t: {"ipt": ipt} for t in scans})
+    for seed in (0, 1):
+        want, got, _, _ = run_both(problem, cand, device="cuda", seed=seed)
+        assert_close(got, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("body", [
+    "x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + 1e-5)",   # 2 passes, 64 channels
+    "torch.softmax(x[:, :32], dim=1)",                                  # 3 passes, strided
+    "x - torch.logsumexp(x * 3.0, dim=1, keepdim=True) / 3.0",        # 64 of them, 3 passes
+])
+@pytest.mark.parametrize("cache", [True, False])
+def test_a_thread_per_row_matches_eager_with_its_row_in_registers_or_not(body, cache, settings):
+    """One thread per row (reductions over a middle dim): the row of at most THREAD_ROW_REGS
+    elements kept in registers between passes (the default), or read again (the variant)."""
+    from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
+    from stitchcuda_lab.graph import analyse
+    problem = problem_from_source(
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
+        "class Model(nn.Module):\n"
+        f"    def forward(self, x):\n        return {body}\n\n"
+        "def get_inputs():\n    return [torch.rand(3, 64, 33, 20)]\n\n"
+        "def get_init_inputs():\n    return []\n", name="rows_in_registers")
+    settings = settings.replace(device="cuda")
+    graph = analyse(problem, device="cuda", profile=False, settings=settings)
+    plan = OfflinePlanner().plan(problem, graph, settings)
+    first = OfflineCoder().candidate(problem, graph, plan, {})
+    tasks = {t: {"cache": cache} for t, p in first.params["tasks"].items() if "cache" in p}
+    assert tasks, first.params
+    cand = OfflineCoder().candidate(problem, graph, plan, tasks)
+    assert cache == any("sc_cache[" in k.code and "extern __shared__" not in k.code
+                        for k in cand.kernels)
+    for seed in (0, 1):
+        want, got, _, _ = run_both(problem, cand, device="cuda", seed=seed)
+        assert_close(got, want)
+
+
 def test_a_depthwise_convolution_past_two_to_the_31_is_tiled_with_64_bit_planes():
     """At four times KernelBench's conv_depthwise batch the input has 2^32 elements: a block
     stages 9 output rows' worth of one 256 x 512 plane in shared memory (11 input rows), the
