@@ -103,6 +103,57 @@ def scan_body_c(spec: KernelSpec, load: Load, store: Store) -> str:
     return "\n".join(L) + "\n"
 
 
+def _setup(spec: KernelSpec, load: Load, store: Store, ind: str):
+    """(the scan's shared lines, its statement, the accumulator type, its operator, its
+    identity, and ``comb(a, b)`` writing ``a op b``) for a block-per-row body."""
+    sc = _Scan(spec, load, store, ind)
+    op = _op(sc.s.kind)
+    return (sc, sc.s, spec.acc, op, f"({spec.acc}){_ident(sc.s.kind)}",
+            lambda a, b: f"{a} {op} {b}")
+
+
+def _element(sc: _Scan, first: str, ind: str) -> list[str]:
+    """The index lines of one element of a chunk, ``first`` its place along the row."""
+    n = sc.spec.rowlen
+    return [f"{ind}const long long jq = {first};",
+            f"{ind}const bool live = jq < {n}LL;",
+            f"{ind}const long long jj = live ? jq : {n - 1}LL;   // a valid address when not live",
+            f"{ind}const long long j = {sc.j_of('jj')};"]
+
+
+def _block_scan(acc: str, ident: str, comb, nw: int, ind: str) -> list[str]:
+    """Each thread's ``x`` scanned over the block: ``x`` becomes its inclusive prefix within
+    its warp (shuffles), ``sc_warp`` the inclusive prefix of the warps' totals."""
+    return [f"{ind}#pragma unroll",
+            f"{ind}for (int o = 1; o < 32; o <<= 1) {{ const {acc} y = "
+            f"__shfl_up_sync(SC_FULL, x, o); if (lane >= o) x = {comb('x', 'y')}; }}",
+            f"{ind}if (lane == 31) sc_warp[w] = x;",
+            f"{ind}__syncthreads();",
+            f"{ind}if (w == 0) {{",
+            f"{ind}    {acc} t = lane < {nw} ? sc_warp[lane] : {ident};",
+            f"{ind}    #pragma unroll",
+            f"{ind}    for (int o = 1; o < 32; o <<= 1) {{ const {acc} y = "
+            f"__shfl_up_sync(SC_FULL, t, o); if (lane >= o) t = {comb('t', 'y')}; }}",
+            f"{ind}    sc_warp[lane] = t;   // inclusive prefix of the warps' totals",
+            f"{ind}}}",
+            f"{ind}__syncthreads();"]
+
+
+def _block_rows(sc: _Scan, acc: str, rows: int, kind: str, ind: str) -> list[str]:
+    """A block-per-row scan's head: the warps' shared totals, the row loop, its carry."""
+    return (["    __shared__ " + acc + " sc_warp[32];",
+             "    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;",
+             f"    for (long long r = blockIdx.x; r < {rows}LL; r += gridDim.x) {{"] + sc.L
+            + [f"{ind}double sc_carry = {_ident(kind)};"])
+
+
+def _block_next(op: str, ind: str, i3: str) -> list[str]:
+    """A chunk's end and the row's: the carry moves on past the chunk's total."""
+    return [f"{i3}sc_carry {op}= (double)total;",
+            f"{i3}__syncthreads();   // sc_warp is rewritten by the next chunk",
+            f"{ind}}}", "    }"]
+
+
 def scan_body_cuda(spec: KernelSpec, load: Load, store: Store, block: int,
                    ipt: int = 1) -> str:
     """CUDA: a block per long contiguous row (chunked block scan, ``ipt`` elements a thread
@@ -112,37 +163,14 @@ def scan_body_cuda(spec: KernelSpec, load: Load, store: Store, block: int,
     if ipt > 1:
         return _block_ipt_cuda(spec, load, store, block, ipt)
     ind, i3 = "    " * 2, "    " * 3
-    sc = _Scan(spec, load, store, ind)
-    s, acc, R, n = sc.s, spec.acc, spec.rows, spec.rowlen
-    op, ident = _op(s.kind), f"({acc}){_ident(s.kind)}"
-    nw = block // 32
-
-    def comb(a: str, b: str) -> str:
-        return f"{a} {op} {b}"
-    L = ["    __shared__ " + acc + " sc_warp[32];",
-         "    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;",
-         f"    for (long long r = blockIdx.x; r < {R}LL; r += gridDim.x) {{"] + sc.L
-    L.append(f"{ind}double sc_carry = {_ident(s.kind)};")
+    sc, s, acc, op, ident, comb = _setup(spec, load, store, ind)
+    n, nw = spec.rowlen, block // 32
+    L = _block_rows(sc, acc, spec.rows, s.kind, ind)
     L.append(f"{ind}for (long long c0 = 0; c0 < {n}LL; c0 += {block}LL) {{")
-    L.append(f"{i3}const long long jq = c0 + threadIdx.x;")
-    L.append(f"{i3}const bool live = jq < {n}LL;")
-    L.append(f"{i3}const long long jj = live ? jq : {n - 1}LL;   // a valid address when not live")
-    L.append(f"{i3}const long long j = {sc.j_of('jj')};")
+    L += _element(sc, "c0 + threadIdx.x", i3)
     L += sc.lines(sc.pre, i3)
     L.append(f"{i3}{acc} x = live ? ({acc}){s.deps[0]} : {ident};")
-    L.append(f"{i3}#pragma unroll")
-    L.append(f"{i3}for (int o = 1; o < 32; o <<= 1) {{ const {acc} y = "
-             f"__shfl_up_sync(SC_FULL, x, o); if (lane >= o) x = {comb('x', 'y')}; }}")
-    L.append(f"{i3}if (lane == 31) sc_warp[w] = x;")
-    L.append(f"{i3}__syncthreads();")
-    L.append(f"{i3}if (w == 0) {{")
-    L.append(f"{i3}    {acc} t = lane < {nw} ? sc_warp[lane] : {ident};")
-    L.append(f"{i3}    #pragma unroll")
-    L.append(f"{i3}    for (int o = 1; o < 32; o <<= 1) {{ const {acc} y = "
-             f"__shfl_up_sync(SC_FULL, t, o); if (lane >= o) t = {comb('t', 'y')}; }}")
-    L.append(f"{i3}    sc_warp[lane] = t;   // inclusive prefix of the warps' totals")
-    L.append(f"{i3}}}")
-    L.append(f"{i3}__syncthreads();")
+    L += _block_scan(acc, ident, comb, nw, i3)
     L.append(f"{i3}const {acc} before = w > 0 ? sc_warp[w - 1] : {ident};")
     L.append(f"{i3}const {acc} total = sc_warp[{nw - 1}];")
     L.append(f"{i3}const {acc} {s.var} = ({acc})(sc_carry {op} (double)({comb('before', 'x')}));")
@@ -150,9 +178,7 @@ def scan_body_cuda(spec: KernelSpec, load: Load, store: Store, block: int,
     L.append(f"{i3}if (live) {{")
     L += sc.store_lines(i3 + "    ")
     L.append(f"{i3}}}")
-    L.append(f"{i3}sc_carry {op}= (double)total;")
-    L.append(f"{i3}__syncthreads();   // sc_warp is rewritten by the next chunk")
-    L += [f"{ind}}}", "    }"]
+    L += _block_next(op, ind, i3)
     return "\n".join(L) + "\n"
 
 
@@ -163,64 +189,36 @@ def _block_ipt_cuda(spec: KernelSpec, load: Load, store: Store, block: int, K: i
     block steps, each a block-wide scan and two barriers with one load a thread in flight
     (a masked cumsum over rows of 32768 ran at 0.79x of Inductor on the H100)."""
     ind, i3, i4 = "    " * 2, "    " * 3, "    " * 4
-    sc = _Scan(spec, load, store, ind)
-    s, acc, R, n = sc.s, spec.acc, spec.rows, spec.rowlen
-    op, ident = _op(s.kind), f"({acc}){_ident(s.kind)}"
-    nw = block // 32
-
-    def comb(a: str, b: str) -> str:
-        return f"{a} {op} {b}"
-
-    def element(L: list[str]) -> None:   # the k-th element of the thread's share: its index
-        L.append(f"{i4}const long long jq = q0 + k;")
-        L.append(f"{i4}const bool live = jq < {n}LL;")
-        L.append(f"{i4}const long long jj = live ? jq : {n - 1}LL;   // a valid address when not live")
-        L.append(f"{i4}const long long j = {sc.j_of('jj')};")
-    L = ["    __shared__ " + acc + " sc_warp[32];",
-         "    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;",
-         f"    for (long long r = blockIdx.x; r < {R}LL; r += gridDim.x) {{"] + sc.L
-    L.append(f"{ind}double sc_carry = {_ident(s.kind)};")
+    sc, s, acc, op, ident, comb = _setup(spec, load, store, ind)
+    n, nw = spec.rowlen, block // 32
+    L = _block_rows(sc, acc, spec.rows, s.kind, ind)
     L.append(f"{ind}for (long long c0 = 0; c0 < {n}LL; c0 += {block * K}LL) {{")
     L.append(f"{i3}const long long q0 = c0 + (long long)threadIdx.x * {K}LL;")
     L.append(f"{i3}{acc} xs[{K}];   // this thread's elements, then their inclusive scan")
     L.append(f"{i3}#pragma unroll")
     L.append(f"{i3}for (int k = 0; k < {K}; ++k) {{")
-    element(L)
+    L += _element(sc, "q0 + k", i4)   # the k-th of the thread's share
     L += sc.lines(sc.pre, i4)
     L.append(f"{i4}xs[k] = live ? ({acc}){s.deps[0]} : {ident};")
     L.append(f"{i3}}}")
     L.append(f"{i3}#pragma unroll")
     L.append(f"{i3}for (int k = 1; k < {K}; ++k) xs[k] = {comb('xs[k - 1]', 'xs[k]')};")
     L.append(f"{i3}{acc} x = xs[{K - 1}];   // the thread's total")
-    L.append(f"{i3}#pragma unroll")
-    L.append(f"{i3}for (int o = 1; o < 32; o <<= 1) {{ const {acc} y = "
-             f"__shfl_up_sync(SC_FULL, x, o); if (lane >= o) x = {comb('x', 'y')}; }}")
+    L += _block_scan(acc, ident, comb, nw, i3)
     L.append(f"{i3}{acc} ex = __shfl_up_sync(SC_FULL, x, 1);")
     L.append(f"{i3}if (lane == 0) ex = {ident};   // the lanes before this one")
-    L.append(f"{i3}if (lane == 31) sc_warp[w] = x;")
-    L.append(f"{i3}__syncthreads();")
-    L.append(f"{i3}if (w == 0) {{")
-    L.append(f"{i3}    {acc} t = lane < {nw} ? sc_warp[lane] : {ident};")
-    L.append(f"{i3}    #pragma unroll")
-    L.append(f"{i3}    for (int o = 1; o < 32; o <<= 1) {{ const {acc} y = "
-             f"__shfl_up_sync(SC_FULL, t, o); if (lane >= o) t = {comb('t', 'y')}; }}")
-    L.append(f"{i3}    sc_warp[lane] = t;   // inclusive prefix of the warps' totals")
-    L.append(f"{i3}}}")
-    L.append(f"{i3}__syncthreads();")
     L.append(f"{i3}const {acc} before = {comb('(w > 0 ? sc_warp[w - 1] : ' + ident + ')', 'ex')};")
     L.append(f"{i3}const {acc} total = sc_warp[{nw - 1}];")
     L.append(f"{i3}#pragma unroll")
     L.append(f"{i3}for (int k = 0; k < {K}; ++k) {{")
-    element(L)
+    L += _element(sc, "q0 + k", i4)
     L.append(f"{i4}const {acc} {s.var} = ({acc})(sc_carry {op} (double)({comb('before', 'xs[k]')}));")
     L += sc.lines(sc.post_full, i4)
     L.append(f"{i4}if (live) {{")
     L += sc.store_lines(i4 + "    ")
     L.append(f"{i4}}}")
     L.append(f"{i3}}}")
-    L.append(f"{i3}sc_carry {op}= (double)total;")
-    L.append(f"{i3}__syncthreads();   // sc_warp is rewritten by the next chunk")
-    L += [f"{ind}}}", "    }"]
+    L += _block_next(op, ind, i3)
     return "\n".join(L) + "\n"
 
 
