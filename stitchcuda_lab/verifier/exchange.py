@@ -215,7 +215,6 @@ def _factor(k: Any, shape: Any, x: Any, g: Any) -> Any:
     """``k`` itself, or for a tuple one of its factors per element of ``shape``, drawn on
     ``x``'s device from a generator seeded from ``g`` (the judge and a sandbox that draws for
     itself get the same)."""
-    import torch
     if not isinstance(k, tuple):
         return k
     return _table(k, x)[_pick(len(k), shape, x, _factor_generator(x, g))]
