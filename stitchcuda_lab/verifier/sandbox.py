@@ -54,12 +54,10 @@ class Refused(Exception):
         self.name, self.detail = name, detail
 
 
-# Outputs of earlier calls kept alive for the aliasing check (``antihack.Held``): a few calls'
-# outputs on a 140 GB GPU beside the inputs, the copies and the judge's share; less on a host
-# the earlier outputs kept alive (Held), newest first; older ones are held weakly. On a GPU
-# this is memory the judge and the candidate share: 8 GiB kept five outputs of 1.6 GB alive
-# through a job. A call's own two outputs, and a timed call's with the last's, are compared
-# while both are alive whatever this budget.
+# Outputs of earlier calls kept alive for the aliasing check (``antihack.Held``), newest first;
+# older ones are held weakly. On a GPU this is memory the judge and the candidate share: 8 GiB
+# kept five outputs of 1.6 GB alive through a job. A call's own two outputs, and a timed
+# call's with the last's, are compared while both are alive whatever this budget.
 HELD_BYTES = {"cuda": 1 << 30, "cpu": 2 << 30}
 
 

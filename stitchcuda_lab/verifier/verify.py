@@ -1139,8 +1139,10 @@ class Job:
         judge's own clock around the whole call (its inputs' draw included). After every
         ``calls_per_round()`` calls ``end_round(seeds)`` checks one of them."""
         for _ in range(max(1, self.opts.warmup)):
-            # the candidate's (end_round given): never checked, so not kept
-            call(fresh_seed()) if end_round is None else call(fresh_seed(), keep=False)
+            if end_round is None:
+                call(fresh_seed())
+            else:   # the candidate's: never checked, so not kept
+                call(fresh_seed(), keep=False)
         k = self.calls_per_round()
         if end_round is not None:
             end_round([], 0)

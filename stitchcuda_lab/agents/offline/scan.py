@@ -70,6 +70,12 @@ class _Scan:
         self.post_full = _closure(spec, [s.var for s in stores], done | {self.s.var})
         self.stores = stores
         self.at_j = elem_index(spec, "j")
+        self.op = _op(self.s.kind)
+        self.ident = f"({spec.acc}){_ident(self.s.kind)}"
+
+    def comb(self, a: str, b: str) -> str:
+        """``a`` and ``b`` combined by the scan's operator."""
+        return f"{a} {self.op} {b}"
 
     def lines(self, stmts: list[Stmt], ind: str) -> list[str]:
         return elem_lines(self.spec, stmts, self.load, self.at_j, ind=ind)
@@ -101,15 +107,6 @@ def scan_body_c(spec: KernelSpec, load: Load, store: Store) -> str:
     L += sc.store_lines(i3)
     L += [f"{ind}}}", "    }"]
     return "\n".join(L) + "\n"
-
-
-def _setup(spec: KernelSpec, load: Load, store: Store, ind: str):
-    """(the scan's shared lines, its statement, the accumulator type, its operator, its
-    identity, and ``comb(a, b)`` writing ``a op b``) for a block-per-row body."""
-    sc = _Scan(spec, load, store, ind)
-    op = _op(sc.s.kind)
-    return (sc, sc.s, spec.acc, op, f"({spec.acc}){_ident(sc.s.kind)}",
-            lambda a, b: f"{a} {op} {b}")
 
 
 def _element(sc: _Scan, first: str, ind: str) -> list[str]:
@@ -163,7 +160,8 @@ def scan_body_cuda(spec: KernelSpec, load: Load, store: Store, block: int,
     if ipt > 1:
         return _block_ipt_cuda(spec, load, store, block, ipt)
     ind, i3 = "    " * 2, "    " * 3
-    sc, s, acc, op, ident, comb = _setup(spec, load, store, ind)
+    sc = _Scan(spec, load, store, ind)
+    s, acc, op, ident, comb = sc.s, spec.acc, sc.op, sc.ident, sc.comb
     n, nw = spec.rowlen, block // 32
     L = _block_rows(sc, acc, spec.rows, s.kind, ind)
     L.append(f"{ind}for (long long c0 = 0; c0 < {n}LL; c0 += {block}LL) {{")
@@ -189,7 +187,8 @@ def _block_ipt_cuda(spec: KernelSpec, load: Load, store: Store, block: int, K: i
     block steps, each a block-wide scan and two barriers with one load a thread in flight
     (a masked cumsum over rows of 32768 ran at 0.79x of Inductor on the H100)."""
     ind, i3, i4 = "    " * 2, "    " * 3, "    " * 4
-    sc, s, acc, op, ident, comb = _setup(spec, load, store, ind)
+    sc = _Scan(spec, load, store, ind)
+    s, acc, op, ident, comb = sc.s, spec.acc, sc.op, sc.ident, sc.comb
     n, nw = spec.rowlen, block // 32
     L = _block_rows(sc, acc, spec.rows, s.kind, ind)
     L.append(f"{ind}for (long long c0 = 0; c0 < {n}LL; c0 += {block * K}LL) {{")
