@@ -503,16 +503,18 @@ def _local_gpus(device: str) -> list[int | None]:
 
 
 # A problem's processes hold several copies of its inputs and outputs on the GPU at once (the
-# judge's input sets and reference outputs, the candidate's copies): seen on the H200, a softmax
-# that reads and writes 12.9 GB had 38 GB in its judge and 25 GB in its candidate's process.
-# The caller's and the judge's processes, the candidate's and two spares each hold a CUDA
-# context and cached blocks besides (about 0.6 GB a context): hence the generous factor and a
-# fixed allowance per problem.
-COPIES = 10
+# judge's input sets and reference outputs, the candidate's copies). Measured alone on an H100
+# with the three compile modes, whole runs sampled once a second: a softmax that reads and
+# writes 12 GiB peaked at 50.6 GiB, a mean over 8 GiB at 35 GiB (4.2-4.4 times what one
+# forward moves, CUDA contexts included). The factor of 10 used before that planned 144 and
+# 83 GiB for them and ran level 1 of KernelBench two problems at a time on a card that never
+# passed 54 of its 79 GB.
+COPIES = 5
 # ... and the intermediates live at once in one forward (``roofline``'s peak_bytes), held by
-# the judge's eager and compiled baselines, the candidate's process and the allocator's
-# fragments (seen: a judge with 17.7 GB allocated had 12.3 GB more reserved)
-HOLDERS = 4
+# the judge's eager and compiled baselines and the candidate's process. A plan that is short
+# still fails safe: a problem starts only where the driver reports its need free, and one
+# whose candidate ran out of memory beside others runs again alone.
+HOLDERS = 2
 PER_PROBLEM = 3 * 2**30
 MEMORY_USE = 0.85   # the share of a GPU's memory the problems in flight on it may plan on
 
