@@ -701,7 +701,7 @@ def test_the_kernelbench_script_carries_the_compile_caches_to_a_bare_machine(tmp
 
     first = run("c1", "o1", COMPILE_CACHE_OUT=str(keep))
     assert "compile caches saved" in first.stdout, first.stdout + first.stderr
-    parts = sorted(keep.glob("compile-cache.tgz.*"))
+    parts = sorted(keep.glob("compile-cache-*.t?z.*"))
     assert parts and (tmp_path / "c1" / ".key").exists()
     whole = tmp_path / "whole.tgz"
     whole.write_bytes(b"".join(p.read_bytes() for p in parts))
@@ -728,8 +728,18 @@ def test_the_kernelbench_script_carries_the_compile_caches_to_a_bare_machine(tmp
             if (planted / name).exists():
                 t.add(planted / name, arcname=name)
 
-    second = run("c2", "o2", COMPILE_CACHE_IN=str(keep))
+    # the second run has a problem the first did not compile
+    (kb / "2_pointwise_other.py").write_text(PROBLEM.replace("torch.relu(x * 2.0 + 1.0)",
+                                                             "torch.sigmoid(x * 3.0)"))
+    more = tmp_path / "more"
+    second = run("c2", "o2", COMPILE_CACHE_IN=str(keep), COMPILE_CACHE_OUT=str(more))
     assert "compile caches restored" in second.stdout, second.stdout + second.stderr
+    # what goes back is what it added, none of what it was given
+    added = sorted(more.glob("compile-cache-*.t?z.*"))
+    assert added, second.stdout
+    (tmp_path / "added.tar").write_bytes(b"".join(p.read_bytes() for p in added))
+    with tarfile.open(tmp_path / "added.tar") as t:
+        assert t.getnames() and not set(t.getnames()) & set(names)
     rows = json.loads((tmp_path / "o2" / "kernelbench" / "results.json").read_text())["rows"]
     assert rows[0]["correct"] and rows[0]["compile_default_ms"] > 0, rows
     c2 = tmp_path / "c2"
@@ -737,3 +747,8 @@ def test_the_kernelbench_script_carries_the_compile_caches_to_a_bare_machine(tmp
     assert not (c2 / "ab").exists()
     assert not (c2 / ".key").exists() or (c2 / ".key").read_bytes() != b"k" * 32
     assert not (c2 / "compile" / "inductor").stat().st_mode & 0o022
+    # both archives restored, oldest first: nothing is compiled again, so nothing is new
+    for p in added:
+        p.rename(keep / p.name)
+    third = run("c3", "o3", COMPILE_CACHE_IN=str(keep), COMPILE_CACHE_OUT=str(tmp_path / "none"))
+    assert "(2 archive(s)" in third.stdout and "nothing new" in third.stdout, third.stdout
