@@ -289,7 +289,9 @@ or to outlive its job.
   elsewhere, and every such trial failed. Every timed call gets inputs of its
   own; after each round of timed calls the judge picks, only then, a call whose output it checks
   (`timed_output_mismatch`), and the last round checks one even where the spread checks were
-  spent. With the CUDA arena (below) the sandbox is not told which calls were picked (the
+  spent (`candidates/timed_calls_cheat_once_checks_are_spent.py` slows its first round so the
+  checks go early, then answers empty; the spread and the widened draws catch it before this
+  rule is needed). With the CUDA arena (below) the sandbox is not told which calls were picked (the
   judge checks its own copies), nor, for the profiled calls, which one will be (picked before
   they run; only its copies kept). On the CPU what is checked is what the call returned: the judge
   reads each timed call's outputs out of the candidate's memory as the call answers (where it
