@@ -504,17 +504,21 @@ def _local_gpus(device: str) -> list[int | None]:
 
 # A problem's processes hold several copies of its inputs and outputs on the GPU at once (the
 # judge's input sets and reference outputs, the candidate's copies). Measured alone on an H100
-# with the three compile modes, whole runs sampled once a second: a softmax that reads and
-# writes 12 GiB peaked at 50.6 GiB, a mean over 8 GiB at 35 GiB (4.2-4.4 times what one
-# forward moves, CUDA contexts included). The factor of 10 used before that planned 144 and
-# 83 GiB for them and ran level 1 of KernelBench two problems at a time on a card that never
-# passed 54 of its 79 GB.
+# with the three compile modes, all processes, used memory sampled once a second: a softmax
+# that reads and writes 12 GiB peaked at 50.6 GiB, a mean over 8 GiB at 35 GiB (4.2-4.4 times
+# what one forward moves; on the H200, before the Verifier kept fewer copies, the softmax held
+# 59 GiB). The factors of 10 and 4 used before planned 147 and 83 GiB for them, and level 1 of
+# KernelBench ran two problems at a time on a card that never passed 54 of its 79 GB.
 COPIES = 5
-# ... and the intermediates live at once in one forward (``roofline``'s peak_bytes), held by
-# the judge's eager and compiled baselines and the candidate's process. A plan that is short
-# still fails safe: a problem starts only where the driver reports its need free, and one
-# whose candidate ran out of memory beside others runs again alone.
+# ... and the intermediates alive at once in one forward (``roofline``'s peak_bytes), held by
+# the judge's eager and compiled baselines and the candidate's process. A plan can still be
+# short (a peak between two samples, a neighbour that grows after it started): a problem
+# starts beside others only where the driver also reports its need free, and on the local
+# runner one whose candidate ran out of memory beside others runs again alone while the
+# budget lasts.
 HOLDERS = 2
+# The caller's and the judge's processes, the candidate's and two spares each hold a CUDA
+# context and cached blocks besides (about 0.6 GB a context): a fixed allowance per problem.
 PER_PROBLEM = 3 * 2**30
 MEMORY_USE = 0.85   # the share of a GPU's memory the problems in flight on it may plan on
 

@@ -410,10 +410,10 @@ MEASURED = {
 
 
 @pytest.mark.parametrize("name", sorted(MEASURED))
-def test_a_problems_planned_memory_covers_what_it_held_without_doubling_it(tmp_path, name):
+def test_a_problems_planned_memory_covers_what_it_held_and_half_as_much_again_at_most(tmp_path, name):
     """Under the measurement the problem beside it runs out of memory; far over it the GPU
     runs problems one at a time that fit beside each other (factors of 10 and 4 planned 2.4
-    times what these held)."""
+    and 2.9 times what these held)."""
     body, make, held_gib = MEASURED[name]
     (tmp_path / "1_p.py").write_text(
         "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
@@ -751,4 +751,4 @@ def test_the_kernelbench_script_carries_the_compile_caches_to_a_bare_machine(tmp
     for p in added:
         p.rename(keep / p.name)
     third = run("c3", "o3", COMPILE_CACHE_IN=str(keep), COMPILE_CACHE_OUT=str(tmp_path / "none"))
-    assert "(2 archive(s)" in third.stdout and "nothing new" in third.stdout, third.stdout
+    assert "from 2 archive(s)" in third.stdout and "nothing new" in third.stdout, third.stdout
