@@ -698,3 +698,34 @@ def test_a_deep_forward_on_the_gpu_is_also_tried_as_its_own_ops_in_a_cuda_graph(
     p2.device = "cuda"
     assert all(AS_IS not in p.get(PROGRAM, {}) for _, p in coder.variants(
         g2, p2, dict(c2.params["tasks"]), 1, Verdict(status="incorrect")))
+
+
+@pytest.mark.parametrize("conv,flip_first", [("nn.ConvTranspose2d(4, 8, 3, stride=2)", True),
+                                             ("nn.Conv2d(4, 8, 3)", False)],
+                         ids=["transposed", "plain"])
+def test_a_transposed_convolutions_other_layout_is_refined_before_a_kernels_row_cache(
+        conv, flip_first, settings):
+    """A refine round cut short reaches its first variants only. A transposed convolution
+    gives the reference's bits in either layout, channels-last faster: that is measured
+    first. A plain one may run in exact fp32 NCHW, where channels-last fails the check: the
+    row kernel's register cache goes first there."""
+    problem = make_problem(f"""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = {conv}
+            def forward(self, x):
+                return torch.softmax(self.conv(x), dim=-1)
+        def get_inputs():
+            return [torch.randn(2, 4, 3, 1100)]   # rows a block reads
+        def get_init_inputs():
+            return []
+    """)
+    graph, plan = _cuda_plan(problem, settings)
+    first = OfflineCoder().code(problem, graph, plan, settings, iteration=0)[0]
+    ok = Verdict(status="pass", correct=True, timings={"ours": 1.0, "eager": 2.0})
+    labels = [label for label, _ in
+              OfflineCoder().variants(graph, plan, first.params["tasks"], 1, ok)]
+    flip = next(i for i, v in enumerate(labels) if v.startswith("convolutions "))
+    cache = next(i for i, v in enumerate(labels) if ".cache=" in v)
+    assert (flip < cache) is flip_first, labels
