@@ -1585,15 +1585,13 @@ class Job:
         """CUDA: a timed call's outputs and inputs, copied out of the arena as it answered;
         not ``keep``: a place held for them (the round's calls keep their indices), which no
         check may pick."""
-        if not keep:
-            skipped = [Pinned([], "", "protocol: the judge did not keep this call")]
-            self.pinned.append(skipped)
-            self.pinned_inputs.append(skipped)
-            return
-        if not (isinstance(placed, list) and len(placed) == 2):
-            missing = [Pinned([], "", "protocol: a timed call's reply without its arena entries")]
-            self.pinned.append(missing)
-            self.pinned_inputs.append(missing)
+        why = ("protocol: the judge did not keep this call" if not keep else
+               None if isinstance(placed, list) and len(placed) == 2 else
+               "protocol: a timed call's reply without its arena entries")
+        if why is not None:   # the call's place in the round, holding nothing a check can read
+            held = [Pinned([], "", why)]
+            self.pinned.append(held)
+            self.pinned_inputs.append(held)
             return
         assert self.arena is not None
         self.pinned.append(self.arena.take(placed[0]))
