@@ -97,7 +97,7 @@ def restore(src: Path, cache: Path, manifest: Path) -> int:
     cache.mkdir(parents=True, exist_ok=True)
     if found:   # the folder the judge reads its compiled graphs from: its runner's alone
         os.chmod(cache, 0o700)
-    root = cache.resolve()
+    root = cache.absolute()   # not resolved: a link above the cache folder is the user's own
     for name, parts in found:
         with tempfile.TemporaryDirectory() as scratch:
             try:
@@ -111,7 +111,7 @@ def restore(src: Path, cache: Path, manifest: Path) -> int:
                     rel = _wanted(m.name)
                     if rel is None or not m.isfile():
                         continue
-                    dest = cache.joinpath(*rel.parts)
+                    dest = root.joinpath(*rel.parts)
                     if not _inside(dest, root):
                         continue
                     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -151,3 +151,14 @@ def test_a_link_already_in_the_cache_is_not_written_through(tmp_path):
 @pytest.mark.parametrize("text,size", [("15m", 15 << 20), ("1k", 1024), ("300", 300)])
 def test_part_sizes_read_as_split_writes_them(text, size):
     assert cc._size(text) == size
+
+
+def test_a_cache_folder_reached_through_a_link_of_the_users_own_is_restored(tmp_path):
+    """Only links under the cache folder are refused, not one on the way to it (/tmp as a
+    link to /private/tmp)."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "via").symlink_to(tmp_path / "real")
+    src = tmp_path / "src"
+    _archive(src, "compile-cache-20261206T150000.txz", [("compile/f", b"f")])
+    cc.restore(src, tmp_path / "via" / "cache", tmp_path / "m.json")
+    assert (tmp_path / "real" / "cache" / "compile" / "f").read_bytes() == b"f"
