@@ -674,7 +674,8 @@ def test_a_row_timed_while_the_hosts_load_changed_says_its_ratios_compare_two_lo
 def test_the_kernelbench_script_carries_the_compile_caches_to_a_bare_machine(tmp_path):
     """benchmarks/kernelbench.sh on a machine that starts bare: the judge's compile caches
     (Inductor's and Triton's) of one run go out in parts and come back into the next run's
-    empty cache folder, where its judge compiles; the kernel cache's secret stays behind."""
+    empty cache folder, where its judge finds what it compiles; the kernel cache's secret
+    stays behind."""
     import os
     import tarfile
 
@@ -728,18 +729,12 @@ def test_the_kernelbench_script_carries_the_compile_caches_to_a_bare_machine(tmp
             if (planted / name).exists():
                 t.add(planted / name, arcname=name)
 
-    # the second run has a problem the first did not compile
-    (kb / "2_pointwise_other.py").write_text(PROBLEM.replace("torch.relu(x * 2.0 + 1.0)",
-                                                             "torch.sigmoid(x * 3.0)"))
-    more = tmp_path / "more"
-    second = run("c2", "o2", COMPILE_CACHE_IN=str(keep), COMPILE_CACHE_OUT=str(more))
+    # the second run compiles the same problem from what came back: nothing new to send
+    # (what a run adds, and only that, goes back: tests/test_compile_cache.py)
+    second = run("c2", "o2", COMPILE_CACHE_IN=str(keep), COMPILE_CACHE_OUT=str(tmp_path / "more"))
     assert "compile caches restored" in second.stdout, second.stdout + second.stderr
-    # what goes back is what it added, none of what it was given
-    added = sorted(more.glob("compile-cache-*.t?z.*"))
-    assert added, second.stdout
-    (tmp_path / "added.tar").write_bytes(b"".join(p.read_bytes() for p in added))
-    with tarfile.open(tmp_path / "added.tar") as t:
-        assert t.getnames() and not set(t.getnames()) & set(names)
+    assert "nothing new" in second.stdout, second.stdout
+    assert not list((tmp_path / "more").glob("compile-cache-*"))
     rows = json.loads((tmp_path / "o2" / "kernelbench" / "results.json").read_text())["rows"]
     assert rows[0]["correct"] and rows[0]["compile_default_ms"] > 0, rows
     c2 = tmp_path / "c2"
@@ -747,8 +742,3 @@ def test_the_kernelbench_script_carries_the_compile_caches_to_a_bare_machine(tmp
     assert not (c2 / "ab").exists()
     assert not (c2 / ".key").exists() or (c2 / ".key").read_bytes() != b"k" * 32
     assert not (c2 / "compile" / "inductor").stat().st_mode & 0o022
-    # both archives restored, oldest first: nothing is compiled again, so nothing is new
-    for p in added:
-        p.rename(keep / p.name)
-    third = run("c3", "o3", COMPILE_CACHE_IN=str(keep), COMPILE_CACHE_OUT=str(tmp_path / "none"))
-    assert "from 2 archive(s)" in third.stdout and "nothing new" in third.stdout, third.stdout

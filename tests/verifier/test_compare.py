@@ -33,7 +33,7 @@ def test_chunks_give_the_same_verdict_as_one_pass(monkeypatch):
     out[17, 3] += 1.0
     out[999, 32] = float("nan")
     whole = compare(out, ref, 1e-4, 1e-4)
-    monkeypatch.setattr(cmp, "CHUNK", 97)   # many chunks, none aligned with a row
+    monkeypatch.setattr(cmp, "CPU_CHUNK", 97)   # many chunks, none aligned with a row
     chunked = compare(out, ref, 1e-4, 1e-4)
     assert chunked["mismatches"] == whole["mismatches"] == 2
     assert chunked["reason"] == whole["reason"] == "uninitialized_output"
@@ -41,11 +41,21 @@ def test_chunks_give_the_same_verdict_as_one_pass(monkeypatch):
     assert abs(chunked["norm_rel"] - whole["norm_rel"]) < 1e-12
 
 
+def test_a_gpu_compares_in_large_pieces_and_the_cpu_in_pieces_that_stay_in_cache():
+    # a GPU pass costs a launch, so its pieces are large; a CPU pass over 128 MB faults in
+    # fresh pages, so the CPU's pieces are a few MB (compare.CPU_CHUNK's comment: 2.5x faster)
+    assert cmp._chunk(torch.empty(0, device="meta")) == cmp.CHUNK >= 1 << 24
+    assert cmp._chunk(torch.empty(0)) == cmp.CPU_CHUNK <= 1 << 20
+    assert [s.stop - s.start for s in cmp._chunks(torch.empty(cmp.CPU_CHUNK * 2 + 5))] == [
+        cmp.CPU_CHUNK, cmp.CPU_CHUNK, 5]
+
+
 def test_bitwise_sameness_is_told_in_pieces_with_nan_equal_to_nan(monkeypatch):
     """``same`` (a second call against the first, outputs against their snapshot) compares
-    in CHUNK pieces: whole, its masks held three bytes per element beside both tensors."""
+    in pieces (``_chunk``: CPU_CHUNK elements here): whole, its masks held three bytes per
+    element beside both tensors."""
     from torch.profiler import ProfilerActivity, profile
-    monkeypatch.setattr(cmp, "CHUNK", 1 << 12)
+    monkeypatch.setattr(cmp, "CPU_CHUNK", 1 << 12)
     a = torch.randn(300, 1000)
     a[123, 456] = a[299, 999] = float("nan")
     b = a.clone()
@@ -226,7 +236,7 @@ def test_the_reference_error_sample_keeps_no_chunk_of_the_output(monkeypatch):
     # the quantile's sample is every step-th error: a strided view of a chunk's float64 errors
     # keeps the whole chunk, and every chunk of an output of billions of elements together is
     # a second float64 copy of it beside the float64 reference
-    monkeypatch.setattr(cmp, "CHUNK", 4096)
+    monkeypatch.setattr(cmp, "CPU_CHUNK", 4096)
     monkeypatch.setattr(cmp, "QUANTILE_SAMPLE", 64)
     x, w, truth, ref = conv_like(6)
     other = sum(truncated(x[:, i:i + 64]) @ truncated(w[i:i + 64]) for i in range(0, 576, 64))

@@ -176,9 +176,11 @@ def test_get_worker_returns_one_worker_per_device_and_cache(settings):
     assert a.device == "cpu"
 
 
-def test_get_worker_keeps_only_the_latest_few_judges_running(settings, fast_options):
+def test_get_worker_keeps_only_the_latest_few_judges_running(settings, fast_options,
+                                                            monkeypatch):
     # a test suite or a notebook going through many cache folders must not pile up judges
     # (each holds torch and a spare): the older ones are closed, and start again when asked
+    monkeypatch.setattr(worker_mod, "LIVE_WORKERS", 1)   # one judge start fewer than at 2
     ws = []
     for i in range(worker_mod.LIVE_WORKERS + 2):
         ws.append(worker_mod.get_worker("cpu", settings.replace(cache_dir=f"{settings.cache_dir}_{i}")))
