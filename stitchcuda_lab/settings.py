@@ -31,7 +31,7 @@ PREFIX = "STITCH_"
 AGENTS = ("offline", "claude", "openai", "hybrid")     # who plans and codes (agents/base.py)
 # The Settings fields a verification job is told (verifier/options.py: VerifyOptions).
 VERIFIER_KNOBS = ("trials", "timing_trials", "warmup", "atol", "rtol", "seed", "compile_modes",
-                  "profile", "ncu", "gpu_lock")
+                  "profile", "ncu", "gpu_lock", "cpu_flush_mb")
 # Environment variables whose names say they hold a credential: never handed to the worker or
 # the validation process, and their values never written to a session folder.
 SECRET_NAME = re.compile(r"API_?KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
@@ -82,6 +82,9 @@ class Settings:
     ncu: bool = _knob(False, "per-kernel hardware counters from Nsight Compute (GPU, slow)")
     gpu_lock: str = _knob("", "lock file of a GPU that several problems share (bench --jobs): "
                               "timed work takes it alone (gpulock.py); '' when not shared")
+    cpu_flush_mb: int = _knob(0, "CPU timing: MB written before each timed call to push the "
+                                 "last call's data out of the caches (0: twice the last-level "
+                                 "cache, 256 at most)")
     tensor_cores: bool = _knob(True, "large fp32 GEMMs may run as the fp32-accurate 3xTF32 "
                                      "split")
     # --- LLM agents (none of these reach the Verifier's processes: see LLM_ENV)
@@ -107,6 +110,12 @@ class Settings:
     rag_dir: str | None = _knob(None, "knowledge-base folder of <id>.md sections (none: the "
                                       "rag_docs/ shipped with the package)")
     judge: bool = _knob(False, "LLM agents: an LLM judge scores verdicts beside the rules")
+
+    def __post_init__(self) -> None:
+        if self.cpu_flush_mb < 0:
+            raise ConfigError(f"cpu_flush_mb={self.cpu_flush_mb} is negative",
+                              hint="give 0 (twice the last-level cache, 256 MB at most) or a "
+                                   "size in MB")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

@@ -163,7 +163,7 @@ def _bench_cli(tmp_path, files: dict[str, str], *extra: str, env: dict | None = 
     out = tmp_path / "out"
     env = {"STITCH_SESSIONS_DIR": str(tmp_path / "s"), "STITCH_CACHE_DIR": str(tmp_path / "c"),
            "STITCH_TIMING_TRIALS": "3", "STITCH_WARMUP": "1", "STITCH_PROFILE": "0",
-           **(env or {})}
+           "STITCH_CPU_FLUSH_MB": "16", **(env or {})}
     proc = subprocess.run([sys.executable, "-m", "stitchcuda_lab", "bench", str(folder),
                            "--device", "cpu", "--iters", "0", "--modes", "", "--out", str(out),
                            *extra, "--json"], capture_output=True, text=True, timeout=600,

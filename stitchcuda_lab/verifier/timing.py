@@ -84,14 +84,22 @@ def llc_bytes() -> int:
     return best or 32 * 1024 ** 2
 
 
+def cpu_flush_bytes(mb: int = 0) -> int:
+    """What a CPU flush writes: ``mb`` MB where given (Settings.cpu_flush_mb), else twice the
+    last-level cache, 256 MB at most. A virtual machine may report its host's whole cache
+    (300 MB on a 2-core VM here): 256 MB written before each timed call was then most of a
+    verification's CPU time, and a smaller flush is the user's call."""
+    return mb << 20 if mb > 0 else min(2 * llc_bytes(), L2_FLUSH_BYTES)
+
+
 class Timer:
     """Times single calls the protocol's way, with one flush buffer kept for all of them."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, flush_mb: int = 0):
         import torch
         self.device = device
         self.cuda = device.startswith("cuda")
-        size = L2_FLUSH_BYTES if self.cuda else min(2 * llc_bytes(), L2_FLUSH_BYTES)
+        size = L2_FLUSH_BYTES if self.cuda else cpu_flush_bytes(flush_mb)
         self._buf = torch.empty(size // 4, dtype=torch.float32, device=device if self.cuda
                                 else "cpu")
         self._n = 0
@@ -127,7 +135,7 @@ class Timer:
 
 
 def time_forward(fn: Callable[..., Any], args: Sequence[Any], device: str, *,
-                 trials: int, warmup: int) -> dict[str, float]:
+                 trials: int, warmup: int, flush_mb: int = 0) -> dict[str, float]:
     """{"ms": median device time, "wall_ms": median host wall time} of ``fn(*args)``."""
     import torch
     perf = _real("time.perf_counter")
@@ -162,7 +170,7 @@ def time_forward(fn: Callable[..., Any], args: Sequence[Any], device: str, *,
             times.append(elapsed(start, end))
         del flush
     else:
-        flush = torch.empty(min(2 * llc_bytes(), L2_FLUSH_BYTES) // 4, dtype=torch.float32)
+        flush = torch.empty(cpu_flush_bytes(flush_mb) // 4, dtype=torch.float32)
         for _ in range(max(0, warmup)):
             fn(*args)
         for i in range(trials):

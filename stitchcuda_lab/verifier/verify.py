@@ -188,6 +188,15 @@ class WorkerState:
     references: dict = field(default_factory=dict)
     pool: Pool | None = None
     jobs: int = 0
+    timers: dict = field(default_factory=dict)
+
+    def timer(self, flush_mb: int = 0) -> timing.Timer:
+        """The judge's flush buffer, kept from job to job: a Timer made per timed call
+        faulted in a fresh buffer of up to 256 MB each time (65,536 pages on the CPU)."""
+        if flush_mb not in self.timers:
+            self.timers.clear()   # one buffer held at a time
+            self.timers[flush_mb] = timing.Timer(self.device, flush_mb)
+        return self.timers[flush_mb]
 
     def reference(self, source: str) -> Reference:
         key = hashlib.sha256(source.encode()).hexdigest()
@@ -431,7 +440,8 @@ class Job:
         box.give("candidate.py", self.job["candidate_source"].encode())
         reply = self.ask({"op": "job", "folder": str(folder), "outputs": str(box.outputs),
                           "uid": box.uid, "threads": self.state.threads,
-                          "weight_seed": self.ref.weight_seed, "limits": _limits(self.device)})
+                          "weight_seed": self.ref.weight_seed, "limits": _limits(self.device),
+                          "flush_mb": self.opts.cpu_flush_mb})
         # CPU timed calls' outputs read out of the sandbox's memory where the judge can
         # (exchange.peek_output); learnt before the candidate's code is loaded
         self.peek = not self.device.startswith("cuda") and can_peek(box.proc.pid,
@@ -1103,7 +1113,7 @@ class Job:
     def reference_timed_traces(self) -> list[dict]:
         if self.ref.timed_traces is None:
             import torch
-            timer = timing.Timer(self.device)
+            timer = self.state.timer(self.opts.cpu_flush_mb)
             out = []
             with gpulock.exclusive(self.opts.gpu_lock):
                 for i in range(PROFILED_CALLS):   # flushed as local_call and Timer.call do
@@ -1220,11 +1230,12 @@ class Job:
         over a session), all of them are timed again and the verdict says so: a speedup is a
         ratio of times taken under the same load, not of this job's against an earlier one's."""
         import torch
-        key = (self.opts.compile_modes, self.opts.timing_trials, self.opts.warmup)
+        key = (self.opts.compile_modes, self.opts.timing_trials, self.opts.warmup,
+               self.opts.cpu_flush_mb)
         cached = self.ref.baselines.get(key)
         if cached is not None and recheck and not self.device.startswith("cuda"):
-            now = self.timed(lambda seed: self.local_call(timing.Timer(self.device),
-                                                          self.ref.model, seed))["ms"]
+            timer = self.state.timer(self.opts.cpu_flush_mb)
+            now = self.timed(lambda seed: self.local_call(timer, self.ref.model, seed))["ms"]
             was = cached["eager"]
             if was > 0 and abs(now / was - 1.0) > BASELINE_DRIFT:
                 print(f"eager moved from {was:.3f} to {now:.3f} ms since the baselines were "
@@ -1234,7 +1245,7 @@ class Job:
                 self.ref.timed_traces = None   # the reference's profile, under this load too
         if cached is None:
             cached = {"_flags": []}
-            timer = timing.Timer(self.device)
+            timer = self.state.timer(self.opts.cpu_flush_mb)
             lock = self.opts.gpu_lock
             fns = {"eager": self.ref.model}
             for mode in self.opts.modes():   # compiled first, all of them: mostly host work,
@@ -1286,7 +1297,7 @@ class Job:
         speedups divide, the host's load changed between the two (a spike while the baselines
         were timed again, gone by the candidate's turn: 11x for a 1.1x kernel): the ratio
         compares two loads, the verdict says so, and a session ranks it below steady ones."""
-        timer = timing.Timer(self.device)
+        timer = self.state.timer(self.opts.cpu_flush_mb)
         now = min(self.local_call(timer, self.ref.model, fresh_seed())[0]
                   for _ in range(LOAD_CHECK_CALLS))
         if eager_ms > 0 and abs(now / eager_ms - 1.0) > BASELINE_DRIFT:

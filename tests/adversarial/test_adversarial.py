@@ -100,14 +100,15 @@ def cpu_worker(tmp_path_factory):
 @pytest.mark.parametrize("path", CPU)
 def test_cpu_candidate_gets_its_expected_verdict(cpu_worker, path):
     check(cpu_worker, path, VerifyOptions(trials=5, timing_trials=3, warmup=1, compile_modes="",
-                                          profile=False))
+                                          profile=False, cpu_flush_mb=16))
 
 
 def cli_env(cache_dir: Path) -> dict[str, str]:
     """Fast, isolated settings for the command line (a lone ',' is an empty compile list)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STITCH_")}
     env.update(STITCH_CACHE_DIR=str(cache_dir), STITCH_TIMING_TRIALS="3", STITCH_WARMUP="1",
-               STITCH_COMPILE_MODES=",", STITCH_PROFILE="0", STITCH_TIMEOUT="120")
+               STITCH_COMPILE_MODES=",", STITCH_PROFILE="0", STITCH_TIMEOUT="120",
+               STITCH_CPU_FLUSH_MB="16")
     return env
 
 

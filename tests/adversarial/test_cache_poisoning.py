@@ -72,7 +72,8 @@ def test_planted_entry_with_matching_hash_is_never_loaded(tmp_path, mac):
     assert build.COMPILES["c"] == before + 1 and Path(again).read_bytes() != evil_so
 
 
-OPTS = VerifyOptions(trials=5, timing_trials=3, warmup=1, compile_modes="", profile=False)
+OPTS = VerifyOptions(trials=5, timing_trials=3, warmup=1, compile_modes="", profile=False,
+                     cpu_flush_mb=16)
 
 
 @pytest.mark.parametrize("poisoner", ["cache_race_swap_source", "cache_plant_with_hash"])

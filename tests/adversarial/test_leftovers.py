@@ -43,7 +43,8 @@ def test_ipc_objects_and_files_a_candidate_leaves_are_gone_after_its_job(tmp_pat
     with Worker("cpu", cache_dir=str(tmp_path / "cache")) as w:
         v = w.verify((HERE / "problems" / "pointwise.py").read_text(), text, replaced=None,
                      options=VerifyOptions(trials=5, timing_trials=3, warmup=1,
-                                           compile_modes="", profile=False), timeout=120)
+                                           compile_modes="", profile=False, cpu_flush_mb=16),
+                     timeout=120)
     assert v.status == "pass", v.reason
     left = [what for what, there in (("a SysV segment", KEY in shm_keys()),
                                      ("a message queue", queue_exists(QUEUE)),
@@ -63,7 +64,8 @@ def test_no_process_of_a_candidate_outlives_its_job(tmp_path):
     with Worker("cpu", cache_dir=str(tmp_path / "cache")) as w:
         v = w.verify((HERE / "problems" / "pointwise.py").read_text(), cand.read_text(),
                      replaced=None, options=VerifyOptions(trials=5, timing_trials=3, warmup=1,
-                                                          compile_modes="", profile=False),
+                                                          compile_modes="", profile=False,
+                                                          cpu_flush_mb=16),
                      timeout=120)
         assert v.status == "runtime_error", v.reason
         time.sleep(0.3)

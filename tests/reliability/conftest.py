@@ -44,6 +44,6 @@ def cli_env(tmp: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STITCH_")}
     env.update(STITCH_CACHE_DIR=str(tmp / "cache"), STITCH_TIMING_TRIALS="3",
                STITCH_WARMUP="1", STITCH_COMPILE_MODES=",", STITCH_PROFILE="0",
-               STITCH_TIMEOUT="120", STITCH_TRIALS="5")
+               STITCH_TIMEOUT="120", STITCH_TRIALS="5", STITCH_CPU_FLUSH_MB="16")
     env.update(extra)
     return env

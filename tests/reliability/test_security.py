@@ -42,7 +42,8 @@ class ModelNew(nn.Module):
 
 @pytest.fixture
 def options():
-    return VerifyOptions(trials=5, timing_trials=3, warmup=1, compile_modes="", profile=False)
+    return VerifyOptions(trials=5, timing_trials=3, warmup=1, compile_modes="", profile=False,
+                         cpu_flush_mb=16)
 
 
 def test_a_candidate_dumping_its_environment_finds_no_key_and_the_verdict_holds_none(

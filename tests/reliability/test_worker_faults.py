@@ -32,7 +32,8 @@ LIMIT = 2 << 30
 
 @pytest.fixture
 def options():
-    return VerifyOptions(trials=5, timing_trials=3, warmup=1, compile_modes="", profile=False)
+    return VerifyOptions(trials=5, timing_trials=3, warmup=1, compile_modes="", profile=False,
+                         cpu_flush_mb=16)
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ import pytest
 @pytest.fixture
 def fast_options():
     from stitchcuda_lab.verifier.options import VerifyOptions
-    return VerifyOptions(trials=5, timing_trials=3, warmup=1, compile_modes="", profile=False)
+    return VerifyOptions(trials=5, timing_trials=3, warmup=1, compile_modes="", profile=False,
+                         cpu_flush_mb=16)
 
 
 @pytest.fixture

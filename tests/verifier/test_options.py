@@ -24,7 +24,7 @@ def test_every_option_is_a_setting_with_the_same_type_and_default():
 def test_from_settings_copies_every_verifier_knob():
     changed = {"trials": 9, "timing_trials": 4, "warmup": 0, "atol": 1e-3, "rtol": 2e-3,
                "seed": 7, "compile_modes": "", "profile": False, "ncu": True,
-               "gpu_lock": "/tmp/gpu0.lock"}
+               "gpu_lock": "/tmp/gpu0.lock", "cpu_flush_mb": 16}
     assert set(changed) == set(VERIFIER_KNOBS)
     opts = VerifyOptions.from_settings(Settings(**changed), time=False)
     assert opts.to_dict() == {**changed, "time": False}

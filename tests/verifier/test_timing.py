@@ -32,6 +32,33 @@ def test_llc_size_is_known_or_defaults():
     assert timing.llc_bytes() >= 1024 * 1024
 
 
+def test_a_cpu_flush_writes_the_size_asked_for_else_twice_the_cache_at_most_256_mb():
+    auto = min(2 * timing.llc_bytes(), 256 << 20)
+    assert timing.cpu_flush_bytes(0) == auto and timing.cpu_flush_bytes(16) == 16 << 20
+    assert timing.Timer("cpu")._buf.numel() * 4 == auto
+    assert timing.Timer("cpu", 16)._buf.numel() * 4 == 16 << 20
+
+
+def test_the_flush_size_is_a_setting_and_a_negative_one_is_refused():
+    from stitchcuda_lab.errors import ConfigError
+    from stitchcuda_lab.settings import Settings
+    from stitchcuda_lab.verifier.options import VerifyOptions
+    s = Settings.from_env({"STITCH_CPU_FLUSH_MB": "16"})
+    assert VerifyOptions.from_settings(s).cpu_flush_mb == 16
+    with pytest.raises(ConfigError, match="cpu_flush_mb=-1 is negative"):
+        Settings.from_env({"STITCH_CPU_FLUSH_MB": "-1"})
+
+
+def test_the_judge_keeps_one_flush_buffer_from_call_to_call(tmp_path):
+    # a Timer per timed call faulted in a fresh buffer each time (65,536 pages at 256 MB)
+    from stitchcuda_lab.verifier.verify import WorkerState
+    state = WorkerState(device="cpu", workdir=tmp_path)
+    first = state.timer(16)
+    assert state.timer(16) is first and first._buf.numel() * 4 == 16 << 20
+    other = state.timer(0)
+    assert other is not first and state.timers == {0: other}   # one buffer held at a time
+
+
 def test_cpu_timing_runs_exactly_the_trials_asked_for():
     calls = []
     r = timing.time_forward(lambda: calls.append(1), [], "cpu", trials=4, warmup=2)
