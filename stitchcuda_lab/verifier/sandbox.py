@@ -131,7 +131,7 @@ class Harness:
         seed_all(job["weight_seed"])
         with torch.no_grad():
             self.model = self.prob.Model(*self.init).to(self.device)
-        self.timer = Timer(self.device, int(job.get("flush_mb", 0)))
+        self.timer = Timer(self.device)
         from .antihack import make_tracer
         self.threads = live_threads()     # before the candidate's __init__ runs
         self.tracer = make_tracer()
@@ -375,12 +375,12 @@ class Harness:
             self.arena_made.close()
         self.arena_made = self.arena = None
 
-    def flush(self, cmd: dict) -> dict:
-        """Before a timed call, outside the judge's clock: the cache flushed, and the files
-        the call will write its outputs to made as large as the last call's outputs (tmpfs
-        pages take milliseconds to allocate for tens of MB; written over, they cost a copy,
-        as the copy the sandbox kept of a call's outputs before did)."""
-        self.timer.flush()
+    def prepare(self, cmd: dict) -> dict:
+        """Before a timed call on the CPU, outside the judge's clock: the files the call will
+        write its outputs to made as large as the last call's outputs (tmpfs pages take
+        milliseconds to allocate for tens of MB; written over, they cost a copy, as the copy
+        the sandbox kept of a call's outputs before did). The cache is flushed next, by the
+        judge from its own process: a flush in this one was the candidate's to skip."""
         for i, n in enumerate(self.sizes):
             path = self.out_dir / f"c{self.slot}_{i}.bin"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
@@ -389,7 +389,7 @@ class Harness:
                     os.posix_fallocate(fd, 0, n)
             finally:
                 os.close(fd)
-        return {"flushed": True}
+        return {"prepared": True}
 
     def outputs(self, cmd: dict) -> dict:
         self.check_flags()    # after the round, outside the judge's clock
@@ -633,7 +633,7 @@ def main(device: str, rfd: int, wfd: int, expose: dict | None = None) -> None:
     channel.die_with_parent()
     h = Harness(device, rfd, wfd)
     handlers = {"candidate": h.load_candidate, "trial": h.trial, "call": h.call,
-                "flush": h.flush, "outputs": h.outputs, "arena": h.map_arena,
+                "prepare": h.prepare, "outputs": h.outputs, "arena": h.map_arena,
                 "use_arena": h.use_arena}
     try:
         reply = h.load_problem(job)

@@ -93,19 +93,22 @@ def cpu_flush_bytes(mb: int = 0) -> int:
 
 
 class Timer:
-    """Times single calls the protocol's way, with one flush buffer kept for all of them."""
+    """Times single calls the protocol's way, with one flush buffer kept for all of them,
+    made at the first flush (a candidate's process on the CPU never flushes: the judge does,
+    from its own process, so it holds none)."""
 
     def __init__(self, device: str, flush_mb: int = 0):
-        import torch
         self.device = device
         self.cuda = device.startswith("cuda")
-        size = L2_FLUSH_BYTES if self.cuda else cpu_flush_bytes(flush_mb)
-        self._buf = torch.empty(size // 4, dtype=torch.float32, device=device if self.cuda
-                                else "cpu")
+        self.size = L2_FLUSH_BYTES if self.cuda else cpu_flush_bytes(flush_mb)
+        self._buf: Any = None
         self._n = 0
 
     def flush(self) -> None:
         import torch
+        if self._buf is None:
+            self._buf = torch.empty(self.size // 4, dtype=torch.float32,
+                                    device=self.device if self.cuda else "cpu")
         self._n += 1
         self._buf.fill_(float(self._n))
         if self.cuda:

@@ -440,8 +440,7 @@ class Job:
         box.give("candidate.py", self.job["candidate_source"].encode())
         reply = self.ask({"op": "job", "folder": str(folder), "outputs": str(box.outputs),
                           "uid": box.uid, "threads": self.state.threads,
-                          "weight_seed": self.ref.weight_seed, "limits": _limits(self.device),
-                          "flush_mb": self.opts.cpu_flush_mb})
+                          "weight_seed": self.ref.weight_seed, "limits": _limits(self.device)})
         # CPU timed calls' outputs read out of the sandbox's memory where the judge can
         # (exchange.peek_output); learnt before the candidate's code is loaded
         self.peek = not self.device.startswith("cuda") and can_peek(box.proc.pid,
@@ -1330,7 +1329,11 @@ class Job:
         before its forward is read a file, and the path stays short and steady."""
         handed = None
         if not self.device.startswith("cuda"):
-            self.ask({"op": "flush"})
+            self.ask({"op": "prepare"})
+            # the cache flushed from the judge's process, as before eager's calls: the
+            # candidate's own process could keep its data warm by skipping a flush of its own
+            # (candidates/flush_skipped_weights_warm.py)
+            self.state.timer(self.opts.cpu_flush_mb).flush()
             how = self.next_wide(seed)
             handed = hand_over(widen(self.draw(seed), how, seed), self.sandbox.staging,
                                secrets.token_hex(8))

@@ -67,6 +67,10 @@ def check(worker: Worker, path: Path, options: VerifyOptions) -> None:
     timed = re.search(r"^# timing trials: (\d+)", path.read_text(), re.MULTILINE)
     if timed:
         options = dataclasses.replace(options, timing_trials=int(timed.group(1)))
+    # one that plays with the cache asks for the default flush (0) or another size
+    flush = re.search(r"^# cpu flush mb: (\d+)", path.read_text(), re.MULTILINE)
+    if flush:
+        options = dataclasses.replace(options, cpu_flush_mb=int(flush.group(1)))
     verdict = worker.verify((HERE / "problems" / f"{problem}.py").read_text(), path.read_text(),
                             replaced=None, options=options,
                             timeout=float(limit.group(1)) if limit else 120.0)

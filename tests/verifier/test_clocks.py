@@ -258,3 +258,34 @@ def test_the_last_round_checks_a_call_even_with_the_checks_spent(tmp_path, monke
         with pytest.raises(RuntimeError):
             job.check_timed([1, 2, 3, 4], left)
         assert len(asked[-1]) == want and job.checks_left == 0
+
+
+def test_on_the_cpu_the_judge_flushes_the_cache_before_each_timed_call(tmp_path, monkeypatch):
+    """From its own process, between the sandbox's getting ready and the call: a flush in the
+    candidate's process was the candidate's to skip (candidates/flush_skipped_weights_warm.py),
+    and its data stayed warm where eager's, flushed by the judge, did not."""
+    from types import SimpleNamespace
+
+    from stitchcuda_lab.verifier import verify
+    from stitchcuda_lab.verifier.options import VerifyOptions
+    opts = VerifyOptions(trials=1, timing_trials=3, warmup=1, compile_modes="", profile=False,
+                         cpu_flush_mb=1)
+    job = verify.Job({"options": opts.to_dict(), "problem_source": WIDE_OUT},
+                     verify.WorkerState("cpu", tmp_path), time.monotonic() + 60)
+    for name in ("staging", "inputs"):
+        (tmp_path / name).mkdir()
+    job.box = SimpleNamespace(staging=tmp_path / "staging", inputs=tmp_path / "inputs")
+    job.peek = False
+    asked: list[str] = []
+    flushed: list[int] = []
+    timer = job.state.timer(1)
+    monkeypatch.setattr(timer, "flush", lambda: flushed.append(len(asked)))
+
+    def ask(cmd, *args, **kwargs):
+        asked.append(cmd["op"])
+        return {"ms": 1.0, "wall_ms": 1.0, "outputs": []} if cmd["op"] == "call" else {}
+    monkeypatch.setattr(job, "ask", ask)
+    monkeypatch.setattr(job, "pin", lambda entries: None)
+    for seed in (1, 2, 3):
+        job.remote_call(seed)
+    assert asked == ["prepare", "call"] * 3 and flushed == [1, 3, 5]

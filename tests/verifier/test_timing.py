@@ -35,8 +35,13 @@ def test_llc_size_is_known_or_defaults():
 def test_a_cpu_flush_writes_the_size_asked_for_else_twice_the_cache_at_most_256_mb():
     auto = min(2 * timing.llc_bytes(), 256 << 20)
     assert timing.cpu_flush_bytes(0) == auto and timing.cpu_flush_bytes(16) == 16 << 20
-    assert timing.Timer("cpu")._buf.numel() * 4 == auto
-    assert timing.Timer("cpu", 16)._buf.numel() * 4 == 16 << 20
+    assert timing.Timer("cpu").size == auto
+    t = timing.Timer("cpu", 16)
+    assert t._buf is None   # made at the first flush: a candidate's process makes none
+    t.flush()
+    assert t._buf.numel() * 4 == 16 << 20 and bool((t._buf == 1.0).all())
+    t.flush()
+    assert bool((t._buf == 2.0).all())   # every flush writes it all
 
 
 def test_the_flush_size_is_a_setting_and_a_negative_one_is_refused():
@@ -54,7 +59,7 @@ def test_the_judge_keeps_one_flush_buffer_from_call_to_call(tmp_path):
     from stitchcuda_lab.verifier.verify import WorkerState
     state = WorkerState(device="cpu", workdir=tmp_path)
     first = state.timer(16)
-    assert state.timer(16) is first and first._buf.numel() * 4 == 16 << 20
+    assert state.timer(16) is first and first.size == 16 << 20
     other = state.timer(0)
     assert other is not first and state.timers == {0: other}   # one buffer held at a time
 

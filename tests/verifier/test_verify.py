@@ -548,26 +548,20 @@ def test_inputs_that_run_out_of_memory_are_named_for_what_holds_the_memory():
     assert "did not fit beside the candidate's process (6.00 GiB asked" in later.value.detail
 
 
-# a candidate that reads the size of its own process's flush buffer (the harness's Timer,
-# made before any candidate code) and fails to load unless it is the size the job asked for
-FLUSH_PROBE = GOOD + '''
+# a candidate that answers wrong once its own process holds a flush buffer (the harness's
+# Timer makes one at its first flush): on the CPU the judge flushes, from its own process
+FLUSH_PROBE = GOOD.replace("    def forward(self, x):", '''    def forward(self, x):
+        if _timer._buf is not None:
+            return torch.zeros_like(x)''') + '''
 import gc as _gc
 _timer = next(o for o in _gc.get_objects() if type(o).__name__ == "Timer")
-assert _timer._buf.numel() * 4 == WANT, _timer._buf.numel() * 4
 '''
 
 
-@pytest.mark.parametrize("flush_mb", [16, 0])
-def test_the_candidates_process_flushes_as_much_as_the_judge(module_worker, fast_options,
-                                                             flush_mb):
-    """The judge's baselines and the candidate's calls are flushed alike: the size goes to
-    the sandbox with the job, not from the candidate's process's own settings."""
-    from stitchcuda_lab.verifier.timing import cpu_flush_bytes
-    opts = dataclasses.replace(fast_options, cpu_flush_mb=flush_mb)
-    want = cpu_flush_bytes(flush_mb)
-    v = module_worker.verify(POINTWISE, FLUSH_PROBE.replace("WANT", str(want)),
-                             replaced=None, options=opts, timeout=120)
+def test_the_candidates_process_never_flushes_the_cache_on_the_cpu(module_worker, fast_options):
+    """Its timed calls are flushed by the judge, as eager's are (test_clocks: the judge
+    flushes before each call): a flush of its own was the candidate's to skip."""
+    assert "_timer._buf is not None" in FLUSH_PROBE and "torch" in GOOD
+    v = module_worker.verify(POINTWISE, FLUSH_PROBE, replaced=None, options=fast_options,
+                             timeout=120)
     assert v.status == "pass", (v.status, v.reason, v.build_log[-500:])
-    wrong = module_worker.verify(POINTWISE, FLUSH_PROBE.replace("WANT", str(want + 4096)),
-                                 replaced=None, options=opts, timeout=120)
-    assert wrong.status != "pass"
