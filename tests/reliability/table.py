@@ -650,10 +650,12 @@ TEMPLATE_TAIL = """
   over fresh memory took 50-70 ms of path where the timed calls took 12. The quietest call's
   time by the judge's clock replaces the candidate's own only when it exceeds it by more than
   the calibrated path's spread (at least 0.5 ms on the CPU): an honest 0.3 ms kernel on a
-  busy host was otherwise timed at twice its time. On the CPU the L2
+  busy host was otherwise timed at twice its time. On the CPU the cache
   flush comes before the inputs are drawn (the
   flush takes tens of milliseconds and varies with load), so inputs are warm there, for every
-  contender alike.
+  contender alike; the judge flushes from its own process, before eager's calls and the
+  candidate's alike (a flush in the candidate's process was its to skip:
+  `candidates/flush_skipped_weights_warm.py`).
   The path's median is believed up to twice its least: beyond that the calibration met a busy
   host, and a forward done inside the harness's own input path by a candidate timed once the
   load had gone (`candidates/path_compute_in_takeover_silu.py`) passed at 1.33x eager beside
@@ -688,6 +690,14 @@ TEMPLATE_TAIL = """
   candidate's) and exits before the job's end is seen only by the CPU time of the children the
   candidate waited for. Its work is inside the timed calls, so its speed is real; only "which
   code computed it" can be misattributed.
+- **On CUDA the L2 flush runs in the candidate's process.** Before each timed call the sandbox
+  writes 256 MB on the device, after the inputs are drawn and before the start event: a
+  candidate that makes its own process's flush a no-op finds its freshly drawn inputs in the L2
+  cache (32 MB of input and output fit an H100's 50 MB), where eager's calls, flushed by the
+  judge, read them from memory (`cuda/flush_skipped_inputs_warm.py`, not yet run on a GPU). On
+  the CPU the judge flushes from its own process; on CUDA that needs a round trip between the
+  draw and the call, or a flush buffer in the arena the judge can check.
+
 - **A kept library op's own fusions, in timed calls only.** oneDNN's fused ops
   (`mkldnn::_convolution_transpose_pointwise(..., "tanh")`) are read from the trace like any
   op (`candidates/trace_blind_mkldnn_linear_relu.py`, `trace_blind_mkldnn_namespace.py`: the
