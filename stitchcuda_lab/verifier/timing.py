@@ -138,7 +138,7 @@ class Timer:
 
 
 def time_forward(fn: Callable[..., Any], args: Sequence[Any], device: str, *,
-                 trials: int, warmup: int, flush_mb: int = 0) -> dict[str, float]:
+                 trials: int, warmup: int) -> dict[str, float]:
     """{"ms": median device time, "wall_ms": median host wall time} of ``fn(*args)``."""
     import torch
     perf = _real("time.perf_counter")
@@ -173,7 +173,7 @@ def time_forward(fn: Callable[..., Any], args: Sequence[Any], device: str, *,
             times.append(elapsed(start, end))
         del flush
     else:
-        flush = torch.empty(cpu_flush_bytes(flush_mb) // 4, dtype=torch.float32)
+        flush = torch.empty(cpu_flush_bytes() // 4, dtype=torch.float32)
         for _ in range(max(0, warmup)):
             fn(*args)
         for i in range(trials):
