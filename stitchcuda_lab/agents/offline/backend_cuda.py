@@ -195,7 +195,7 @@ def emit_cuda(spec: KernelSpec, params: dict | None = None) -> str:
     if spec.kind == "pointwise":
         body = _pointwise(spec, params)
     elif spec.kind == "pool":
-        body = pool_body_cuda(spec, _load, _store)
+        body = pool_body_cuda(spec, _load, _store, params)
     elif scan_stmt(spec) is not None:
         body = scan_body_cuda(spec, _load, _store, int(params["block"]),
                               int(params.get("ipt") or 1))

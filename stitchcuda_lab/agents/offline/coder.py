@@ -28,6 +28,7 @@ from .helpers import contiguous_strides
 from .ir import Unsupported
 from .launch import default_params, launch_config
 from .lower import build_spec
+from .pool import dense_form
 from .planner import SPLIT_TARGETS
 from .rewrite import draws_random, rewrite
 from .program import CannotRender, KernelCall, channels_last_convs, render, render_fallback
@@ -126,6 +127,9 @@ class OfflineCoder:
                 used[t.id] = p
                 continue
             members = [o for o in t.ops if not kept_in_library(graph.node(o), graph)]
+            if p.get("conv") == "library":   # a dense convolution's kernel against cuDNN's
+                members = [o for o in members if not dense_form(graph.node(o), graph)]
+                notes.append(f"{t.id}: its convolution runs in the library in this variant")
             kname = f"k{len(calls)}_{t.id}"
             try:
                 spec = build_spec(graph, members, kname, nhwc=nhwc)
@@ -267,6 +271,19 @@ class OfflineCoder:
             cur = {**t.params, **base.get(t.id, {})}
             if cur.get("off"):
                 pool.append((f"{t.id} fused again", with_(t.id, off=False)))
+                continue
+            if lang == "cuda" and ("cot" in cur or cur.get("conv") == "library"):
+                # a dense convolution (pool.dense_tile): first whether it beats cuDNN's, then
+                # its tile's shape
+                lib = cur.get("conv") == "library"
+                pool.insert(head, (f"{t.id} convolution {'fused again' if lib else 'in cuDNN'}",
+                                   with_(t.id, conv=None if lib else "library")))
+                if not lib:
+                    for knob, vals in (("px", (2, 8)), ("cot", (8, 32)), ("block", (256,))):
+                        for v in vals:
+                            if v != cur.get(knob):
+                                pool.append((f"{t.id}.{knob}={v}", with_(t.id, **{knob: v})))
+                pool.append((f"{t.id} in the library (fusion boundary)", with_(t.id, off=True)))
                 continue
             if lang == "cuda":
                 # a block-per-row scan (scan.py) has its own strategy and no float4 path:

@@ -22,7 +22,7 @@ from ...aten import FLOAT_DTYPES
 from .helpers import node_ref
 from .ir import Stmt, Unsupported
 from .pointwise import is_pointwise_supported, pointwise_expr
-from .pool import CONVS, POOLS, conv_window, depthwise_form, pool_window
+from .pool import CONVS, POOLS, conv_window, dense_form, depthwise_form, pool_window
 
 if TYPE_CHECKING:
     from ...graph import Graph, Node
@@ -54,9 +54,9 @@ _EPS = {"float32": 1.1920928955078125e-07, "float64": 2.220446049250313e-16,
 
 def node_role(n: Node, graph: Graph | None = None) -> str | None:
     """How a node can take part in a generated kernel: pointwise | reduction | norm | scan |
-    pool | view | None (library only). A depthwise convolution is a ``pool`` (a weighted
-    window) where ``graph`` shows its input and weights fit one (``pool.conv_window``);
-    without the graph it is a library op."""
+    pool | view | None (library only). A depthwise convolution, and on the GPU a dense one of
+    few input channels, is a ``pool`` (a weighted window) where ``graph`` shows its input and
+    weights fit one (``pool.conv_window``); without the graph it is a library op."""
     name = n.opname
     if n.op != "call_function" or n.mutates or (
             name.endswith("_") and name != "_softmax" and not name.startswith("_")):
@@ -76,12 +76,13 @@ def node_role(n: Node, graph: Graph | None = None) -> str | None:
         return "scan"
     if name in POOLS and n.op_class == "reduction" and n.dtype in FLOAT_DTYPES:
         return "pool"
-    if name in CONVS and graph is not None and n.dtype in FLOAT_DTYPES and depthwise_form(n):
+    if name in CONVS and graph is not None and n.dtype in FLOAT_DTYPES and (
+            depthwise_form(n) or dense_form(n, graph)):
         try:
             conv_window(n, graph)
         except Unsupported:
             return None   # grouped with several channels per group, ...: the library's
-        return "pool"     # a depthwise convolution: a weighted window (pool.py)
+        return "pool"     # a depthwise or small dense convolution: a weighted window (pool.py)
     if n.op_class == "pointwise":
         if not is_pointwise_supported(name, aten.overload(n.target), n.args, n.kwargs):
             return None
@@ -93,7 +94,8 @@ def node_role(n: Node, graph: Graph | None = None) -> str | None:
 
 def kept_in_library(n: Node, graph: Graph) -> bool:
     """A library op (GEMM, convolution, attention) that stays a library call even inside a
-    kernel's group: every one but a depthwise convolution, which a kernel computes."""
+    kernel's group: every one but a depthwise convolution or a small dense one on the GPU,
+    which a kernel computes."""
     return aten.is_library(n.target) and node_role(n, graph) != "pool"
 
 
@@ -190,8 +192,9 @@ def expand(lw: Lowering, n: Node, role: str) -> None:
 
 
 def _depthwise(lw: Lowering, n: Node, x: str) -> None:
-    """A depthwise convolution: its window weighs ``x`` by the weights of the output's
-    channel (read by the kernel itself, ``pool.py``); the bias is added per output element."""
+    """A depthwise (or dense) convolution: its window weighs ``x`` by the weights of the
+    output's channel (read by the kernel itself, ``pool.py``); the bias is added per output
+    element."""
     window, wref, bref = conv_window(n, lw.graph)
     window["weight"] = lw.raw_operand(wref)
     v = lw.pool(x, window)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .helpers import ceildiv, contiguous_strides, round_up
 from .ir import KernelSpec, deps_closure
-from .pool import conv_tile
+from .pool import conv_tile, dense_tile
 from .scan import scan_stmt, scan_strategy
 
 WAVES = 512   # grid cap in blocks per SM: in practice one block per chunk or row
@@ -36,6 +36,9 @@ def default_params(spec: KernelSpec, lang: str = "cuda") -> dict:
         # persistent grid by 5-10% on 256 MB chains, matching Inductor's kernels
         return {"block": 128, "vec": 4 if vec_ok(spec) else 1, "ipt": 2, "waves": WAVES}
     if spec.kind == "pool":   # pool.py: a thread per output element
+        if dense_tile(spec) is not None:   # a dense convolution: a tile of outputs a thread
+            t = dense_tile(spec)
+            return {"block": 128, "cot": t["cot"], "px": t["px"], "waves": WAVES}
         return {"block": 256, "vec": 1, "waves": WAVES}
     if scan_stmt(spec) is not None:   # scan.py: a block or a thread per row
         strategy = scan_strategy(spec)
@@ -57,8 +60,10 @@ def launch_config(spec: KernelSpec, params: dict | None = None) -> dict:
     p = {**default_params(spec), **(params or {})}
     b = int(p["block"])
     if spec.kind == "pool":
+        dense = dense_tile(spec, p)
         tile = conv_tile(spec)   # a depthwise convolution's tiles, else a thread per output
-        blocks = tile["planes"] * tile["per_plane"] if tile else ceildiv(spec.numel, b)
+        blocks = dense["blocks"] if dense else \
+            tile["planes"] * tile["per_plane"] if tile else ceildiv(spec.numel, b)
         return {"blocks": max(1, blocks), "block": b, "waves": int(p["waves"])}
     if spec.kind == "pointwise":
         per = b * int(p["vec"]) * int(p["ipt"])

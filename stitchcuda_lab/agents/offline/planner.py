@@ -218,7 +218,9 @@ class OfflinePlanner:
                             and p not in claimed and p not in libs:
                         libs.append(p)
             tid += 1
-            kinds = sorted({s.kind if s.op == "reduce" else f"{s.op}_{s.kind}"
+            kinds = sorted({s.kind if s.op == "reduce" else
+                            "pool_dense" if s.op == "pool" and s.window.get("cin") else
+                            f"{s.op}_{s.kind}"
                             for s in spec.stmts if s.op in ("reduce", "scan", "pool")})
             what = _describe(spec, graph, kinds)
             if libs:
@@ -238,6 +240,7 @@ class OfflinePlanner:
                             targets=spec.targets, share=share(members), technique=what,
                             reason=_pool_reason(kinds, members, graph),
                             refs=(["depthwise-convolution"] if "pool_conv" in kinds else [])
+                            + (["small-channel-convolution"] if "pool_dense" in kinds else [])
                             + ["pooling-kernels", "fusion-rules"] + cpu_ref)
             elif kinds:
                 task = Task(id=f"t{tid}", kind="reduction_fusion", ops=members,
@@ -369,6 +372,13 @@ def tensor_core_gemms(graph: Graph) -> list[str]:
 
 
 def _pool_reason(kinds: list[str], members: list[str], graph: Graph) -> str:
+    if "pool_dense" in kinds:
+        more = sum(node_role(graph.node(m), graph) != "view" for m in members) - 1
+        return ("a convolution of few input channels runs in cuDNN in fp32 arithmetic far "
+                "below the FMA rate (and in TF32, torch.compile's channels-last pick, 5x the "
+                "tolerance away): one kernel keeps a tile of outputs in registers, in fp32, "
+                "and writes each output once"
+                + (f", the {more} op{'s' * (more > 1)} after it fused" if more else ""))
     if "pool_conv" in kinds:
         more = sum(node_role(graph.node(m), graph) != "view" for m in members) - 1
         return ("a depthwise convolution does a few multiply-adds per element and is "
@@ -387,7 +397,9 @@ def _describe(spec, graph, kinds: list[str]) -> str:
              "scan_prod": "running product (scan)", "pool_max": "max pooling",
              "pool_avg": "average pooling",
              "pool_conv": "depthwise convolution (each output weighs its window by its "
-                          "channel's taps)"}
+                          "channel's taps)",
+             "pool_dense": "convolution of few input channels (a tile of outputs a thread, "
+                           "fp32 in registers)"}
     pw = [graph.node(m).opname for m in spec.ops
           if node_role(graph.node(m)) == "pointwise"]
     if spec.kind == "pointwise":

@@ -14,6 +14,16 @@ EfficientNet's, KernelBench's ``conv_depthwise``) is a ``conv`` window: the taps
 channel weigh the window's values (zero padding, stride, dilation), its bias is an epilogue
 value. cuDNN and Inductor run it at a fraction of the memory bandwidth (a quarter to a third on
 the H200), while it only needs to read its input and write its output once.
+
+A *dense* convolution of few input channels on the GPU (``dense_form``: groups 1, 2-d, at most
+``DENSE_MAX_TAPS`` input channels x taps per output, KernelBench level 2's ``Conv2d`` of 8 input
+channels, a network's stem) is a ``conv`` window too, whose loop also runs over the input
+channels (``cin``). cuDNN runs such a convolution NCHW in fp32 arithmetic, which is what makes
+the reference exact to 1e-4 (a TF32 kernel, torch.compile's channels-last pick, is 5x the
+tolerance away), and at a fraction of the FMA rate. On CUDA a thread computes ``px``
+neighbouring outputs of a row for ``cot`` output channels held in registers, reading each input
+row it needs once per input channel and kernel row and the block's weights from shared memory
+as float4, with the epilogue applied before its one store (``dense_tile``).
 The body is the same on both backends: C walks the outputs in parallel, CUDA gives each thread
 one output (grid-stride), with 32-bit index math while every operand has fewer than 2^31
 elements, and past that 64-bit math only for the flat index and the planes' offsets (one
@@ -26,7 +36,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from .codegen import Load, Store, elem_lines, offset, update
-from .helpers import ceildiv, contiguous_strides, node_ref
+from .helpers import ceildiv, contiguous_strides, node_ref, round_up
 from .ir import KernelSpec, Stmt, Unsupported
 from .passes import coalesce
 
@@ -43,6 +53,9 @@ CONVS = {"conv1d": 1, "conv2d": 2, "conv3d": 3, "convolution": 0, "_convolution"
 _CONV_ARGS = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
 _CONVOLUTION_ARGS = ("input", "weight", "bias", "stride", "padding", "dilation", "transposed",
                      "output_padding", "groups")
+# input channels x kernel taps per output up to which a dense convolution is a kernel of ours on
+# the GPU: 8 channels of 3x3 (72), 16 of 3x3 (144), a stem's 3 channels of 7x7 (147)
+DENSE_MAX_TAPS = 160
 _ARGS = {"max": ("kernel_size", "stride", "padding", "dilation", "ceil_mode"),
          "avg": ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
                  "divisor_override")}
@@ -115,9 +128,27 @@ def depthwise_form(n: Node) -> bool:
         and not a.get("transposed", False) and n.shape[-nd - 1] == g
 
 
+def dense_form(n: Node, graph: Graph) -> bool:
+    """A 2-d convolution of one group (not transposed, batched) with at most
+    ``DENSE_MAX_TAPS`` input channels x taps per output, in a graph traced for the GPU: a
+    window op (``conv_window`` checks the rest). On the CPU oneDNN keeps it."""
+    if n.opname not in CONVS or n.shape is None or len(n.shape) != 4 \
+            or not str(graph.device).startswith("cuda"):
+        return False
+    a = conv_args(n)
+    if _conv_nd(n, a) != 2 or a.get("groups", 1) != 1 or a.get("transposed", False):
+        return False
+    wr = node_ref(a.get("weight"))
+    w = graph.node(wr) if wr else None
+    return w is not None and w.shape is not None and len(w.shape) == 4 \
+        and 0 < math.prod(w.shape[1:]) <= DENSE_MAX_TAPS
+
+
 def conv_window(n: Node, graph: Graph) -> tuple[dict, str, str | None]:
-    """(window, weight node, bias node or None) of a depthwise convolution: the window as
-    ``pool_window`` gives it, kind ``conv``, with the number of ``channels``."""
+    """(window, weight node, bias node or None) of a depthwise or a dense convolution
+    (``dense_form``): the window as ``pool_window`` gives it, kind ``conv``, with the number of
+    output ``channels``; a dense one's ``cin`` input channels and its input's ``lead`` dims
+    (batch, channels)."""
     a = conv_args(n)
     nd = _conv_nd(n, a)
     xr, wr, br = node_ref(a.get("input")), node_ref(a.get("weight")), node_ref(a.get("bias"))
@@ -127,7 +158,12 @@ def conv_window(n: Node, graph: Graph) -> tuple[dict, str, str | None]:
             or n.shape is None or len(x.shape) != len(n.shape):
         raise Unsupported(f"{n.name}: input or weights of unknown shape")
     C = x.shape[-nd - 1]
-    if C != a["groups"] or list(w.shape[:2]) != [C, 1] or len(w.shape) != nd + 2:
+    dense = a.get("groups", 1) == 1 and dense_form(n, graph)
+    if dense:
+        if list(w.shape[:2]) != [n.shape[-nd - 1], C] or len(w.shape) != nd + 2:
+            raise Unsupported(f"{n.name}: weights {w.shape} do not match the input's {C} "
+                              f"channels")
+    elif C != a["groups"] or list(w.shape[:2]) != [C, 1] or len(w.shape) != nd + 2:
         raise Unsupported(f"{n.name}: a grouped convolution with more than one input channel per "
                           f"group (weights {w.shape}) stays in the library")
     if w.stride is not None and list(w.stride) != contiguous_strides(list(w.shape)):
@@ -149,7 +185,9 @@ def conv_window(n: Node, graph: Graph) -> tuple[dict, str, str | None]:
     if pad != "same" and want != list(n.shape[-nd:]):
         raise Unsupported(f"{n.name}: output {n.shape} is not the window's {want}")
     window = {"kind": "conv", "nd": nd, "in": ins, "k": k, "s": s, "p": p, "d": d,
-              "include_pad": False, "divisor": 0, "channels": C}
+              "include_pad": False, "divisor": 0, "channels": int(n.shape[-nd - 1])}
+    if dense:
+        window.update(cin=int(C), lead=[int(v) for v in x.shape[:-nd]])
     return window, wr, br
 
 
@@ -236,6 +274,12 @@ class _Pool:
         deep = ind
         if kind == "avg":
             L += self._avg_bounds(ind)
+        cin = w.get("cin", 0)
+        if cin:   # a dense convolution: the window runs over every input channel too
+            L.append(f"{ind}for (int p_c = 0; p_c < {cin}; ++p_c) {{")
+            deep += "    "
+            L += self._win_offsets(deep, f"p_n * {cin}{sf} + p_c")
+        top = deep
         for q in range(nd):
             if kind == "avg":
                 L.append(f"{deep}for ({sp} p_x{q} = p_lo{q}; p_x{q} < p_hi{q}; ++p_x{q}) {{")
@@ -252,12 +296,16 @@ class _Pool:
             tap = "p_k0"
             for q in range(1, nd):
                 tap = f"({tap}) * {w['k'][q]} + p_k{q}"
+            if cin:
+                tap = f"p_c * {math.prod(w['k'])} + {tap}"
             wt = self.load(spec.operands[w["weight"]], f"p_wb + {tap}", acc)
             L.append(f"{deep}p_a += {x} * {wt};")
         else:
             L.append(f"{deep}p_a += {x};")
         for q in reversed(range(nd)):
-            L.append(ind + "    " * q + "}")
+            L.append(top + "    " * q + "}")
+        if cin:
+            L.append(ind + "}")
         v = self.s.var
         if kind == "avg":
             L.append(f"{ind}const {acc} {v} = p_n > 0 ? p_a / ({acc})p_n : ({acc})0;")
@@ -269,17 +317,32 @@ class _Pool:
         """Given ``p_t``, the plane (the leading dims' flat index): each window operand's
         offset of it (leading dims walked contiguously merged) and, for a depthwise
         convolution, ``p_wb``, where its channel's taps start."""
-        spec, w, it, sf = self.spec, self.w, self.it, self.sf
-        lead = len(spec.dims) - w["nd"]
-        L = []
-        for i in self.win_ops:
-            o = spec.operands[i]
-            ld, _, (lst,) = coalesce(spec.dims[:lead], [False] * lead, [o.strides[:lead]])
-            L.append(f"{ind}const {it} w_{o.name} = "
-                     f"{offset(lst, ld, 'p_t', list(range(len(ld))), sf)};")
+        w, it, sf = self.w, self.it, self.sf
+        if w.get("cin"):   # the batch index; the offsets come per input channel
+            ch = w["channels"]
+            return [f"{ind}const {it} p_n = p_t / {ch}{sf};",
+                    f"{ind}const {it} p_wb = (p_t % {ch}{sf}) * "
+                    f"{w['cin'] * math.prod(w['k'])}{sf};"]
+        L = self._win_offsets(ind, "p_t")
         if w["kind"] == "conv":
             L.append(f"{ind}const {it} p_wb = (p_t % {w['channels']}{sf}) * "
                      f"{math.prod(w['k'])}{sf};")
+        return L
+
+    def _win_offsets(self, ind: str, plane: str) -> list[str]:
+        """Each window operand's offset of the input plane ``plane`` (the flat index over the
+        input's leading dims, walked contiguously merged): the output's own for a pool or a
+        depthwise convolution, (batch, input channel) for a dense one."""
+        spec, w, it, sf = self.spec, self.w, self.it, self.sf
+        lead = len(spec.dims) - w["nd"]
+        dims = w.get("lead") or spec.dims[:lead]
+        idx = plane if plane.isidentifier() else f"({plane})"
+        L = []
+        for i in self.win_ops:
+            o = spec.operands[i]
+            ld, _, (lst,) = coalesce(dims, [False] * lead, [o.strides[:lead]])
+            L.append(f"{ind}const {it} w_{o.name} = "
+                     f"{offset(lst, ld, idx, list(range(len(ld))), sf)};")
         return L
 
     def _out_lines(self, ind: str) -> list[str]:
@@ -333,6 +396,88 @@ class _Pool:
               f"{i2}const {acc} {self.s.var} = p_a;"]
         return L + self._out_lines(i2) + [f"{i1}}}", "    }"]
 
+    def dense_lines(self, t: dict) -> list[str]:
+        """A 2-d dense convolution (``dense_tile``): a block's threads share ``cot`` output
+        channels, whose weights it stages in shared memory ([input channel][tap][channel]);
+        a thread computes ``px`` neighbouring outputs of one output row for each of them."""
+        spec, w, it, sf, acc = self.spec, self.w, self.it, self.sf, self.spec.acc
+        (OH, OW), (H, W) = spec.dims[-2:], w["in"]
+        k, st, p, d = w["k"], w["s"], w["p"], w["d"]
+        cin, co, cot, px = w["cin"], w["channels"], t["cot"], t["px"]
+        taps = cin * k[0] * k[1]
+        nw = taps * cot
+        vec = acc == "float"   # four channels' weights a shared-memory read
+        i1, i2, i3, i4, i5 = (" " * n for n in (8, 12, 16, 20, 24))
+        wop = spec.operands[w["weight"]]
+        L = [f"    __shared__ __align__(16) {acc} p_ws[{nw}];",
+             f"    for (long long p_b = blockIdx.x; p_b < {t['blocks']}LL; p_b += gridDim.x) {{",
+             f"{i1}const int p_co0 = (int)(p_b % {t['nco']}LL) * {cot};",
+             f"{i1}const long long p_g = (p_b / {t['nco']}LL) * blockDim.x + threadIdx.x;",
+             f"{i1}__syncthreads();   // the previous block's weights are consumed",
+             f"{i1}for (int p_e = threadIdx.x; p_e < {nw}; p_e += blockDim.x) {{",
+             f"{i2}const int p_oc = p_co0 + p_e % {cot};",
+             f"{i2}p_ws[p_e] = p_oc < {co} ? "
+             f"{self.load(wop, f'p_oc * {taps} + p_e / {cot}', acc)} : ({acc})0;",
+             f"{i1}}}",
+             f"{i1}__syncthreads();",
+             f"{i1}if (p_g < {t['groups']}LL) {{",
+             f"{i2}const int p_ow0 = (int)(p_g % {t['gw']}LL) * {px};",
+             f"{i2}const long long p_q = p_g / {t['gw']}LL;",
+             f"{i2}const int p_oh = (int)(p_q % {OH}LL);",
+             f"{i2}const {it} p_n = ({it})(p_q / {OH}LL);",
+             f"{i2}{acc} p_a[{cot}][{px}];",
+             f"{i2}#pragma unroll",
+             f"{i2}for (int p_u = 0; p_u < {cot * px}; ++p_u) p_a[p_u / {px}][p_u % {px}] = 0;",
+             f"{i2}for (int p_c = 0; p_c < {cin}; ++p_c) {{"]
+        L += self._win_offsets(i3, f"p_n * {cin}{sf} + p_c")
+        L += [f"{i3}#pragma unroll",
+              f"{i3}for (int p_k0 = 0; p_k0 < {k[0]}; ++p_k0) {{",
+              f"{i4}const int p_x0 = p_oh * {st[0]} - {p[0]} + p_k0 * {d[0]};",
+              f"{i4}if (p_x0 < 0 || p_x0 >= {H}) continue;   // zero padding",
+              f"{i4}{acc} p_v[{t['span']}];",
+              f"{i4}#pragma unroll",
+              f"{i4}for (int p_j = 0; p_j < {t['span']}; ++p_j) {{",
+              f"{i5}const int p_x1 = p_ow0 * {st[1]} - {p[1]} + p_j;",
+              f"{i5}{acc} p_val = 0;",
+              f"{i5}if (p_x1 >= 0 && p_x1 < {W}) {{"]
+        L += elem_lines(spec, self.pre, self.load, self._at_win, ind=i5 + "    ")
+        L += [f"{i5}    p_val = {self.s.deps[0]};",
+              f"{i5}}}",
+              f"{i5}p_v[p_j] = p_val;",
+              f"{i4}}}",
+              f"{i4}#pragma unroll",
+              f"{i4}for (int p_k1 = 0; p_k1 < {k[1]}; ++p_k1) {{",
+              f"{i5}const {acc}* p_wq = p_ws + ((p_c * {k[0]} + p_k0) * {k[1]} + p_k1) * {cot};"]
+        if vec:
+            L += [f"{i5}#pragma unroll",
+                  f"{i5}for (int p_c4 = 0; p_c4 < {cot // 4}; ++p_c4) {{",
+                  f"{i5}    const float4 p_w4 = reinterpret_cast<const float4*>(p_wq)[p_c4];",
+                  f"{i5}    #pragma unroll",
+                  f"{i5}    for (int p_p = 0; p_p < {px}; ++p_p) {{",
+                  f"{i5}        const float p_xv = p_v[p_p * {st[1]} + p_k1 * {d[1]}];"]
+            L += [f"{i5}        p_a[4 * p_c4 + {j}][p_p] += p_xv * p_w4.{c};"
+                  for j, c in enumerate("xyzw")]
+            L += [f"{i5}    }}", f"{i5}}}"]
+        else:
+            L += [f"{i5}#pragma unroll",
+                  f"{i5}for (int p_cc = 0; p_cc < {cot}; ++p_cc) {{",
+                  f"{i5}    const {acc} p_wv = p_wq[p_cc];",
+                  f"{i5}    #pragma unroll",
+                  f"{i5}    for (int p_p = 0; p_p < {px}; ++p_p)",
+                  f"{i5}        p_a[p_cc][p_p] += p_v[p_p * {st[1]} + p_k1 * {d[1]}] * p_wv;",
+                  f"{i5}}}"]
+        L += [f"{i4}}}", f"{i3}}}", f"{i2}}}",
+              f"{i2}#pragma unroll",
+              f"{i2}for (int p_cc = 0; p_cc < {cot}; ++p_cc) {{",
+              f"{i3}if (p_co0 + p_cc >= {co}) break;",
+              f"{i3}#pragma unroll",
+              f"{i3}for (int p_p = 0; p_p < {px}; ++p_p) {{",
+              f"{i4}if (p_ow0 + p_p >= {OW}) break;",
+              f"{i4}const {it} p_i = ((p_n * {co}{sf} + p_co0 + p_cc) * {OH}{sf} + p_oh) * "
+              f"{OW}{sf} + p_ow0 + p_p;",
+              f"{i4}const {acc} {self.s.var} = p_a[p_cc][p_p];"]
+        return L + self._out_lines(i4) + [f"{i3}}}", f"{i2}}}", f"{i1}}}", "    }"]
+
     def _avg_bounds(self, ind: str) -> list[str]:
         """Torch's average window: its size counted to the padded edge, then clamped."""
         w, it, sf = self.w, self.it, self.sf
@@ -372,10 +517,14 @@ def pool_body_c(spec: KernelSpec, load: Load, store: Store) -> str:
     return "\n".join(L) + "\n"
 
 
-def pool_body_cuda(spec: KernelSpec, load: Load, store: Store) -> str:
+def pool_body_cuda(spec: KernelSpec, load: Load, store: Store, params: dict | None = None) -> str:
     """CUDA: a thread per output element (grid-stride loop); a 2-d depthwise convolution
-    stages its input in shared memory a tile of rows at a time (``conv_tile``)."""
+    stages its input in shared memory a tile of rows at a time (``conv_tile``), a 2-d dense
+    one gives each thread a tile of outputs (``dense_tile``)."""
     pl = _Pool(spec, load, store, index_type(spec))
+    dense = dense_tile(spec, params)
+    if dense is not None:
+        return "\n".join(pl.dense_lines(dense)) + "\n"
     tile = conv_tile(spec)
     if tile is not None:
         return "\n".join(pl.tiled_lines(tile)) + "\n"
@@ -412,3 +561,38 @@ def conv_tile(spec: KernelSpec) -> dict | None:
     rows = max(1, min(OH, (fit - span) // st[0] + 1, ceildiv(TILE_OUTPUTS, OW)))
     return {"rows": rows, "in_rows": (rows - 1) * st[0] + span, "width": width,
             "per_plane": ceildiv(OH, rows), "planes": math.prod(spec.dims[:-2])}
+
+
+DENSE_SMEM = 48 * 1024   # static shared memory a dense convolution's weights may take
+
+
+def dense_tile(spec: KernelSpec, params: dict | None = None) -> dict | None:
+    """The tiling of a 2-d dense convolution on CUDA (``_Pool.dense_lines``): ``cot`` output
+    channels a block (their weights in shared memory), ``px`` outputs of a row a thread, in
+    registers (``cot * px`` accumulators: 64 for fp32 by default); ``blocks`` in all, the
+    channel chunk the fastest, so that the blocks reading one stretch of input run together.
+    None for other windows (the generic loop)."""
+    s = pool_stmt(spec)
+    if s is None or not s.window.get("cin") or s.window["nd"] != 2 or len(spec.dims) != 4:
+        return None
+    p = params or {}
+    w = s.window
+    size = 8 if spec.acc == "double" else 4
+    taps = w["cin"] * math.prod(w["k"])
+    # 16 x 4 fp32 accumulators: 128 registers a thread, no spills (ptxas for sm_90, 8 input
+    # channels of 3x3); 32 x 4 takes 254, 64 x 4 spills
+    cot = min(int(p.get("cot") or (16 if size == 4 else 8)), round_up(w["channels"], 4))
+    cot = max(4, round_up(cot, 4))
+    while cot > 4 and taps * cot * size > DENSE_SMEM:
+        cot -= 4
+    if taps * cot * size > DENSE_SMEM:
+        return None
+    px = max(1, int(p.get("px") or 4))
+    block = int(p.get("block") or 128)
+    N, _, OH, OW = spec.dims
+    gw = ceildiv(OW, px)
+    groups = N * OH * gw
+    nco = ceildiv(w["channels"], cot)
+    return {"cot": cot, "px": px, "gw": gw, "groups": groups, "nco": nco,
+            "blocks": ceildiv(groups, block) * nco,
+            "span": (px - 1) * w["s"][1] + (w["k"][1] - 1) * w["d"][1] + 1}

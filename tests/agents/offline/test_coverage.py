@@ -320,3 +320,92 @@ def test_depthwise_convolutions_are_computed_by_our_kernels(name, convs, setting
     assert not [k for k in cand.kept if "conv" in k], cand.kept
     assert all(t.kind == "reduction_fusion" for t in plan.tasks if set(t.ops) & {
         "conv1d", "conv2d", "conv3d"})
+
+
+# -- dense convolutions of few input channels (pool.dense_form): a kernel of ours on the GPU --
+
+def _planned_for_the_gpu(name: str, settings):
+    """(problem, graph switched to the GPU, plan) of a coverage fixture traced on the CPU."""
+    from stitchcuda_lab.agents.offline import OfflinePlanner
+
+    problem = fixture(name)
+    graph, _, _ = generate(problem, settings)
+    cuda = dataclasses.replace(graph, device="cuda")
+    return problem, cuda, OfflinePlanner().plan(problem, cuda, settings)
+
+
+def test_a_convolution_of_few_input_channels_is_a_kernel_on_the_gpu_only(settings):
+    problem = fixture("conv_few_input_channels")
+    _, cpu_plan, _ = generate(problem, settings)
+    assert [t.kind for t in cpu_plan.tasks if "conv2d" in t.ops] == ["gemm_epilogue"]   # oneDNN
+    _, _, plan = _planned_for_the_gpu("conv_few_input_channels", settings)
+    (task,) = [t for t in plan.tasks if "conv2d" in t.ops]
+    assert task.kind == "reduction_fusion" and "few input channels" in task.technique
+    assert "small-channel-convolution" in task.refs
+    assert {"cot", "px"} <= set(task.params)
+    # the prologue (relu, sub) and the epilogue up to the last relu are in the same kernel
+    assert {"relu", "sub", "hardswish", "add"} <= set(task.ops)
+
+
+def test_a_convolution_with_many_input_channels_stays_in_cudnn():
+    from stitchcuda_lab.agents.offline.expand import node_role
+
+    x, w = {"node": "x"}, {"node": "w"}
+    for cin, role in ((16, "pool"), (32, None)):   # 16 x 3 x 3 = 144 taps, 32 x 3 x 3 = 288
+        g = _graph([("c", "aten.conv2d.default", [x, w], [2, 8, 30, 30], "float32")],
+                   {"x": ([2, cin, 32, 32], "float32"), "w": ([8, cin, 3, 3], "float32")})
+        assert node_role(g.node("c"), g) == role, cin
+        assert node_role(g.node("c"), dataclasses.replace(g, device="cpu")) is None
+
+
+@pytest.mark.parametrize("variant", [{}, {"cot": 8, "px": 8}, {"cot": 32, "px": 2},
+                                     {"conv": "library"}])
+def test_a_dense_convolutions_kernel_matches_eager_in_c(variant, settings):
+    """The GPU's plan with C kernels: the lowering both backends share (each input channel's
+    window, the weights of each output channel, prologue, epilogue) against eager, for the
+    first candidate's tile and the refine round's (the C kernel has no tile; the CUDA one is
+    compiled below and run on the GPU by test_each_family_matches_eager_on_cuda)."""
+    from stitchcuda_lab.agents.offline import OfflineCoder
+
+    problem, cuda, plan = _planned_for_the_gpu("conv_few_input_channels", settings)
+    (task,) = [t for t in plan.tasks if "conv2d" in t.ops]
+    plan.device = "cpu"
+    cand = OfflineCoder().candidate(problem, cuda, plan, {task.id: variant} if variant else {})
+    code = "\n".join(k.code for k in cand.kernels)
+    lib = variant.get("conv") == "library"
+    assert ("for (int p_c = 0; p_c < 3; ++p_c)" in code) != lib
+    assert ("aten.convolution" in cand.program or "aten.conv2d" in cand.program) == lib
+    for seed in (0, 1):
+        want, got, _, _ = run_both(problem, cand, seed=seed)
+        assert_close(got, want)
+
+
+def test_the_refine_round_first_measures_a_dense_convolution_against_cudnn(settings):
+    from stitchcuda_lab.agents.offline import OfflineCoder
+
+    _, cuda, plan = _planned_for_the_gpu("conv_few_input_channels", settings)
+    (task,) = [t for t in plan.tasks if "conv2d" in t.ops]
+    base = {task.id: dict(task.params)}
+    labels = [label for label, _ in OfflineCoder().variants(cuda, plan, base, 1, None)]
+    assert labels[0] == f"{task.id} convolution in cuDNN"
+    assert f"{task.id}.px=2" in labels
+    after = [label for label, _ in OfflineCoder().variants(
+        cuda, plan, {task.id: {**task.params, "conv": "library"}}, 1, None)]
+    assert after[0] == f"{task.id} convolution fused again"
+
+
+def test_a_dense_convolutions_cuda_tile_masks_channels_and_columns_past_the_edge():
+    from stitchcuda_lab.agents.offline.backend_cuda import emit_cuda
+    from stitchcuda_lab.agents.offline.launch import launch_config
+    from stitchcuda_lab.agents.offline.lower import build_spec
+
+    x, w = {"node": "x"}, {"node": "w"}
+    g = _graph([("c", "aten.conv2d.default", [x, w], [2, 10, 30, 35], "float32")],
+               {"x": ([2, 8, 32, 37], "float32"), "w": ([10, 8, 3, 3], "float32")})
+    spec = build_spec(g, ["c"], "k0")
+    src = emit_cuda(spec, {"cot": 8, "px": 4})
+    assert "p_ws[576]" in src                       # 8 channels x 72 taps
+    assert "if (p_co0 + p_cc >= 10) break;" in src and "if (p_ow0 + p_p >= 35) break;" in src
+    # 2 x 30 rows x 9 groups of 4 columns, 128 a block; two chunks of 8 channels
+    assert launch_config(spec, {"cot": 8, "px": 4})["blocks"] == 5 * 2
+    assert "p_b % 2LL" in src
