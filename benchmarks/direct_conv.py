@@ -140,7 +140,7 @@ def one(shape: dict, epi: str, tilings, with_compile: bool) -> dict:
                 import cupy
                 stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
 
-                def call():
+                def call(fn=fn, grid=grid, threads=threads, args=args, stream=stream):
                     with stream:
                         fn(grid, (threads,), tuple(cupy.uint64(a) for a in args))
                 y.zero_()
