@@ -16,8 +16,8 @@ value. cuDNN and Inductor run it at a fraction of the memory bandwidth (a quarte
 the H200), while it only needs to read its input and write its output once.
 
 A *dense* convolution of few input channels on the GPU (``dense_form``: groups 1, 2-d, at most
-``DENSE_MAX_TAPS`` input channels x taps per output, KernelBench level 2's ``Conv2d`` of 8 input
-channels, a network's stem) is a ``conv`` window too, whose loop also runs over the input
+16 input channels and ``DENSE_MAX_TAPS`` input channels x taps per output, KernelBench level 2's
+``Conv2d`` of 8 input channels, a network's stem) is a ``conv`` window too, whose loop also runs over the input
 channels (``cin``). cuDNN runs such a convolution NCHW in fp32 arithmetic, which is what makes
 the reference exact to 1e-4 (a TF32 kernel, torch.compile's channels-last pick, is 5x the
 tolerance away), and at a fraction of the FMA rate. On CUDA a thread computes ``px``
@@ -56,6 +56,7 @@ _CONVOLUTION_ARGS = ("input", "weight", "bias", "stride", "padding", "dilation",
 # input channels x kernel taps per output up to which a dense convolution is a kernel of ours on
 # the GPU: 8 channels of 3x3 (72), 16 of 3x3 (144), a stem's 3 channels of 7x7 (147)
 DENSE_MAX_TAPS = 160
+DENSE_MAX_CHANNELS = 16   # ... and input channels
 _ARGS = {"max": ("kernel_size", "stride", "padding", "dilation", "ceil_mode"),
          "avg": ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
                  "divisor_override")}
@@ -129,9 +130,10 @@ def depthwise_form(n: Node) -> bool:
 
 
 def dense_form(n: Node, graph: Graph) -> bool:
-    """A 2-d convolution of one group (not transposed, batched) with at most
-    ``DENSE_MAX_TAPS`` input channels x taps per output, in a graph traced for the GPU: a
-    window op (``conv_window`` checks the rest). On the CPU oneDNN keeps it."""
+    """A 2-d convolution of one group (not transposed, batched) with a window larger than
+    1x1 and at most ``DENSE_MAX_CHANNELS`` input channels and ``DENSE_MAX_TAPS`` input
+    channels x taps per output, in a graph traced for the GPU: a window op (``conv_window``
+    checks the rest). On the CPU oneDNN keeps it."""
     if n.opname not in CONVS or n.shape is None or len(n.shape) != 4 \
             or not str(graph.device).startswith("cuda"):
         return False
@@ -140,8 +142,11 @@ def dense_form(n: Node, graph: Graph) -> bool:
         return False
     wr = node_ref(a.get("weight"))
     w = graph.node(wr) if wr else None
+    # a 1x1 convolution is a GEMM over the channels (cuDNN's, on TF32 tensor cores with
+    # enough of them), not a window
     return w is not None and w.shape is not None and len(w.shape) == 4 \
-        and 0 < math.prod(w.shape[1:]) <= DENSE_MAX_TAPS
+        and w.shape[1] <= DENSE_MAX_CHANNELS and math.prod(w.shape[2:]) > 1 \
+        and math.prod(w.shape[1:]) <= DENSE_MAX_TAPS
 
 
 def conv_window(n: Node, graph: Graph) -> tuple[dict, str, str | None]:

@@ -9,7 +9,7 @@ import torch
 
 from stitchcuda_lab import aten
 from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
-from stitchcuda_lab.agents.offline.coder import MAX_VARIANTS, claims
+from stitchcuda_lab.agents.offline.coder import KERNEL_TASKS, MAX_VARIANTS, claims
 from stitchcuda_lab.agents.offline.expand import node_role
 from stitchcuda_lab.agents.offline.rewrite import rewrite
 from stitchcuda_lab.graph import analyse
@@ -362,10 +362,16 @@ def test_claims_follow_the_verifiers_op_classes(name, device, settings):
     g = rewrite(graph)   # the graph the plan's node names refer to
     split_nodes = [g.node(o) for t in plan.tasks if t.kind == "tensor_core_gemm" for o in t.ops]
     split = {op for n in split_nodes for op in (n.target, *n.lowers_to)}
-    # kernels replace compute ops only; runtime.gemm replaces library GEMMs
+    # kernels replace compute ops, and the convolutions a window kernel computes (a depthwise
+    # one, or on the GPU one of few input channels: pool.py); runtime.gemm replaces library
+    # GEMMs
     assert cand.replaced
+    windows = {op for t in plan.tasks if t.kind in KERNEL_TASKS for o in t.ops
+               if node_role(g.node(o), g) == "pool" and aten.library_family(g.node(o).target)
+               for op in (g.node(o).target, *g.node(o).lowers_to)}
+    assert bool(windows) == (name == "conv_bn" and device == "cuda")   # 3 input channels
     for op in cand.replaced:
-        assert aten.op_class(op) == ("library" if op in split else "compute"), op
+        assert aten.op_class(op) == ("library" if op in split | windows else "compute"), op
     # what an epilogue task leaves to the vendor library is a library op, kept (or split)
     for t in plan.tasks:
         if t.kind == "gemm_epilogue":
@@ -701,7 +707,7 @@ def test_a_deep_forward_on_the_gpu_is_also_tried_as_its_own_ops_in_a_cuda_graph(
 
 
 @pytest.mark.parametrize("conv,flip_first", [("nn.ConvTranspose2d(4, 8, 3, stride=2)", True),
-                                             ("nn.Conv2d(4, 8, 3)", False)],
+                                             ("nn.Conv2d(4, 8, 1)", False)],
                          ids=["transposed", "plain"])
 def test_a_transposed_convolutions_other_layout_is_refined_before_a_kernels_row_cache(
         conv, flip_first, settings):

@@ -409,3 +409,12 @@ def test_a_dense_convolutions_cuda_tile_masks_channels_and_columns_past_the_edge
     # 2 x 30 rows x 9 groups of 4 columns, 128 a block; two chunks of 8 channels
     assert launch_config(spec, {"cot": 8, "px": 4})["blocks"] == 5 * 2
     assert "p_b % 2LL" in src
+
+
+def test_a_pointwise_convolution_stays_a_gemm_in_cudnn():
+    from stitchcuda_lab.agents.offline.expand import node_role
+
+    x, w = {"node": "x"}, {"node": "w"}
+    g = _graph([("c", "aten.conv2d.default", [x, w], [2, 8, 32, 32], "float32")],
+               {"x": ([2, 16, 32, 32], "float32"), "w": ([8, 16, 1, 1], "float32")})
+    assert node_role(g.node("c"), g) is None
