@@ -114,7 +114,8 @@ class OfflineCoder:
         used: dict[str, dict] = {}
         program = {**overrides.get(PROGRAM, {}),
                    "channels_last": built_channels_last(overrides, graph, lang)}
-        convs = channels_last_convs(graph) if program["channels_last"] else {}
+        library = _library_convs(graph, tasks, overrides)
+        convs = channels_last_convs(graph, library) if program["channels_last"] else {}
         # what will be channels-last when the kernels run: the convolutions' outputs, then
         # the full-size outputs of kernels that read them so (``layout.py``)
         nhwc: set[str] = set(convs)
@@ -128,7 +129,7 @@ class OfflineCoder:
                 continue
             members = [o for o in t.ops if not kept_in_library(graph.node(o), graph)]
             if p.get("conv") == "library":   # a dense convolution's kernel against cuDNN's
-                members = [o for o in members if not dense_form(graph.node(o), graph)]
+                members = [o for o in members if o not in library]
                 notes.append(f"{t.id}: its convolution runs in the library in this variant")
             kname = f"k{len(calls)}_{t.id}"
             try:
@@ -182,7 +183,7 @@ class OfflineCoder:
                          "other kernels read it")
         try:
             prog = render(graph, problem.source, problem.name, calls, lang, cuda_graph, notes,
-                          split=set(split), channels_last=channels_last)
+                          split=set(split), channels_last=channels_last, library_convs=library)
         except CannotRender as e:
             notes.append(f"cannot write the graph as a program ({e}): the problem's own forward "
                          "runs unchanged")
@@ -229,7 +230,9 @@ class OfflineCoder:
         # the other layout for the convolutions is measured once: a best that is that variant
         # carries both_layouts, and its variants keep its layout
         g = rewrite(graph)
-        flip = bool(channels_last_convs(g)) and not base.get(PROGRAM, {}).get("both_layouts")
+        library = _library_convs(g, plan.tasks, base)
+        flip = bool(channels_last_convs(g, library)) and \
+            not base.get(PROGRAM, {}).get("both_layouts")
         cl = built_channels_last(base, g, lang)
         if failed:
             # a failed channels-last program (first by default for transposed and depthwise
@@ -261,8 +264,8 @@ class OfflineCoder:
         # (the same bits), channels-last faster, which moves the program more than one
         # kernel's knob; a plain one may run in exact fp32 NCHW, where channels-last picks
         # TF32 kernels and fails the check
-        head = len(pool) if flip and all(_transposed(g, c) for c in channels_last_convs(g)) \
-            else 0
+        head = len(pool) if flip and all(_transposed(g, c)
+                                         for c in channels_last_convs(g, library)) else 0
         for t in tc:   # does the split pay here? (measured, not assumed)
             off = bool(base.get(t.id, {}).get("off"))
             pool.append((f"{t.id} GEMMs {'on tensor cores again' if off else 'in fp32 cuBLAS'}",
@@ -273,17 +276,9 @@ class OfflineCoder:
                 pool.append((f"{t.id} fused again", with_(t.id, off=False)))
                 continue
             if lang == "cuda" and ("cot" in cur or cur.get("conv") == "library"):
-                # a dense convolution (pool.dense_tile): first whether it beats cuDNN's, then
-                # its tile's shape
-                lib = cur.get("conv") == "library"
-                pool.insert(head, (f"{t.id} convolution {'fused again' if lib else 'in cuDNN'}",
-                                   with_(t.id, conv=None if lib else "library")))
-                if not lib:
-                    for knob, vals in (("px", (2, 8)), ("cot", (8, 32)), ("block", (256,))):
-                        for v in vals:
-                            if v != cur.get(knob):
-                                pool.append((f"{t.id}.{knob}={v}", with_(t.id, **{knob: v})))
-                pool.append((f"{t.id} in the library (fusion boundary)", with_(t.id, off=True)))
+                first, rest = _dense_variants(t.id, cur, base, with_)
+                pool[head:head] = first
+                pool += rest
                 continue
             if lang == "cuda":
                 # a block-per-row scan (scan.py) has its own strategy and no float4 path:
@@ -319,8 +314,36 @@ class OfflineCoder:
         k = (iteration - 1) * MAX_VARIANTS
         if k >= len(pool):
             k = k % max(1, len(pool))
-        out = pool[k:k + MAX_VARIANTS]
-        return out
+        return pool[k:k + MAX_VARIANTS]
+
+
+def _library_convs(graph: Graph, tasks: list, params: dict[str, dict]) -> set[str]:
+    """The dense convolutions that tasks' ``params`` leave to the library (``conv="library"``)."""
+    return {o for t in tasks if t.kind in KERNEL_TASKS
+            and {**t.params, **params.get(t.id, {})}.get("conv") == "library"
+            for o in t.ops if dense_form(graph.node(o), graph)}
+
+
+def _dense_variants(tid: str, cur: dict, base: dict[str, dict], with_) -> tuple[list, list]:
+    """A dense convolution's task (``pool.dense_tile``): the variants that go first (whether
+    its kernel beats cuDNN's, in either of cuDNN's layouts) and the rest (its tile's shape)."""
+    lib = cur.get("conv") == "library"
+    first = [(f"{tid} convolution {'fused again' if lib else 'in cuDNN'}",
+              with_(tid, conv=None if lib else "library"))]
+    if not lib and not base.get(PROGRAM, {}).get("both_layouts"):
+        # cuDNN's channels-last kernel runs on TF32 tensor cores: 5x the fp32 tolerance away
+        # for a plain output, inside it where what follows averages the errors away (a
+        # global mean over the outputs)
+        nhwc = with_(tid, conv="library")
+        nhwc[PROGRAM] = {**nhwc.get(PROGRAM, {}), "channels_last": True, "both_layouts": True}
+        first.append((f"{tid} convolution in cuDNN channels-last (TF32, the layout "
+                      "torch.compile picks)", nhwc))
+    rest = []
+    if not lib:
+        for knob, vals in (("px", (2, 8)), ("cot", (8, 32)), ("block", (256,))):
+            rest += [(f"{tid}.{knob}={v}", with_(tid, **{knob: v})) for v in vals
+                     if v != cur.get(knob)]
+    return first, rest + [(f"{tid} in the library (fusion boundary)", with_(tid, off=True))]
 
 
 def _unchanged(problem: Problem, graph: Graph, notes: list[str], cuda_graph: bool,

@@ -218,10 +218,7 @@ class OfflinePlanner:
                             and p not in claimed and p not in libs:
                         libs.append(p)
             tid += 1
-            kinds = sorted({s.kind if s.op == "reduce" else
-                            "pool_dense" if s.op == "pool" and s.window.get("cin") else
-                            f"{s.op}_{s.kind}"
-                            for s in spec.stmts if s.op in ("reduce", "scan", "pool")})
+            kinds = _kinds(spec)
             what = _describe(spec, graph, kinds)
             if libs:
                 ops = sorted(libs + members, key=lambda x: graph.nodes.index(graph.node(x)))
@@ -369,6 +366,13 @@ def tensor_core_gemms(graph: Graph) -> list[str]:
         if k >= SPLIT_MIN_K and n.flops >= SPLIT_MIN_FLOPS:
             out.append(n.name)
     return out
+
+
+def _kinds(spec) -> list[str]:
+    """The kinds of a kernel's reductions, scans and windows (``_describe``'s names)."""
+    return sorted({s.kind if s.op == "reduce" else
+                   "pool_dense" if s.op == "pool" and s.window.get("cin") else f"{s.op}_{s.kind}"
+                   for s in spec.stmts if s.op in ("reduce", "scan", "pool")})
 
 
 def _pool_reason(kinds: list[str], members: list[str], graph: Graph) -> str:

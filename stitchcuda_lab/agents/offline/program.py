@@ -110,13 +110,15 @@ def schedule(graph: Graph, groups: list[list[str]]) -> list[tuple[str, Any]]:
 CHANNELS_LAST = {4: "channels_last", 5: "channels_last_3d"}
 
 
-def channels_last_convs(graph: Graph) -> dict[str, str]:
+def channels_last_convs(graph: Graph,
+                        library: frozenset[str] | set[str] = frozenset()) -> dict[str, str]:
     """Kept convolutions that can run channels-last: node name -> memory format (a depthwise
-    one is a kernel's: ``expand.kept_in_library``)."""
+    one, or a dense one of few input channels on the GPU, is a kernel's:
+    ``expand.kept_in_library``, unless a candidate leaves it to the library: ``library``)."""
     out: dict[str, str] = {}
     for n in graph.calls():
         if aten.library_family(n.target) != "convolution" or len(n.args) < 2 \
-                or not kept_in_library(n, graph):
+                or not (kept_in_library(n, graph) or n.name in library):
             continue
         x, w = n.args[0], n.args[1]
         if not (isinstance(x, dict) and isinstance(w, dict) and "node" in x and "node" in w):
@@ -136,7 +138,8 @@ def stored_channels_last(graph: Graph, convs: dict[str, str]) -> dict[str, str]:
 
 def render(graph: Graph, problem_source: str, problem_name: str, calls: list[KernelCall],
            lang: str, cuda_graph: bool, notes: list[str],
-           split: frozenset[str] | set[str] = frozenset(), channels_last: bool = False) -> str:
+           split: frozenset[str] | set[str] = frozenset(), channels_last: bool = False,
+           library_convs: frozenset[str] | set[str] = frozenset()) -> str:
     """Python source of the candidate module (without the SOURCES/LANGS table).
 
     Nodes in ``split`` (fp32 GEMMs of a tensor_core_gemm task) call ``runtime.gemm.<op>``,
@@ -145,12 +148,13 @@ def render(graph: Graph, problem_source: str, problem_name: str, calls: list[Ker
     ``channels_last``: kept convolutions run on channels-last input and weights (cuDNN's and
     oneDNN's NHWC kernels, the layout torch.compile picks for convolutions): the weights are
     stored so once, and a tensor that may be channels-last is made contiguous before anything
-    that reads its strides (views, copies, our kernels).
+    that reads its strides (views, copies, our kernels). ``library_convs``: convolutions a
+    kernel could compute that this candidate leaves to the library (they are kept too).
     """
     inputs = sorted((n for n in graph.placeholders() if n.kind == "input"),
                     key=lambda n: n.input_index)
     lines = _module_head(problem_source, problem_name, calls, lang, cuda_graph, notes)
-    convs = channels_last_convs(graph) if channels_last else {}
+    convs = channels_last_convs(graph, library_convs) if channels_last else {}
     lines += _init(graph, cuda_graph, convs)
     w = lines.append
     w("")

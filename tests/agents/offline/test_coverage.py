@@ -359,7 +359,7 @@ def test_a_convolution_with_many_input_channels_stays_in_cudnn():
 
 
 @pytest.mark.parametrize("variant", [{}, {"cot": 8, "px": 8}, {"cot": 32, "px": 2},
-                                     {"conv": "library"}])
+                                     {"conv": "library"}, {"conv": "library", "nhwc": True}])
 def test_a_dense_convolutions_kernel_matches_eager_in_c(variant, settings):
     """The GPU's plan with C kernels: the lowering both backends share (each input channel's
     window, the weights of each output channel, prologue, epilogue) against eager, for the
@@ -367,14 +367,22 @@ def test_a_dense_convolutions_kernel_matches_eager_in_c(variant, settings):
     compiled below and run on the GPU by test_each_family_matches_eager_on_cuda)."""
     from stitchcuda_lab.agents.offline import OfflineCoder
 
+    from stitchcuda_lab.agents.offline.coder import PROGRAM
+
     problem, cuda, plan = _planned_for_the_gpu("conv_few_input_channels", settings)
     (task,) = [t for t in plan.tasks if "conv2d" in t.ops]
     plan.device = "cpu"
-    cand = OfflineCoder().candidate(problem, cuda, plan, {task.id: variant} if variant else {})
+    variant = dict(variant)
+    nhwc = variant.pop("nhwc", False)
+    overrides = {task.id: variant} if variant else {}
+    if nhwc:
+        overrides[PROGRAM] = {"channels_last": True}
+    cand = OfflineCoder().candidate(problem, cuda, plan, overrides)
     code = "\n".join(k.code for k in cand.kernels)
     lib = variant.get("conv") == "library"
     assert ("for (int p_c = 0; p_c < 3; ++p_c)" in code) != lib
     assert ("aten.convolution" in cand.program or "aten.conv2d" in cand.program) == lib
+    assert ("memory_format=torch.channels_last" in cand.program) == nhwc
     for seed in (0, 1):
         want, got, _, _ = run_both(problem, cand, seed=seed)
         assert_close(got, want)
@@ -386,12 +394,18 @@ def test_the_refine_round_first_measures_a_dense_convolution_against_cudnn(setti
     _, cuda, plan = _planned_for_the_gpu("conv_few_input_channels", settings)
     (task,) = [t for t in plan.tasks if "conv2d" in t.ops]
     base = {task.id: dict(task.params)}
-    labels = [label for label, _ in OfflineCoder().variants(cuda, plan, base, 1, None)]
+    found = OfflineCoder().variants(cuda, plan, base, 1, None)
+    labels = [label for label, _ in found]
     assert labels[0] == f"{task.id} convolution in cuDNN"
+    # then cuDNN's channels-last (TF32: it passes where what follows averages its error away)
+    assert labels[1].startswith(f"{task.id} convolution in cuDNN channels-last")
+    assert found[1][1]["program"] == {"channels_last": True, "both_layouts": True}
     assert f"{task.id}.px=2" in labels
     after = [label for label, _ in OfflineCoder().variants(
         cuda, plan, {task.id: {**task.params, "conv": "library"}}, 1, None)]
     assert after[0] == f"{task.id} convolution fused again"
+    # a best that leaves the convolution to cuDNN NCHW measures cuDNN's other layout too
+    assert any(label.startswith("convolutions channels-last") for label in after), after
 
 
 def test_a_dense_convolutions_cuda_tile_masks_channels_and_columns_past_the_edge():
