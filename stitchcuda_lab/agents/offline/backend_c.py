@@ -133,6 +133,13 @@ static inline float sc_softplusf(float x) {
     return x > 20.0f ? x : r;
 }
 static inline float sc_rsqrtf(float x) { return 1.0f / sqrtf(x); }
+/* mish: x * tanh(log1p(e^x)) is x * n / (n + 2) with n = e^x (e^x + 2): one exp, no log
+   or tanh; past 20, tanh(softplus(x)) rounds to 1 (NaN stays NaN, -inf gives ATen's NaN) */
+static inline float sc_mishf(float x) {
+    float e = sc_expf(x < 20.0f ? x : 20.0f);
+    float n = e * (e + 2.0f);
+    return x > 20.0f ? x : x * (n / (n + 2.0f));
+}
 static inline double sc_maxd(double a, double b) { return a > b ? a : b; }
 static inline double sc_mind(double a, double b) { return a < b ? a : b; }
 /* torch.maximum / minimum: a NaN on either side is the result (sc_max returns b for one in a) */
@@ -141,6 +148,11 @@ static inline float sc_minimumf(float a, float b) { return a != a ? a : (a < b ?
 static inline double sc_maximumd(double a, double b) { return a != a ? a : (a > b ? a : b); }
 static inline double sc_minimumd(double a, double b) { return a != a ? a : (a < b ? a : b); }
 static inline double sc_softplusd(double x) { return x > 20.0 ? x : log1p(exp(x)); }
+static inline double sc_mishd(double x) {
+    double e = exp(x < 20.0 ? x : 20.0);
+    double n = e * (e + 2.0);
+    return x > 20.0 ? x : x * (n / (n + 2.0));
+}
 static inline double sc_rsqrtd(double x) { return 1.0 / sqrt(x); }
 static inline double sc_sigmoidd(double x) { return 1.0 / (1.0 + exp(-x)); }
 #define SC_F(fn, dfn, x) _Generic((x), float: fn, default: dfn)(x)
@@ -152,6 +164,7 @@ static inline double sc_sigmoidd(double x) { return 1.0 / (1.0 + exp(-x)); }
 #define sc_log1p(x) SC_F(sc_log1pf, log1p, x)
 #define sc_expm1(x) SC_F(sc_expm1f, expm1, x)
 #define sc_softplus(x) SC_F(sc_softplusf, sc_softplusd, x)
+#define sc_mish(x) SC_F(sc_mishf, sc_mishd, x)
 #define sc_rsqrt(x) SC_F(sc_rsqrtf, sc_rsqrtd, x)
 #define sc_max(a, b) _Generic((a) + (b), float: sc_maxf, default: sc_maxd)(a, b)
 #define sc_min(a, b) _Generic((a) + (b), float: sc_minf, default: sc_mind)(a, b)

@@ -61,6 +61,16 @@ __device__ __forceinline__ float sc_sigmoid(float x) { return 1.0f / (1.0f + exp
 __device__ __forceinline__ double sc_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 __device__ __forceinline__ float sc_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 __device__ __forceinline__ double sc_softplus(double x) { return x > 20.0 ? x : log1p(exp(x)); }
+// mish: x * tanh(log1p(e^x)) is x * n / (n + 2) with n = e^x (e^x + 2): one exp instead of
+// exp, log1p and tanh; past 20, tanh(softplus(x)) rounds to 1 (fminf keeps a NaN's x NaN)
+__device__ __forceinline__ float sc_mish(float x) {
+    const float e = expf(fminf(x, 20.0f)), n = e * (e + 2.0f);
+    return x > 20.0f ? x : x * (n / (n + 2.0f));
+}
+__device__ __forceinline__ double sc_mish(double x) {
+    const double e = exp(fmin(x, 20.0)), n = e * (e + 2.0);
+    return x > 20.0 ? x : x * (n / (n + 2.0));
+}
 __device__ __forceinline__ float sc_max(float a, float b) { return fmaxf(a, b); }
 __device__ __forceinline__ double sc_max(double a, double b) { return fmax(a, b); }
 __device__ __forceinline__ float sc_min(float a, float b) { return fminf(a, b); }

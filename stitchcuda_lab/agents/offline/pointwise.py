@@ -96,7 +96,7 @@ SIMPLE = {
     "logical_not": "({0} == {zero})", "tanhshrink": "({0} - sc_tanh({0}))",
     "logsigmoid": "(sc_min({0}, {zero}) - sc_log1p(sc_exp(-fabs({0}))))",
     "log_sigmoid": "(sc_min({0}, {zero}) - sc_log1p(sc_exp(-fabs({0}))))",
-    "mish": "({0} * sc_tanh(sc_softplus({0})))",
+    "mish": "sc_mish({0})",
     "hardswish": "({0} * sc_min(sc_max({0} + {three}, {zero}), {six}) / {six})",
     "hardsigmoid": "(sc_minimum(sc_maximum({0} + {three}, {zero}), {six}) / {six})",
     "relu6": "sc_minimum(sc_maximum({0}, {zero}), {six})",

@@ -859,3 +859,26 @@ def test_log_softmax_of_large_logits_keeps_the_small_terms(device, settings):
     top = want.argmax(1, keepdim=True)   # the terms near 0, where the rounding showed
     torch.testing.assert_close(got.gather(1, top), want.gather(1, top), atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_mish_is_one_exp_and_matches_aten_across_its_range(device, dtype, settings):
+    """Mish as x * n / (n + 2), n = e^x (e^x + 2), against ATen's x * tanh(log1p(e^x)) from
+    far below zero, where it is x * e^x, through 20, where tanh(softplus(x)) becomes 1."""
+    problem = make_problem(f"""
+        class Model(nn.Module):
+            def forward(self, x):
+                return F.mish(x)
+        def get_inputs():
+            return [torch.linspace(-60, 60, 240003, dtype=torch.{dtype}).reshape(3, -1)]
+        def get_init_inputs():
+            return []
+    """)
+    _, _, cand = generate(problem, settings.replace(device=device), device=device)
+    code = "\n".join(k.code for k in cand.kernels)
+    body = code[code.rindex("void "):]   # the kernel, after the prelude
+    assert "sc_mish(" in body and "sc_softplus(" not in body and "sc_tanh(" not in body
+    want, got, _, _ = run_both(problem, cand, device=device)
+    tol = 1e-6 if dtype == "float32" else 1e-13
+    torch.testing.assert_close(got, want, atol=1e-30, rtol=tol)
