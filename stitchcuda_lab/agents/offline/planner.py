@@ -408,6 +408,9 @@ def _describe(spec, graph, kinds: list[str]) -> str:
           if node_role(graph.node(m)) == "pointwise"]
     if spec.kind == "pointwise":
         return f"one elementwise kernel: {' -> '.join(pw)}"
+    if spec.kind == "pool" and kinds == ["pool_dense"]:
+        s = f"convolution kernel ({spec.numel} outputs): {names[kinds[0]]}"
+        return s + (f", fused {', '.join(pw)}" if pw else "")
     if spec.kind == "pool":
         s = f"pooling kernel ({spec.numel} outputs, one per output element): {names[kinds[0]]}"
         return s + (f", fused {', '.join(pw)}" if pw else "")

@@ -432,3 +432,18 @@ def test_a_pointwise_convolution_stays_a_gemm_in_cudnn():
     g = _graph([("c", "aten.conv2d.default", [x, w], [2, 8, 32, 32], "float32")],
                {"x": ([2, 16, 32, 32], "float32"), "w": ([8, 16, 1, 1], "float32")})
     assert node_role(g.node("c"), g) is None
+
+
+def test_a_networks_stem_planned_for_the_gpu_matches_eager_in_c(settings):
+    from stitchcuda_lab.agents.offline import OfflineCoder
+
+    problem, cuda, plan = _planned_for_the_gpu("conv_few_input_channels_stem", settings)
+    convs = [t for t in plan.tasks if any(o.startswith("conv2d") for o in t.ops)
+             and t.kind == "reduction_fusion"]
+    assert [sorted(o for o in t.ops if not o.endswith("_view")) for t in convs] == [
+        ["batch_norm", "conv2d", "relu"], ["add", "conv2d_1", "conv2d_1_bias"]]
+    plan.device = "cpu"
+    cand = OfflineCoder().candidate(problem, cuda, plan, {})
+    for seed in (0, 1):
+        want, got, _, _ = run_both(problem, cand, seed=seed)
+        assert_close(got, want)
