@@ -128,26 +128,31 @@ class OfflineCoder:
                 used[t.id] = p
                 continue
             members = [o for o in t.ops if not kept_in_library(graph.node(o), graph)]
+            parts = [members]
             if p.get("conv") == "library":   # a dense convolution's kernel against cuDNN's
-                members = [o for o in members if o not in library]
-                notes.append(f"{t.id}: its convolution runs in the library in this variant")
-            kname = f"k{len(calls)}_{t.id}"
-            try:
-                spec = build_spec(graph, members, kname, nhwc=nhwc)
-            except (Unsupported, KeyError) as e:
-                notes.append(f"{t.id}: kept in the library ({e})")
-                continue
-            if lang == "cuda":
-                p = {**default_params(spec), **p}
-                code = emit_cuda(spec, p)
-                launch = launch_config(spec, p)
-            else:
-                code = emit_c(spec, p)
-                launch = {}
-            used[t.id] = p
-            nhwc.update(o.node for o in spec.operands if o.role != "in" and o.layout)
-            calls.append(KernelCall(spec=spec, task_id=t.id, launch=launch))
-            kernels.append(KernelSource(name=kname, lang=lang, code=code, entry=[kname]))
+                parts = _around(graph, members, library)
+                notes.append(f"{t.id}: its convolution runs in the library in this variant"
+                             + (", what comes before it in a kernel of its own"
+                                if len(parts) > 1 else ""))
+                used[t.id] = p   # remembered even where no kernel is left
+            for part in parts:
+                kname = f"k{len(calls)}_{t.id}"
+                try:
+                    spec = build_spec(graph, part, kname, nhwc=nhwc)
+                except (Unsupported, KeyError) as e:
+                    notes.append(f"{t.id}: kept in the library ({e})")
+                    continue
+                if lang == "cuda":
+                    p = {**default_params(spec), **p}
+                    code = emit_cuda(spec, p)
+                    launch = launch_config(spec, p)
+                else:
+                    code = emit_c(spec, p)
+                    launch = {}
+                used[t.id] = p
+                nhwc.update(o.node for o in spec.operands if o.role != "in" and o.layout)
+                calls.append(KernelCall(spec=spec, task_id=t.id, launch=launch))
+                kernels.append(KernelSource(name=kname, lang=lang, code=code, entry=[kname]))
         split: list[str] = []
         for t in tasks:
             if t.kind != "tensor_core_gemm" or lang != "cuda":
@@ -266,6 +271,7 @@ class OfflineCoder:
         # TF32 kernels and fails the check
         head = len(pool) if flip and all(_transposed(g, c)
                                          for c in channels_last_convs(g, library)) else 0
+        dense_at = head
         for t in tc:   # does the split pay here? (measured, not assumed)
             off = bool(base.get(t.id, {}).get("off"))
             pool.append((f"{t.id} GEMMs {'on tensor cores again' if off else 'in fp32 cuBLAS'}",
@@ -276,10 +282,9 @@ class OfflineCoder:
                 pool.append((f"{t.id} fused again", with_(t.id, off=False)))
                 continue
             if lang == "cuda" and ("cot" in cur or cur.get("conv") == "library"):
-                first, rest = _dense_variants(t.id, cur, base, with_)
-                pool[head:head] = first
-                pool += rest
-                continue
+                dense_at = _dense_variants(pool, dense_at, t, cur, base, with_, g)
+                if cur.get("conv") != "library":
+                    continue   # else its epilogue's kernel gets a kernel's knobs below
             if lang == "cuda":
                 # a block-per-row scan (scan.py) has its own strategy and no float4 path:
                 # of its params only the block and the elements a thread (``ipt``) count
@@ -311,10 +316,23 @@ class OfflineCoder:
                     if ch != cur.get("chunk"):
                         pool.append((f"{t.id}.chunk={ch}", with_(t.id, chunk=ch)))
             pool.append((f"{t.id} in the library (fusion boundary)", with_(t.id, off=True)))
-        k = (iteration - 1) * MAX_VARIANTS
-        if k >= len(pool):
-            k = k % max(1, len(pool))
+        k = (iteration - 1) * MAX_VARIANTS % max(1, len(pool))   # rotated by iteration
         return pool[k:k + MAX_VARIANTS]
+
+
+def _around(graph: Graph, members: list[str], convs: set[str]) -> list[list[str]]:
+    """A task's members without its convolutions ``convs``, as the kernels that remain: what
+    feeds a convolution (its prologue, shaped as its input) and what follows it."""
+    rest = [o for o in members if o not in convs]
+    before: set[str] = set()
+    stack = [i for c in convs if c in members for i in graph.node(c).inputs()]
+    while stack:
+        m = stack.pop()
+        if m in rest and m not in before:
+            before.add(m)
+            stack.extend(graph.node(m).inputs())
+    parts = [[o for o in rest if o in before], [o for o in rest if o not in before]]
+    return [x for x in parts if x]
 
 
 def _library_convs(graph: Graph, tasks: list, params: dict[str, dict]) -> set[str]:
@@ -324,13 +342,25 @@ def _library_convs(graph: Graph, tasks: list, params: dict[str, dict]) -> set[st
             for o in t.ops if dense_form(graph.node(o), graph)}
 
 
-def _dense_variants(tid: str, cur: dict, base: dict[str, dict], with_) -> tuple[list, list]:
-    """A dense convolution's task (``pool.dense_tile``): the variants that go first (whether
-    its kernel beats cuDNN's, in either of cuDNN's layouts) and the rest (its tile's shape)."""
+def _dense_variants(pool: list, at: int, t, cur: dict, base: dict[str, dict], with_,
+                    graph: Graph) -> int:
+    """A dense convolution's task (``pool.dense_tile``), its variants added to ``pool``: at
+    ``at`` (after a bigger dense task's) whether its kernel beats cuDNN's, in either of
+    cuDNN's layouts (the other one only where the task holds every convolution of the
+    program, since the layout is the program's); at the end its tile's shapes. Returns
+    where the next dense task's go."""
+    first, rest = _dense_firsts(t.id, cur, base, with_, convs_of(graph) <= set(t.ops))
+    pool[at:at] = first
+    pool += rest
+    return at + len(first)
+
+
+def _dense_firsts(tid: str, cur: dict, base: dict[str, dict], with_,
+                  alone: bool) -> tuple[list, list]:
     lib = cur.get("conv") == "library"
     first = [(f"{tid} convolution {'fused again' if lib else 'in cuDNN'}",
               with_(tid, conv=None if lib else "library"))]
-    if not lib and not base.get(PROGRAM, {}).get("both_layouts"):
+    if not lib and alone and not base.get(PROGRAM, {}).get("both_layouts"):
         # cuDNN's channels-last kernel runs on TF32 tensor cores: 5x the fp32 tolerance away
         # for a plain output, inside it where what follows averages the errors away (a
         # global mean over the outputs)
@@ -338,12 +368,18 @@ def _dense_variants(tid: str, cur: dict, base: dict[str, dict], with_) -> tuple[
         nhwc[PROGRAM] = {**nhwc.get(PROGRAM, {}), "channels_last": True, "both_layouts": True}
         first.append((f"{tid} convolution in cuDNN channels-last (TF32, the layout "
                       "torch.compile picks)", nhwc))
+    if lib:   # the rest is its epilogue's kernel's (the caller's knobs)
+        return first, []
     rest = []
-    if not lib:
-        for knob, vals in (("px", (2, 8)), ("cot", (8, 32)), ("block", (256,))):
-            rest += [(f"{tid}.{knob}={v}", with_(tid, **{knob: v})) for v in vals
-                     if v != cur.get(knob)]
+    for knob, vals in (("px", (2, 8)), ("cot", (8, 32)), ("block", (256,))):
+        rest += [(f"{tid}.{knob}={v}", with_(tid, **{knob: v})) for v in vals
+                 if v != cur.get(knob)]
     return first, rest + [(f"{tid} in the library (fusion boundary)", with_(tid, off=True))]
+
+
+def convs_of(graph: Graph) -> set[str]:
+    """The graph's convolutions."""
+    return {n.name for n in graph.calls() if aten.library_family(n.target) == "convolution"}
 
 
 def _unchanged(problem: Problem, graph: Graph, notes: list[str], cuda_graph: bool,

@@ -36,8 +36,8 @@ def default_params(spec: KernelSpec, lang: str = "cuda") -> dict:
         # persistent grid by 5-10% on 256 MB chains, matching Inductor's kernels
         return {"block": 128, "vec": 4 if vec_ok(spec) else 1, "ipt": 2, "waves": WAVES}
     if spec.kind == "pool":   # pool.py: a thread per output element
-        if dense_tile(spec) is not None:   # a dense convolution: a tile of outputs a thread
-            t = dense_tile(spec)
+        t = dense_tile(spec)
+        if t is not None:   # a dense convolution: a tile of outputs a thread
             return {"block": 128, "cot": t["cot"], "px": t["px"], "waves": WAVES}
         return {"block": 256, "vec": 1, "waves": WAVES}
     if scan_stmt(spec) is not None:   # scan.py: a block or a thread per row

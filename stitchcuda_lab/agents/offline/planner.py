@@ -382,7 +382,7 @@ def _pool_reason(kinds: list[str], members: list[str], graph: Graph) -> str:
                 "below the FMA rate (and in TF32, torch.compile's channels-last pick, 5x the "
                 "tolerance away): one kernel keeps a tile of outputs in registers, in fp32, "
                 "and writes each output once"
-                + (f", the {more} op{'s' * (more > 1)} after it fused" if more else ""))
+                + (f", the {more} op{'s' * (more > 1)} around it fused" if more else ""))
     if "pool_conv" in kinds:
         more = sum(node_role(graph.node(m), graph) != "view" for m in members) - 1
         return ("a depthwise convolution does a few multiply-adds per element and is "

@@ -584,8 +584,8 @@ def dense_tile(spec: KernelSpec, params: dict | None = None) -> dict | None:
     w = s.window
     size = 8 if spec.acc == "double" else 4
     taps = w["cin"] * math.prod(w["k"])
-    # 16 x 4 fp32 accumulators: 128 registers a thread, no spills (ptxas for sm_90, 8 input
-    # channels of 3x3); 32 x 4 takes 254, 64 x 4 spills
+    # 16 x 4 fp32 accumulators, no spills (ptxas for sm_90): 128 registers a thread for 8
+    # input channels of 3x3, 168 for a stem's 3 of 7x7; 32 x 4 takes 254, 64 x 4 spills
     cot = min(int(p.get("cot") or (16 if size == 4 else 8)), round_up(w["channels"], 4))
     cot = max(4, round_up(cot, 4))
     while cot > 4 and taps * cot * size > DENSE_SMEM:

@@ -383,6 +383,10 @@ def test_a_dense_convolutions_kernel_matches_eager_in_c(variant, settings):
     assert ("for (int p_c = 0; p_c < 3; ++p_c)" in code) != lib
     assert ("aten.convolution" in cand.program or "aten.conv2d" in cand.program) == lib
     assert ("memory_format=torch.channels_last" in cand.program) == nhwc
+    # in the library, the convolution splits the rest: its prologue and its epilogue, each
+    # a kernel; the variant's params are what the next round starts from
+    assert len(cand.kernels) == (2 if lib else 1)
+    assert cand.params["tasks"][task.id].get("conv") == variant.get("conv")
     for seed in (0, 1):
         want, got, _, _ = run_both(problem, cand, seed=seed)
         assert_close(got, want)
@@ -404,6 +408,7 @@ def test_the_refine_round_first_measures_a_dense_convolution_against_cudnn(setti
     after = [label for label, _ in OfflineCoder().variants(
         cuda, plan, {task.id: {**task.params, "conv": "library"}}, 1, None)]
     assert after[0] == f"{task.id} convolution fused again"
+    assert f"{task.id}.block=512" in after   # then the knobs of the kernels left around it
     # a best that leaves the convolution to cuDNN NCHW measures cuDNN's other layout too
     assert any(label.startswith("convolutions channels-last") for label in after), after
 
@@ -447,3 +452,15 @@ def test_a_networks_stem_planned_for_the_gpu_matches_eager_in_c(settings):
     for seed in (0, 1):
         want, got, _, _ = run_both(problem, cand, seed=seed)
         assert_close(got, want)
+
+
+def test_cudnns_other_layout_is_offered_for_a_dense_convolution_only_where_it_is_alone(settings):
+    """The layout is the whole program's: with two convolutions, switching one task's to
+    channels-last would switch the other's too."""
+    from stitchcuda_lab.agents.offline import OfflineCoder
+
+    _, cuda, plan = _planned_for_the_gpu("conv_few_input_channels_stem", settings)
+    base = {t.id: dict(t.params) for t in plan.tasks}
+    labels = [label for label, _ in OfflineCoder().variants(cuda, plan, base, 1, None)]
+    assert not any("channels-last" in label for label in labels), labels
+    assert sum(label.endswith("convolution in cuDNN") for label in labels) == 2, labels
