@@ -349,15 +349,9 @@ def _dense_variants(pool: list, at: int, t, cur: dict, base: dict[str, dict], wi
     cuDNN's layouts (the other one only where the task holds every convolution of the
     program, since the layout is the program's); at the end its tile's shapes. Returns
     where the next dense task's go."""
-    first, rest = _dense_firsts(t.id, cur, base, with_, convs_of(graph) <= set(t.ops))
-    pool[at:at] = first
-    pool += rest
-    return at + len(first)
-
-
-def _dense_firsts(tid: str, cur: dict, base: dict[str, dict], with_,
-                  alone: bool) -> tuple[list, list]:
-    lib = cur.get("conv") == "library"
+    tid, lib = t.id, cur.get("conv") == "library"
+    alone = {n.name for n in graph.calls()
+             if aten.library_family(n.target) == "convolution"} <= set(t.ops)
     first = [(f"{tid} convolution {'fused again' if lib else 'in cuDNN'}",
               with_(tid, conv=None if lib else "library"))]
     if not lib and alone and not base.get(PROGRAM, {}).get("both_layouts"):
@@ -368,18 +362,13 @@ def _dense_firsts(tid: str, cur: dict, base: dict[str, dict], with_,
         nhwc[PROGRAM] = {**nhwc.get(PROGRAM, {}), "channels_last": True, "both_layouts": True}
         first.append((f"{tid} convolution in cuDNN channels-last (TF32, the layout "
                       "torch.compile picks)", nhwc))
-    if lib:   # the rest is its epilogue's kernel's (the caller's knobs)
-        return first, []
-    rest = []
-    for knob, vals in (("px", (2, 8)), ("cot", (8, 32)), ("block", (256,))):
-        rest += [(f"{tid}.{knob}={v}", with_(tid, **{knob: v})) for v in vals
-                 if v != cur.get(knob)]
-    return first, rest + [(f"{tid} in the library (fusion boundary)", with_(tid, off=True))]
-
-
-def convs_of(graph: Graph) -> set[str]:
-    """The graph's convolutions."""
-    return {n.name for n in graph.calls() if aten.library_family(n.target) == "convolution"}
+    pool[at:at] = first
+    if not lib:   # else the rest is its epilogue's kernels' (the caller's knobs)
+        for knob, vals in (("px", (2, 8)), ("cot", (8, 32)), ("block", (256,))):
+            pool += [(f"{tid}.{knob}={v}", with_(tid, **{knob: v})) for v in vals
+                     if v != cur.get(knob)]
+        pool.append((f"{tid} in the library (fusion boundary)", with_(tid, off=True)))
+    return at + len(first)
 
 
 def _unchanged(problem: Problem, graph: Graph, notes: list[str], cuda_graph: bool,

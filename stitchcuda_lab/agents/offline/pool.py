@@ -16,9 +16,9 @@ value. cuDNN and Inductor run it at a fraction of the memory bandwidth (a quarte
 the H200), while it only needs to read its input and write its output once.
 
 A *dense* convolution of few input channels on the GPU (``dense_form``: groups 1, 2-d, at most
-16 input channels and ``DENSE_MAX_TAPS`` input channels x taps per output, KernelBench level 2's
-``Conv2d`` of 8 input channels, a network's stem) is a ``conv`` window too, whose loop also runs over the input
-channels (``cin``). cuDNN runs such a convolution NCHW in fp32 arithmetic, which is what makes
+16 input channels and ``DENSE_MAX_TAPS`` input channels x taps per output, KernelBench level
+2's ``Conv2d`` of 8 input channels, a network's stem) is a ``conv`` window too, whose loop also
+runs over the input channels (``cin``). cuDNN runs such a convolution NCHW in fp32 arithmetic, which is what makes
 the reference exact to 1e-4 (a TF32 kernel, torch.compile's channels-last pick, is 5x the
 tolerance away), and at a fraction of the FMA rate. On CUDA a thread computes ``px``
 neighbouring outputs of a row for ``cot`` output channels held in registers, reading each input
@@ -163,7 +163,7 @@ def conv_window(n: Node, graph: Graph) -> tuple[dict, str, str | None]:
             or n.shape is None or len(x.shape) != len(n.shape):
         raise Unsupported(f"{n.name}: input or weights of unknown shape")
     C = x.shape[-nd - 1]
-    dense = a.get("groups", 1) == 1 and dense_form(n, graph)
+    dense = dense_form(n, graph)
     if dense:
         if list(w.shape[:2]) != [n.shape[-nd - 1], C] or len(w.shape) != nd + 2:
             raise Unsupported(f"{n.name}: weights {w.shape} do not match the input's {C} "
