@@ -22,6 +22,7 @@ Names compare by op packet with the in-place underscore dropped: "aten.add.Tenso
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import Counter
 from typing import Any
@@ -145,6 +146,25 @@ def overlaps(a: Any, b: Any) -> bool:
     return spans_overlap(storage_span(a), storage_span(b))
 
 
+def any_overlap(xs: Iterable[Any], ys: Iterable[Any]) -> bool:
+    """Whether a tensor of ``xs`` shares memory with one of ``ys`` (each span taken once)."""
+    return spans_meet([storage_span(x) for x in xs], [storage_span(y) for y in ys])
+
+
+def spans_meet(xs: list, ys: list) -> bool:
+    """Whether a span of ``xs`` shares a byte with one of ``ys`` (``storage_span``s, None
+    for none): sorted by start, each x is compared only with the ys that start before it ends."""
+    ys = sorted(y for y in ys if y is not None)
+    starts = [y[0] for y in ys]
+    for x in xs:
+        if x is None:
+            continue
+        for y in ys[:bisect.bisect_left(starts, x[1])]:
+            if spans_overlap(x, y):
+                return True
+    return False
+
+
 def spans_overlap(sa: tuple[int, int, str] | None, sb: tuple[int, int, str] | None) -> bool:
     """Whether two ``storage_span``s share a byte on one device."""
     if sa is None or sb is None or sa[2] != sb[2]:
@@ -183,13 +203,15 @@ class Held:
             if span is not None:
                 self.weak.append((weakref.ref(t.untyped_storage()), span))
 
-    def overlaps(self, t: Any) -> bool:
-        """Whether ``t`` shares memory with an output still held."""
-        if any(overlaps(t, h) for h, _ in self.strong):
-            return True
+    def overlaps(self, *ts: Any) -> bool:
+        """Whether any of ``ts`` shares memory with an output still held. Each span is taken
+        once per question (a held tensor's storage is read afresh: code that kept it can swap
+        or resize it): asked per output, a call's 7 small outputs against a job's 126 held
+        ones took 3-7 ms of the candidate's path that the reference's calibration never paid,
+        and an honest 0.5 ms candidate was judged a patched timer."""
         self.weak = [(r, sp) for r, sp in self.weak if r() is not None]
-        st = storage_span(t)
-        return any(spans_overlap(st, sp) for _, sp in self.weak)
+        return spans_meet([storage_span(t) for t in ts],
+                          [storage_span(h) for h, _ in self.strong] + [sp for _, sp in self.weak])
 
 
 # --- threads ---------------------------------------------------------------------------------

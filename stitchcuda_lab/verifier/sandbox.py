@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from . import channel
-from .antihack import Held, live_threads, new_threads, overlaps
+from .antihack import Held, any_overlap, live_threads, new_threads
 from .compare import same
 from .exchange import (draw, let_go_if_large, map_inputs, reseed, take_over, tensors, widen,
                        write_outputs)
@@ -223,10 +223,9 @@ class Harness:
             time.sleep(0.05 if cmd.get("first") else 0.005)
             if any(not same(o, s) for o, s in zip(out, snap)):
                 raise Refused("background_thread", "outputs changed after the call returned")
-        if any(overlaps(o, x) for o in out for x in inputs
-               if isinstance(x, torch.Tensor)):
+        if any_overlap(out, [x for x in inputs if isinstance(x, torch.Tensor)]):
             raise Refused("output_aliasing", "an output shares memory with an input")
-        if any(self.held.overlaps(o) for o in out):
+        if self.held.overlaps(*out):
             raise Refused("cached_output", "an output reuses the memory of an earlier call's "
                           "output")
         # sent as soon as checked, and each copy let go once it is needed no more: inputs of
@@ -243,7 +242,7 @@ class Harness:
             out2 = tensors(self.model(*saved))
         _plain(out2)
         self.sync()
-        if any(overlaps(a, b) for a in out2 for b in out):
+        if any_overlap(out2, out):
             raise Refused("cached_output", "a second call returned the first call's memory")
         self.held.add(out + out2)
         second = (self.send([[o.detach() for o in out2]], f"t{cmd['tag']}b", after=True)[0]
@@ -307,11 +306,10 @@ class Harness:
                           + ", ".join(started[:4]) + THREADS_HINT)
         # the memory checks of a checked call, here too: a timed call is told apart from a
         # checked one easily (deterministic mode), so it must not be where memory is reused
-        if any(overlaps(o, x) for o in out for x in xs if isinstance(x, torch.Tensor)):
+        if any_overlap(out, [x for x in xs if isinstance(x, torch.Tensor)]):
             raise Refused("output_aliasing", "a timed call's output shares memory with its "
                           "input")
-        if any(overlaps(o, h) for o in out for h in self.last_call) \
-                or any(self.held.overlaps(o) for o in out):
+        if any_overlap(out, self.last_call) or self.held.overlaps(*out):
             raise Refused("cached_output", "a timed call's output reuses the memory of an "
                           "earlier call's output")
         # the copy first, then the previous call's outputs go: the next call's outputs get

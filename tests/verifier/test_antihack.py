@@ -143,6 +143,28 @@ def test_held_outputs_stay_alive_up_to_the_budget_then_count_while_their_storage
     assert held.overlaps(newest[:5])                        # the newest are held strongly
 
 
+def test_many_outputs_are_asked_about_at_once_and_a_held_storage_is_read_afresh():
+    from stitchcuda_lab.verifier.antihack import Held, any_overlap, spans_meet
+    held = Held(budget=1 << 20)
+    outs = [torch.empty(64) for _ in range(40)]
+    held.add(outs)
+    fresh = [torch.empty(64) for _ in range(7)]
+    assert not held.overlaps(*fresh)
+    assert held.overlaps(*fresh, outs[23][5:9])            # one of many is enough
+    assert not held.overlaps()
+    # code that kept a held output moves its storage: the new memory is still the held one's
+    outs[7].untyped_storage().resize_(1 << 16)
+    assert held.overlaps(torch.empty(0).set_(outs[7].untyped_storage()))
+    whole = torch.empty(100)
+    assert any_overlap([torch.empty(3), whole[50:60]], [torch.empty(3), whole[:10]])
+    assert not any_overlap([torch.empty(3)], [])
+    # spans that touch share no byte; another device shares none
+    assert not spans_meet([(100, 200, "cpu")], [(200, 300, "cpu"), (0, 100, "cpu")])
+    assert spans_meet([(100, 200, "cpu")], [(0, 101, "cpu")])
+    assert not spans_meet([(100, 200, "cpu")], [(0, 300, "cuda:0"), None])
+    assert spans_meet([None, (5, 6, "cpu")], [(300, 400, "cpu"), (0, 10, "cpu")])
+
+
 def test_one_output_larger_than_the_budget_is_held_weakly():
     from stitchcuda_lab.verifier.antihack import Held
     held = Held(budget=1024)
