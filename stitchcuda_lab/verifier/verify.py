@@ -37,7 +37,7 @@ import secrets
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -125,9 +125,20 @@ SAMPLE_TIME_S = 3.0
 
 @dataclass(frozen=True)
 class Calibration:
-    """The sandbox's call path timed on the reference: its median and its least, per call."""
+    """The sandbox's call path timed on the reference: its median and its least, per call;
+    ``floor``, the least any job on this problem has timed it at the same way (None for the
+    first). Load on the host only lengthens the path, so where this job's calibration ran
+    in a busy moment and the candidate's calls in a quiet one, subtracting this job's least
+    from the candidate's clock hid that much of its work: the time counted subtracts the
+    floor (``path``); the check for a patched timer, which must not call an honest timer a
+    liar, keeps this job's own least."""
     median: float
     least: float
+    floor: float | None = None
+
+    @property
+    def path(self) -> float:
+        return self.least if self.floor is None else min(self.least, self.floor)
 
     @property
     def steady_median(self) -> float:
@@ -173,6 +184,9 @@ class Reference:
     # rounds are sized by the largest, before any trial of the job has said how large they
     # are, and the arena's margin by whether there was more than one
     out_sizes: set = field(default_factory=set)
+    # the least cost of the sandbox's call path any job timed, per way of timing it
+    # (Calibration.floor)
+    path_least: dict = field(default_factory=dict)
 
     @property
     def out_bytes(self) -> int:
@@ -472,6 +486,10 @@ class Job:
                 flags.append(f"timed_outputs_kept_by_sandbox:{self.arena_note}")
         # the sandbox's own call path, timed on the reference before any candidate code runs
         calibration = self.calibrate() if self.opts.time else Calibration(0.0, 0.0)
+        if self.opts.time:
+            key = (self.device, self.peek, self.arena_mapped, self.opts.cpu_flush_mb)
+            calibration = replace(calibration, floor=self.ref.path_least.get(key))
+            self.ref.path_least[key] = calibration.path
         phase("calibrate")
         loaded = self.ask({"op": "candidate"})
         phase("load")
@@ -1705,7 +1723,7 @@ def quietest_ms(reported: float, least_seen: float, calibration: Calibration,
     On a busy 2-core host an honest 0.3 ms kernel whose quietest call came 0.3 ms over the
     calibration's was timed at twice its time and lost to eager. A lie within the spread
     gains nothing ``judged_ms`` does not allow already."""
-    seen = least_seen - calibration.least
+    seen = least_seen - calibration.path
     spread = max(calibration.steady_median - calibration.least,
                  CLOCK_SLACK_MS[kind] * SEEN_SLACK_SHARE)
     return seen if seen - reported > spread else reported
@@ -1723,7 +1741,7 @@ def counted_ms(reported: float, res: dict, calibration: Calibration, kind: str) 
     larger of ``quietest_ms`` and ``judged_ms``."""
     allowance = CLOCK_SLACK_MS[kind] + CLOCK_PATH_SHARE * calibration.steady_median
     return max(quietest_ms(reported, res["least_seen_ms"], calibration, kind),
-               judged_ms(res["calls"], calibration.least, allowance))
+               judged_ms(res["calls"], calibration.path, allowance))
 
 
 def judged_ms(calls: list[tuple[float, float]], path: float, allowance: float) -> float:

@@ -167,6 +167,23 @@ def test_a_path_slowed_by_load_while_it_was_timed_hides_no_forward():
     assert counted_ms(12.0, honest, busy, "cpu") == 12.0
 
 
+def test_a_calibration_timed_in_a_busy_moment_subtracts_no_more_than_an_earlier_quiet_one():
+    """The path of a problem timed at 2 ms by an earlier job and at 6 ms by this one (the host
+    busy while it calibrated): a candidate that does 4 ms of its work in the path while its
+    timer reports 0.5 ms is counted at about that work, not at what its timer says; with no
+    earlier job it would be counted at its timer."""
+    from stitchcuda_lab.verifier.verify import Calibration, counted_ms
+    calls = [(0.5, 2.0 + 4.0 + j) for j in (0.0, 0.1, 0.3, 0.2, 0.4)]
+    res = {"least_seen_ms": 0.5 + 6.0, "calls": calls}
+    busy = Calibration(median=6.2, least=6.0)
+    assert counted_ms(0.5, res, busy, "cpu") == 0.5
+    remembered = Calibration(median=6.2, least=6.0, floor=2.0)
+    assert remembered.path == 2.0
+    assert counted_ms(0.5, res, remembered, "cpu") >= 4.0
+    # a floor above this job's least is not a floor
+    assert Calibration(median=6.2, least=6.0, floor=9.0).path == 6.0
+
+
 def test_the_profiled_calls_keep_only_the_call_picked_before_them(tmp_path, monkeypatch):
     """The candidate's profiled calls (CUDA): one of them is checked, picked before they run;
     only its outputs are copied out of the arena (the others' places are held, so indices
