@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import os
 import sys
 import time
@@ -83,6 +84,8 @@ class Harness:
         self.kept_outputs: list = []  # the last round's outputs, until the judge picks some
         self.kept_inputs: list = []   # ... and the inputs each call left behind it
         self.last_call: list = []     # the last timed call's outputs themselves
+        # CPU: the outputs of the call before it, let go in ``prepare`` (Harness.call)
+        self.letting_go: list = []
         self.arena: Any = None        # CUDA: the arena the judge maps (arena.py), once in use
         self.arena_made: Any = None   # ... made, until the judge says it can use it
         self.slot = 0                 # CPU: the timed call's place in its round (its files)
@@ -184,7 +187,8 @@ class Harness:
         # the timed calls' last outputs are theirs to keep (the next timed call must not reuse
         # them, and ``held`` has the checked ones'); what the allocator kept of those calls
         # goes back before this call draws
-        self.last_call = []
+        self.last_call, self.letting_go = [], []
+        gc.enable()
         let_go_if_large(sum(n for n in cmd.get("sizes", []) if isinstance(n, int)), self.device)
         handed = cmd.get("inputs")
         inputs = self.draw_trial(cmd) if handed is None else [
@@ -281,8 +285,18 @@ class Harness:
 
         Before the reply the outputs are checked plain and copied (on the CPU into a file whose
         bytes the judge takes before its clock stops), and no thread may still run: work
-        deferred past the timer then lands inside the judge's clock, or is caught."""
+        deferred past the timer then lands inside the judge's clock, or is caught.
+
+        On the CPU nothing of the candidate's may run between its timer and the reply, where
+        the judge's clock allows milliseconds for the path: the collector of reference cycles
+        is off for the call (a cycle's finalizer would run wherever the harness allocates),
+        and the outputs of the call before go in ``prepare``, outside the judge's clock (a
+        ``weakref.finalize`` on an output, run as the harness let it go, filled the next
+        call's output after its timer: candidates/finalizer_fills_after_timer.py)."""
         import torch
+        cpu = not self.device.startswith("cuda")
+        if cpu:
+            gc.disable()
         handed = cmd.get("inputs")
         peek = bool(cmd.get("peek"))
         xs = (self.draw(self.device, int(cmd["seed"])) if handed is None
@@ -299,6 +313,10 @@ class Harness:
                     warm=True)
             else:
                 ms, wall, out = self.timer.call(lambda: tensors(self.model(*xs)))
+        if cpu and gc.isenabled():
+            raise Refused("patched_verifier", "the garbage collector was switched on during a "
+                          "timed call: a reference cycle's finalizer would then run after the "
+                          "candidate's timer")
         _plain(out)
         started = new_threads(self.threads)
         if started:
@@ -332,6 +350,8 @@ class Harness:
             entries = write_outputs(out, self.out_dir, f"c{self.slot}", reuse=True)
             self.sizes = [e["nbytes"] for e in entries]
             self.slot += 1
+        if cpu:
+            self.letting_go.append(self.last_call)
         self.last_call = kept
         # as the call left them: the judge compares a picked call's with its own draw
         if placed is None:
@@ -378,7 +398,11 @@ class Harness:
         write its outputs to made as large as the last call's outputs (tmpfs pages take
         milliseconds to allocate for tens of MB; written over, they cost a copy, as the copy
         the sandbox kept of a call's outputs before did). The cache is flushed next, by the
-        judge from its own process: a flush in this one was the candidate's to skip."""
+        judge from its own process: a flush in this one was the candidate's to skip. The
+        outputs of the call before the last go here, and the collector is on again until the
+        call (``call``)."""
+        self.letting_go = []
+        gc.enable()
         for i, n in enumerate(self.sizes):
             path = self.out_dir / f"c{self.slot}_{i}.bin"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
