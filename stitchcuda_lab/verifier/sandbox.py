@@ -134,7 +134,7 @@ class Harness:
         seed_all(job["weight_seed"])
         with torch.no_grad():
             self.model = self.prob.Model(*self.init).to(self.device)
-        self.timer = Timer(self.device)
+        self.timer = Timer(self.device, drop_hooks=True)
         from .antihack import make_tracer
         self.threads = live_threads()     # before the candidate's __init__ runs
         self.tracer = make_tracer()

@@ -19,6 +19,7 @@ CUDA: a 256 MB write flushes the 50 MB L2. CPU: a buffer twice the last-level ca
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,28 @@ def _targets():
             (torch.cuda.Stream, "torch.cuda.Stream.", "synchronize"),
             (torch.cuda, "torch.cuda.", "current_stream"),
             (torch, "torch.", "allclose"), (torch, "torch.", "isclose"),
-            (torch, "torch.", "equal")]
+            (torch, "torch.", "equal"), (sys, "sys.", "setprofile"), (sys, "sys.", "settrace")]
+
+
+def drop_hooks() -> None:
+    """No profile, trace or monitoring function left to run: called by the sandbox's timer
+    the moment the candidate's forward returns, before its end reading. A profile function
+    that the forward installs runs at every call and return of the harness after it: one that
+    waited for the timer to return computed the outputs there, unseen by the timer, and took
+    itself away (candidates/profile_hook_fills_after_timer.py). Whatever a hook does while
+    these are called is still inside the timer."""
+    _real("sys.setprofile")(None)
+    _real("sys.settrace")(None)
+    mon = getattr(sys, "monitoring", None)   # Python 3.12 on
+    if mon is None:
+        return
+    events = [getattr(mon.events, n) for n in dir(mon.events)
+              if n.isupper() and n != "NO_EVENTS"]
+    for tool in range(6):
+        if mon.get_tool(tool) is not None:
+            mon.set_events(tool, 0)
+            for ev in events:
+                mon.register_callback(tool, ev, None)
 
 
 def capture(extra: Sequence[tuple[Any, str, str]] = ()) -> None:
@@ -97,7 +119,8 @@ class Timer:
     made at the first flush (a candidate's process on the CPU never flushes: the judge does,
     from its own process, so it holds none)."""
 
-    def __init__(self, device: str, flush_mb: int = 0):
+    def __init__(self, device: str, flush_mb: int = 0, drop_hooks: bool = False):
+        self.drop_hooks = drop_hooks   # the sandbox's: a candidate's forward is timed
         self.device = device
         self.cuda = device.startswith("cuda")
         self.size = L2_FLUSH_BYTES if self.cuda else cpu_flush_bytes(flush_mb)
@@ -124,6 +147,8 @@ class Timer:
         if not self.cuda:
             w0 = perf()
             out = fn()
+            if self.drop_hooks:
+                drop_hooks()
             wall = (perf() - w0) * 1e3
             return wall, wall, out
         torch.cuda.synchronize()
@@ -131,6 +156,8 @@ class Timer:
         w0 = perf()
         start.record()
         out = fn()
+        if self.drop_hooks:
+            drop_hooks()
         torch.cuda.synchronize()
         end.record()
         end.synchronize()

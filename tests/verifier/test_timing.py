@@ -82,3 +82,30 @@ def test_short_cuda_forward_gets_more_trials_and_a_long_one_the_floor():
     slow = timing.time_forward(lambda: torch.cuda._sleep(300_000_000), [], "cuda", trials=3,
                                warmup=0)   # over 100 ms per call
     assert slow["trials"] == 3
+
+
+def test_the_sandboxs_timer_takes_away_a_hook_the_forward_installs_before_its_end_reading():
+    """A profile function installed by the timed function sees no event after the timer's
+    end reading (the return of ``Timer.call``): it is gone before it."""
+    import sys
+
+    from stitchcuda_lab.verifier.timing import Timer
+    seen = []
+
+    def hook(frame, event, arg):
+        seen.append((event, frame.f_code.co_name))
+
+    def forward():
+        sys.setprofile(hook)
+        return 1
+
+    before = sys.getprofile()
+    try:
+        _, _, out = Timer("cpu", drop_hooks=True).call(forward, flush=False)
+        assert out == 1 and sys.getprofile() is None
+        assert ("return", "call") not in seen, seen
+        # the judge's own timer leaves hooks alone (a debugger's, coverage's)
+        Timer("cpu").call(forward, flush=False)
+        assert sys.getprofile() is hook
+    finally:
+        sys.setprofile(before)
