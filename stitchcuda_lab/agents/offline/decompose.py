@@ -17,7 +17,10 @@ rewritten here into aten ops the compiler has templates for, so a loss becomes a
 - ``prelu``: ``where(x > 0, x, x * w)``, the weight viewed as ``[C, 1, ...]`` against the
   channel dim (one pointwise kernel, fused with what is around it);
 - ``glu``: the two halves along its dim (``narrow`` views), ``a * sigmoid(b)``;
-- ``broadcast_tensors`` of tensors that already share one shape: its items are the tensors.
+- ``broadcast_tensors`` of tensors that already share one shape: its items are the tensors;
+- ``triu``/``tril`` of a float tensor: ``where(j - i >= k, x, 0)`` (``<=`` for ``tril``), the
+  row and column numbers two small constants (``arange``) the kernel reads broadcast, so the
+  mask joins the kernel of the op before it (a GEMM's epilogue) instead of a pass of its own.
 
 The last node of each expansion keeps the original's name, so its users and the graph's
 outputs are unchanged; every node written is an aten call the program can still run as such.
@@ -98,6 +101,8 @@ def decompose(g: Graph) -> None:
             _prelu(g, n)
         elif name == "glu":
             _glu(g, n)
+        elif name in ("triu", "tril"):
+            _triangular(g, n)
 
 
 def _drop_same_shape_broadcasts(g: Graph) -> None:
@@ -260,3 +265,38 @@ def _glu(g: Graph, n: Node) -> None:
         v.stride = list(x.stride) if x.stride is not None else contiguous_strides(x.shape)
     gate = b.add("aten.sigmoid.default", [ref(second)], shape, x.dtype)
     b.become("aten.mul.Tensor", [ref(first), ref(gate)])
+
+
+# Row and column numbers are exact in float32 below 2^24
+_EXACT_INDEX = 1 << 24
+
+
+def _triangular(g: Graph, n: Node) -> None:
+    """``triu(x, k)`` as ``where(col - row >= k, x, 0)`` (``tril``: ``<=``): a masked value is
+    0 whatever ``x`` holds there (NaN and inf too), as ATen's is."""
+    x, k = node_ref(n.args[0]), arg(n, 1, "diagonal", 0)
+    if x is None or len(n.shape) < 2 or not isinstance(k, int) \
+            or max(n.shape[-2:]) >= _EXACT_INDEX:
+        return
+    m, c = n.shape[-2:]
+    rows = _index_constant(g, f"{n.name}_row", m, [m, 1])
+    cols = _index_constant(g, f"{n.name}_col", c, [c])
+    b = Builder(g, n)
+    d = b.add("aten.sub.Tensor", [ref(cols), ref(rows)], [m, c], n.dtype, name=f"{n.name}_diag")
+    cmp = "aten.ge.Scalar" if n.opname == "triu" else "aten.le.Scalar"
+    mask = b.add(cmp, [ref(d), float(k)], [m, c], "bool", name=f"{n.name}_keep")
+    b.become("aten.where.ScalarOther", [ref(mask), {"node": x}, 0.0])
+
+
+def _index_constant(g: Graph, base: str, count: int, shape: list[int]) -> Node:
+    """A constant of the numbers 0 .. count - 1 in float32 viewed as ``shape``: the program
+    makes it with ``torch.arange`` (``program._init``), placed first among the graph's nodes."""
+    names = {x.name for x in g.nodes}
+    name, i = base, 1
+    while name in names:
+        name, i = f"{base}_{i}", i + 1
+    node = Node(name=name, op="placeholder", target="", op_class="input", shape=list(shape),
+                dtype="float32", stride=contiguous_strides(list(shape)), kind="const",
+                fqn=name, value={"arange": count})
+    g.nodes.insert(0, node)
+    return node

@@ -214,7 +214,10 @@ def _init(graph: Graph, cuda_graph: bool, convs: dict[str, str]) -> list[str]:
              "                    _place(self, f\"{mname}.{bname}\" if mname else bname, b.detach().clone(),",
              "                           persistent=bname not in mod._non_persistent_buffers_set)"]
     for n in graph.placeholders():
-        if n.kind == "const" and n.value is not None:   # made by the forward, not the model's
+        if n.kind == "const" and isinstance(n.value, dict):   # a rewrite's row numbers
+            lines.append(f"        _place(self, {n.fqn!r}, torch.arange({n.value['arange']}, "
+                         f"dtype=torch.{n.dtype}).view({tuple(n.shape)!r}), persistent=False)")
+        elif n.kind == "const" and n.value is not None:   # made by the forward, not the model's
             lines.append(f"        _place(self, {n.fqn!r}, torch.tensor({_literal(n.value)}, "
                          f"dtype=torch.{n.dtype}), persistent=False)")
         elif n.kind == "const":
