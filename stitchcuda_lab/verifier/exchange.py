@@ -438,6 +438,40 @@ def can_peek(pid: int, probe: Any) -> bool:
         return False
 
 
+def in_file_mapping(pid: int, entries: Any) -> str:
+    """Judge side, with process ``pid`` frozen after a timed call: the path of a file that one
+    of the call's outputs (``entries``: address, shape, dtype) lies in a mapping of, else "".
+    A program's outputs are its own memory; one that maps a file its input was handed over in
+    a second time returns the input's bytes without moving one, and at another address than
+    the input's, so no check of overlapping addresses sees it
+    (candidates/output_remaps_input_file.py)."""
+    import torch
+    spans = []
+    for e in entries if isinstance(entries, list) else []:
+        if isinstance(e, dict) and isinstance(e.get("addr"), int) \
+                and isinstance(e.get("shape"), list):
+            dtype = getattr(torch, str(e.get("dtype")), None)
+            if isinstance(dtype, torch.dtype):
+                n = dtype.itemsize * math.prod(int(d) for d in e["shape"])
+                if n:
+                    spans.append((e["addr"], e["addr"] + n))
+    if not spans:
+        return ""
+    try:
+        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        parts = line.split(maxsplit=5)
+        if len(parts) < 6 or parts[4] == "0":   # anonymous memory (inode 0)
+            continue
+        lo, _, hi = parts[0].partition("-")
+        start, end = int(lo, 16), int(hi, 16)
+        if any(a < end and start < b for a, b in spans):
+            return parts[5].strip()
+    return ""
+
+
 def peek_output(pid: int, entry: Any, limit: int) -> Pinned:
     """Judge side, as soon as a timed call has answered: its output read whole out of the
     candidate's process (``entry``: its address, shape and dtype there), before the judge's

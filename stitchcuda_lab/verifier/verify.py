@@ -1594,7 +1594,7 @@ class Job:
         or its output files pinned (exchange.pin_output) before the judge's clock stops. Only what they held then is checked: the sandbox (the candidate's
         process) could otherwise compute a call's outputs once the check asks for them, after
         the call and outside every clock."""
-        from .exchange import peek_output, pin_output
+        from .exchange import in_file_mapping, peek_output, pin_output
         if not isinstance(entries, list):
             entries = [None]
         # what one call's outputs may claim of the judge's memory, all of them together
@@ -1611,6 +1611,12 @@ class Job:
             return pin_output(e, str(self.sandbox.outputs))
         if self.peek and len(entries) > MAX_OUTPUTS:
             entries = [None]
+        if self.peek:
+            mapped = in_file_mapping(self.sandbox.proc.pid, entries)
+            if mapped:
+                raise Reject("output_aliasing", "a timed call's output lies in a mapping of "
+                             f"the file {mapped[:200]}: not memory of its own (an input's "
+                             "file mapped again holds the input's bytes, moved by no one)")
         self.pinned.append([one(e) for e in entries])
 
     def take(self, placed: Any, keep: bool = True) -> None:
