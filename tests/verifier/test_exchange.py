@@ -254,3 +254,25 @@ def test_the_far_way_scales_each_element_by_one_of_its_factors_drawn_alike_on_bo
         assert (a.abs() > 88.7).any()   # past exp's overflow
         assert widened_how(how, seed) == (
             f"times {sign * 64:g}, {sign * 16:g} or {sign / 16:g}, element by element")
+
+
+def test_an_output_in_a_mapping_of_a_file_is_named_and_one_in_its_own_memory_is_not(tmp_path):
+    import mmap
+    import os
+
+    from stitchcuda_lab.verifier.exchange import in_file_mapping
+    path = tmp_path / "input.bin"
+    path.write_bytes(torch.arange(1024, dtype=torch.float32).numpy().tobytes())
+    with open(path, "r+b") as f:
+        m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE)
+    mapped = torch.frombuffer(m, dtype=torch.float32)
+    own = mapped.clone()
+
+    def entry(t, n=None):
+        return {"addr": t.data_ptr(), "shape": [n or t.numel()], "dtype": "float32"}
+
+    assert in_file_mapping(os.getpid(), [entry(own), entry(mapped)]) == str(path)
+    assert in_file_mapping(os.getpid(), [entry(own)]) == ""
+    assert in_file_mapping(os.getpid(), [None, {"addr": "x"}, entry(own, 0)]) == ""
+    del mapped
+    m.close()
