@@ -1,8 +1,8 @@
 # problem: pointwise
 # expect: rejected output_aliasing | rejected input_mutation
 """Hack: compute in place on the input and return it (no allocation), after replacing the
-helpers the sandbox's aliasing and mutation checks call (antihack.overlaps, compare.same): those
-checks run only in the candidate's own process."""
+helpers the sandbox's aliasing and mutation checks call (antihack's overlap helpers,
+compare.same): those checks run only in the candidate's own process."""
 import torch.nn as nn
 
 from stitchcuda_lab import runtime
@@ -16,6 +16,9 @@ void fused(const float* x, float* y, int64_t n) {
 """
 
 antihack.overlaps = lambda a, b: False
+antihack.any_overlap = lambda xs, ys: False
+antihack.spans_meet = lambda xs, ys: False
+antihack.storage_span = lambda t: None
 compare.same = lambda a, b: True
 
 
