@@ -226,6 +226,55 @@ def new_threads(before: set[int]) -> list[str]:
                   if t.is_alive() and t.ident not in before)
 
 
+# --- work run after the timer by the interpreter --------------------------------------------
+
+def signal_handlers() -> dict:
+    """Each signal's Python handler now (before any candidate code: ``work_after_timer``)."""
+    import signal
+    out = {}
+    for sig in signal.valid_signals():
+        try:
+            out[sig] = signal.getsignal(sig)
+        except (ValueError, OSError):
+            continue
+    return out
+
+
+def work_after_timer(handlers: dict) -> str:
+    """Why code of the candidate's may run between its timer and the reply, else "": a Python
+    signal handler it installed (an interval timer's SIGALRM runs it between any two of the
+    harness's bytecodes, after the end reading), or an interval timer left armed."""
+    import signal
+    changed = []
+    for sig, was in handlers.items():
+        try:
+            if signal.getsignal(sig) != was:
+                changed.append(signal.Signals(sig).name)
+        except (ValueError, OSError):
+            continue
+    if changed:
+        return ("a signal handler was installed (" + ", ".join(changed[:4]) + "): it runs "
+                "wherever the harness is when the signal comes, after the candidate's timer")
+    armed = [name for name in ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF")
+             if any(signal.getitimer(getattr(signal, name)))]
+    if armed:
+        return ("an interval timer was left armed (" + ", ".join(armed) + "): its signal "
+                "comes after the candidate's timer")
+    return ""
+
+
+def refuse_audit_hooks() -> None:
+    """The sandbox's own audit hook, installed before any candidate code: it refuses every
+    audit hook added after it (one cannot be taken away, and runs at the harness's file
+    opens, after the candidate's timer)."""
+    import sys
+
+    def hook(event: str, args: tuple) -> None:
+        if event == "sys.addaudithook":
+            raise RuntimeError("the sandbox takes no audit hooks")
+    sys.addaudithook(hook)
+
+
 # --- global numerics switches ------------------------------------------------------------------
 
 def _switches():

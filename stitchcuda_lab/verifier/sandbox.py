@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from . import channel
-from .antihack import Held, any_overlap, live_threads, new_threads
+from .antihack import (Held, any_overlap, live_threads, new_threads, signal_handlers,
+                       work_after_timer)
 from .compare import same
 from .exchange import (draw, let_go_if_large, map_inputs, reseed, take_over, tensors, widen,
                        write_outputs)
@@ -137,6 +138,7 @@ class Harness:
         self.timer = Timer(self.device, drop_hooks=True)
         from .antihack import make_tracer
         self.threads = live_threads()     # before the candidate's __init__ runs
+        self.signals = signal_handlers()
         self.tracer = make_tracer()
         # bytes the judge reads out of this process to learn whether it can read a timed
         # call's outputs the same way (exchange.can_peek), made before any candidate code
@@ -312,7 +314,16 @@ class Harness:
                     lambda: tensors(self.model(*xs)), flush=False), self.device, trace_path,
                     warm=True)
             else:
-                ms, wall, out = self.timer.call(lambda: tensors(self.model(*xs)))
+                def forward():
+                    return tensors(self.model(*xs))
+                # kept past the reply: a finalizer on it (reached through the frames) would
+                # run as the timer let it go, after its end reading
+                if cpu:
+                    self.letting_go.append(forward)
+                ms, wall, out = self.timer.call(forward)
+        moved = work_after_timer(self.signals)
+        if moved:
+            raise Refused("patched_timer", moved)
         if cpu and gc.isenabled():
             raise Refused("patched_verifier", "the garbage collector was switched on during a "
                           "timed call: a reference cycle's finalizer would then run after the "
@@ -644,8 +655,9 @@ def main(device: str, rfd: int, wfd: int, expose: dict | None = None) -> None:
         except Exception:  # noqa: BLE001  (a build will say what is missing)
             pass
     _warm(device)
-    from . import timing
+    from . import antihack, timing
     timing.capture()   # the timers as they are before any candidate code
+    antihack.refuse_audit_hooks()
     channel.send(wfd, {"ready": True, "pid": os.getpid()})
     job = channel.recv(rfd)
     if job is None or job.get("op") != "job":

@@ -45,6 +45,11 @@ def _targets():
             (torch, "torch.", "equal"), (sys, "sys.", "setprofile"), (sys, "sys.", "settrace")]
 
 
+_MONITOR_EVENTS = [] if not hasattr(sys, "monitoring") else [
+    getattr(sys.monitoring.events, n) for n in dir(sys.monitoring.events)
+    if n.isupper() and n != "NO_EVENTS"]
+
+
 def drop_hooks() -> None:
     """No profile, trace or monitoring function left to run: called by the sandbox's timer
     the moment the candidate's forward returns, before its end reading. A profile function
@@ -57,13 +62,25 @@ def drop_hooks() -> None:
     mon = getattr(sys, "monitoring", None)   # Python 3.12 on
     if mon is None:
         return
-    events = [getattr(mon.events, n) for n in dir(mon.events)
-              if n.isupper() and n != "NO_EVENTS"]
+    # every tool id, in use or not: a tool freed after its callbacks were registered still
+    # has them called (claimed here for the moment of clearing them). A callback that runs
+    # while this clears and registers again on a tool already cleared is not seen
+    # (docs/RELIABILITY.md)
     for tool in range(6):
-        if mon.get_tool(tool) is not None:
+        ours = mon.get_tool(tool) is None
+        try:
+            if ours:
+                mon.use_tool_id(tool, "stitchcuda-lab sandbox")
             mon.set_events(tool, 0)
-            for ev in events:
+        except ValueError:
+            pass
+        for ev in _MONITOR_EVENTS:
+            try:
                 mon.register_callback(tool, ev, None)
+            except ValueError:
+                pass
+        if ours and mon.get_tool(tool) == "stitchcuda-lab sandbox":
+            mon.free_tool_id(tool)
 
 
 def capture(extra: Sequence[tuple[Any, str, str]] = ()) -> None:
@@ -120,7 +137,9 @@ class Timer:
     from its own process, so it holds none)."""
 
     def __init__(self, device: str, flush_mb: int = 0, drop_hooks: bool = False):
-        self.drop_hooks = drop_hooks   # the sandbox's: a candidate's forward is timed
+        # the sandbox's: a candidate's forward is timed (a torch.profiler trace with Python
+        # stacks would lose its tracer here too; the traces taken in the sandbox have none)
+        self.clears_hooks = drop_hooks
         self.device = device
         self.cuda = device.startswith("cuda")
         self.size = L2_FLUSH_BYTES if self.cuda else cpu_flush_bytes(flush_mb)
@@ -147,7 +166,7 @@ class Timer:
         if not self.cuda:
             w0 = perf()
             out = fn()
-            if self.drop_hooks:
+            if self.clears_hooks:
                 drop_hooks()
             wall = (perf() - w0) * 1e3
             return wall, wall, out
@@ -156,7 +175,7 @@ class Timer:
         w0 = perf()
         start.record()
         out = fn()
-        if self.drop_hooks:
+        if self.clears_hooks:
             drop_hooks()
         torch.cuda.synchronize()
         end.record()

@@ -138,6 +138,7 @@ class Calibration:
 
     @property
     def path(self) -> float:
+        """The path's cost the time counted subtracts: this job's least, or the floor."""
         return self.least if self.floor is None else min(self.least, self.floor)
 
     @property
@@ -488,8 +489,17 @@ class Job:
         calibration = self.calibrate() if self.opts.time else Calibration(0.0, 0.0)
         if self.opts.time:
             key = (self.device, self.peek, self.arena_mapped, self.opts.cpu_flush_mb)
-            calibration = replace(calibration, floor=self.ref.path_least.get(key))
-            self.ref.path_least[key] = calibration.path
+            known = self.ref.path_least.get(key)
+            self.ref.path_least[key] = min(calibration.least, known or math.inf)
+            if known is not None:
+                # no lower than this job's least less the path's own spread (the clock's
+                # slack at least): a host busy through a whole job, calibration and calls
+                # alike, must not count the load's share of the path against the candidate
+                kind = "cuda" if self.device.startswith("cuda") else "cpu"
+                spread = max(calibration.steady_median - calibration.least, CLOCK_SLACK_MS[kind])
+                calibration = replace(calibration, floor=max(known, calibration.least - spread))
+                if calibration.path < calibration.least:
+                    flags.append(f"path_floor:{calibration.least:.3g}->{calibration.path:.3g} ms")
         phase("calibrate")
         loaded = self.ask({"op": "candidate"})
         phase("load")

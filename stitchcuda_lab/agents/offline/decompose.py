@@ -282,7 +282,7 @@ def _triangular(g: Graph, n: Node) -> None:
     rows = _index_constant(g, f"{n.name}_row", m, [m, 1])
     cols = _index_constant(g, f"{n.name}_col", c, [c])
     b = Builder(g, n)
-    d = b.add("aten.sub.Tensor", [ref(cols), ref(rows)], [m, c], n.dtype, name=f"{n.name}_diag")
+    d = b.add("aten.sub.Tensor", [ref(cols), ref(rows)], [m, c], "float32", name=f"{n.name}_diag")
     cmp = "aten.ge.Scalar" if n.opname == "triu" else "aten.le.Scalar"
     mask = b.add(cmp, [ref(d), float(k)], [m, c], "bool", name=f"{n.name}_keep")
     b.become("aten.where.ScalarOther", [ref(mask), {"node": x}, 0.0])
