@@ -248,7 +248,8 @@ def work_after_timer(handlers: dict) -> str:
     changed = []
     for sig, was in handlers.items():
         try:
-            if signal.getsignal(sig) != was:
+            now = signal.getsignal(sig)
+            if now != was and callable(now):   # SIG_IGN, SIG_DFL run no code of its own
                 changed.append(signal.Signals(sig).name)
         except (ValueError, OSError):
             continue

@@ -438,6 +438,9 @@ def can_peek(pid: int, probe: Any) -> bool:
         return False
 
 
+_ANONYMOUS = ("/dev/zero", "/memfd:", "/SYSV", "anon_inode:", "[")
+
+
 def in_file_mapping(pid: int, entries: Any) -> str:
     """Judge side, with process ``pid`` frozen after a timed call: the path of a file that one
     of the call's outputs (``entries``: address, shape, dtype) lies in a mapping of, else "".
@@ -463,7 +466,9 @@ def in_file_mapping(pid: int, entries: Any) -> str:
         return ""
     for line in lines:
         parts = line.split(maxsplit=5)
-        if len(parts) < 6 or parts[4] == "0":   # anonymous memory (inode 0)
+        # anonymous memory: private (inode 0), shared (/dev/zero), memfd, SysV, pseudo-files;
+        # bytes reach those only by being written there
+        if len(parts) < 6 or parts[4] == "0" or parts[5].startswith(_ANONYMOUS):
             continue
         lo, _, hi = parts[0].partition("-")
         start, end = int(lo, 16), int(hi, 16)
