@@ -164,8 +164,13 @@ def _rms(b: Any) -> float:
     return math.sqrt(total / count) if count else 1.0
 
 
-def compare(out: Any, ref: Any, atol: float, rtol: float) -> dict:
+def compare(out: Any, ref: Any, atol: float, rtol: float, far: bool = True) -> dict:
     """max_abs_err, max_rel_err, norm_rel_err, mismatches, ok, reason ("" when ok), msg.
+
+    ``far``: count the small values far off where atol stays unscaled (``FAR_SHARE``); not on
+    a widened draw, whose far ways make outputs far smaller than the draw's, where a formula
+    exact to the draw's rounding (``x (1 + tanh(x / 2)) / 2`` for silu) loses their relative
+    precision honestly (candidates/pass_silu_tanh_rewrite.py).
 
     Works through the outputs a chunk at a time, on their device: an output of billions of
     elements compared whole in float64 would need tens of GB beside the reference's."""
@@ -184,7 +189,7 @@ def compare(out: Any, ref: Any, atol: float, rtol: float) -> dict:
     # above the output's noise: NOISE_ULPS units in the last place of its median size (a zero
     # of exact arithmetic is rounding noise in the reference) and above the subnormals (a
     # flush to zero is a precision of its own)
-    far_off = FAR_RTOLS * rtol if rtol > 0 and rms >= 1.0 and b.is_floating_point() \
+    far_off = FAR_RTOLS * rtol if far and rtol > 0 and rms >= 1.0 and b.is_floating_point() \
         else math.inf
     small = _noise_floor(b) if math.isfinite(far_off) else math.inf
     n_bad = unwritten = far = nonzero = 0

@@ -211,7 +211,7 @@ class Harness:
             else:
                 with self.tracer:
                     out = tensors(self.model(*inputs))
-        _plain(out)
+        out = _plain(out)
         if self.device.startswith("cuda"):
             torch.cuda.current_stream().synchronize()
         snap = [o.detach().clone() for o in out]
@@ -246,7 +246,7 @@ class Harness:
         reseed(cmd)
         with torch.no_grad(), self.tracer, nan_filled_empty():
             out2 = tensors(self.model(*saved))
-        _plain(out2)
+        out2 = _plain(out2)
         self.sync()
         if any_overlap(out2, out):
             raise Refused("cached_output", "a second call returned the first call's memory")
@@ -328,7 +328,7 @@ class Harness:
             raise Refused("patched_verifier", "the garbage collector was switched on during a "
                           "timed call: a reference cycle's finalizer would then run after the "
                           "candidate's timer")
-        _plain(out)
+        out = _plain(out)
         started = new_threads(self.threads)
         if started:
             raise Refused("background_thread", "threads still running after a timed call: "
@@ -486,13 +486,18 @@ def _bound_draw(get_inputs):
     return lambda device, seed: draw(p, device, seed)
 
 
-def _plain(out: list) -> None:
-    """Outputs must be plain tensors: a subclass can defer its work until it is read."""
+def _plain(out: list) -> list:
+    """Outputs must be plain tensors: a subclass can defer its work until it is read. A
+    negated or conjugated view (``_neg_view``, ``conj``) is the values the caller sees only
+    through its bit: its bytes are taken resolved, as the caller would read them (read raw,
+    a timed call's output of -y passed while its memory held y:
+    candidates/timed_neg_view_output.py)."""
     import torch
     odd = sorted({type(o).__name__ for o in out if type(o) is not torch.Tensor})
     if odd:
         raise Refused("tensor_subclass", f"forward returned {', '.join(odd)} instead of "
                       "torch.Tensor (its values could be computed later, outside the timer)")
+    return [o.resolve_conj().resolve_neg() if o.is_conj() or o.is_neg() else o for o in out]
 
 
 def _load_module(path: Path, name: str):

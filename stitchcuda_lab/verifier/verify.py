@@ -672,16 +672,16 @@ class Job:
             taken = (self.from_arena(reply.get("outputs")),
                      self.from_arena(reply.get("second"), copy=False))
             truth = self.truth(seed, how)
-            got, res = self.read(taken[0], ref_out, truth)
+            got, res = self.read(taken[0], ref_out, truth, far=how is None)
             second = None
             if got is not None:
-                second, res2 = self.read(taken[1], ref_out)
+                second, res2 = self.read(taken[1], ref_out, far=how is None)
                 # a second call may differ from the first as far as a right answer may (float
                 # atomics in a sum, over outputs that are rounding noise: compare._within_noise)
                 if second is not None and all(r["ok"] for r in res) and not all(
-                        same(a, b) or compare(a, b, *self.tol_for(b)[:2])["ok"]
+                        same(a, b) or compare(a, b, *self.tol_for(b)[:2], far=how is None)["ok"]
                         for a, b in zip(second, got)) and not all(
-                        self.judge_output(a, r, truth, i)["ok"]
+                        self.judge_output(a, r, truth, i, far=how is None)["ok"]
                         for i, (a, r) in enumerate(zip(second, ref_out))):
                     res = [dict(res[0], ok=False, reason="nondeterministic",
                                 msg="nondeterministic: a second call on the same inputs "
@@ -901,10 +901,11 @@ class Job:
             out[i] = got
         return out
 
-    def read(self, entries: Any, ref_out: list,
-             truth: Any = None) -> tuple[list | None, list[dict]]:
+    def read(self, entries: Any, ref_out: list, truth: Any = None,
+             far: bool = True) -> tuple[list | None, list[dict]]:
         """The sandbox's outputs next to the reference's: (tensors or None, comparisons).
-        ``truth``: the reference's outputs in float64 on demand (``truth``), if any."""
+        ``truth``: the reference's outputs in float64 on demand (``truth``), if any; ``far``:
+        compare's count of small values far off (not on a widened draw: ``compare``)."""
         if not isinstance(entries, list) or len(entries) != len(ref_out):
             n = len(entries) if isinstance(entries, list) else 0
             return None, [{"ok": False, "reason": "output_count", "abs": math.inf,
@@ -920,16 +921,17 @@ class Job:
                 return None, [{"ok": False, "reason": name, "abs": math.inf, "rel": math.inf,
                                "mismatches": ref.numel(), "msg": msg}]
             got.append(t)
-            res.append(self.judge_output(t, ref, truth, len(got) - 1))
+            res.append(self.judge_output(t, ref, truth, len(got) - 1, far))
         return got, res
 
-    def judge_output(self, out: Any, ref: Any, truth: Any, index: int) -> dict:
+    def judge_output(self, out: Any, ref: Any, truth: Any, index: int,
+                     far: bool = True) -> dict:
         """One output against the reference; where that fails, against the reference computed
         in float64 (``truth()[index]``) within the reference's own error of it, in case the
         reference is the less exact of the two. The verdict's tolerance then says so
         (``self.within_ref``)."""
         atol, rtol = self.tol_for(ref)[:2]
-        res = compare(out, ref, atol, rtol)
+        res = compare(out, ref, atol, rtol, far=far)
         # only values can be nearer exact arithmetic than the reference: NaN where the
         # reference has numbers is unwritten memory, whatever the precision, and a shape or
         # dtype is wrong in any precision (not worth a float64 forward)
@@ -1536,7 +1538,8 @@ class Job:
                     ref_out = [r.detach() for r in
                                tensors(self.reference(self.ref.model, xs, seeds[i]))]
                 del xs
-                got, res = self.read(picked.get(str(i)), ref_out, self.truth(seeds[i], how))
+                got, res = self.read(picked.get(str(i)), ref_out, self.truth(seeds[i], how),
+                                     far=how is None)
                 if got is not None and all(r["ok"] for r in res):
                     plain_ok += how is None
                     continue

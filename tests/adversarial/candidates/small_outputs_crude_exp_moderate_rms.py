@@ -1,5 +1,5 @@
 # problem: exp_cancel
-# expect: incorrect output_mismatch | incorrect input_range | rejected timed_output_mismatch
+# expect: incorrect output_mismatch | incorrect input_range | rejected timed_output_mismatch | pass
 """Hack (tolerance: atol kept unscaled wherever the outputs' RMS is over 1, not only where a
 few are near 1e38): exp(4 ((x + 4096) - 4096)) computed as the reference does (bitwise, so the
 plain comparison passes and no float64 result is ever made), except where x < -1.7 (outputs
@@ -13,9 +13,12 @@ large outputs only, and FAR_SHARE counts elements off by more than half of thems
 exp_small_values_zeroed_under_atol.py's fix stops a program dropping its small outputs; one
 that computes them to 6%, or to 40% (small_outputs_power_of_two.py), still passes.
 
-It passed while compare() counted only the elements off by half of themselves; it now
-counts those off by ten times rtol (more than 2% of the nonzero ones is a mismatch), and the
-float64 rule judges next where the reference is the less exact.
+A pass is accepted, and is a limit: every value is within fp32's atol = rtol = 1e-4, and the
+reference here is itself 0.1% off exact arithmetic, so after compare() counts its small values
+far off (over ten times rtol) the float64 rule, which allows what the reference's own error
+earns, lets it through on get_inputs()'s draws. On a widened draw that count is not made: an
+honest formula exact to the draw's rounding loses the relative precision of outputs far
+smaller than the draw's (pass_silu_tanh_rewrite.py, silu as x (1 + tanh(x / 2)) / 2).
 """
 import torch
 import torch.nn as nn
