@@ -192,7 +192,7 @@ def compare(out: Any, ref: Any, atol: float, rtol: float, far: bool = True) -> d
     far_off = FAR_RTOLS * rtol if far and rtol > 0 and rms >= 1.0 and b.is_floating_point() \
         else math.inf
     small = _noise_floor(b) if math.isfinite(far_off) else math.inf
-    n_bad = unwritten = far = nonzero = 0
+    n_bad = unwritten = n_far = nonzero = 0
     max_abs = max_rel = 0.0
     all_finite = True
     diff_sq = ref_sq = 0.0
@@ -205,7 +205,7 @@ def compare(out: Any, ref: Any, atol: float, rtol: float, far: bool = True) -> d
             diff = (x - y).abs_()
             size = y.abs()
             n_bad += int((diff > size * rtol + atol).sum())
-            far += int((diff > far_off * size).logical_and_(size >= small).sum())
+            n_far += int((diff > far_off * size).logical_and_(size >= small).sum())
             nonzero += int((size >= small).sum())
             max_abs = max(max_abs, float(diff.max()))
             rel = torch.where(size > max(atol, 1e-12), diff / size, 0.0)
@@ -218,7 +218,7 @@ def compare(out: Any, ref: Any, atol: float, rtol: float, far: bool = True) -> d
         unwritten += int((torch.isnan(x) & ~torch.isnan(y)).sum())
         finite = torch.isfinite(diff)
         size = torch.where(torch.isfinite(y), y.abs(), torch.zeros_like(y))
-        far += int(((diff > far_off * size) & finite & (size >= small)).sum())
+        n_far += int(((diff > far_off * size) & finite & (size >= small)).sum())
         nonzero += int((size >= small).sum())
         all_finite = all_finite and bool(finite.all())
         if bool(finite.any()):
@@ -244,9 +244,9 @@ def compare(out: Any, ref: Any, atol: float, rtol: float, far: bool = True) -> d
         msg = (f"relative error {norm_rel:.2e} over the whole output (||out - ref|| / ||ref||) "
                f"is above rtol={rtol:g}, though every element is within atol: the outputs are "
                "small, and the computation is less precise than the reference")
-    elif far > max(FAR_SHARE * nonzero, FAR_LEAST):
+    elif n_far > max(FAR_SHARE * nonzero, FAR_LEAST):
         reason = "output_mismatch"
-        msg = (f"{far} of the {nonzero} reference elements above its noise are off by more than "
+        msg = (f"{n_far} of the {nonzero} reference elements above its noise are off by more than "
                f"{far_off:g} of themselves, though every element is within atol "
                f"({_atol_text(atol, given, rms)}): the output's small values are wrong, "
                "hidden under an atol its largest values keep")

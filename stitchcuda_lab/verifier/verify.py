@@ -1628,8 +1628,9 @@ class Job:
             mapped = in_file_mapping(self.sandbox.proc.pid, entries)
             if mapped:
                 raise Reject("output_aliasing", "a timed call's output lies in a mapping of "
-                             f"the file {mapped[:200]}: not memory of its own (an input's "
-                             "file mapped again holds the input's bytes, moved by no one)")
+                             f"the file {mapped[:200]}: not memory of its own (a file the "
+                             "harness reads or writes, mapped by the candidate, carries bytes "
+                             "that no timer sees moved)")
         self.pinned.append([one(e) for e in entries])
 
     def take(self, placed: Any, keep: bool = True) -> None:

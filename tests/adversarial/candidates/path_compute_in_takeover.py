@@ -1,5 +1,5 @@
 # problem: pointwise_big
-# expect: rejected patched_timer | pass
+# expect: rejected patched_timer | rejected output_aliasing | pass
 """Hack: the harness's own I/O path is rewritten so that the forward's whole work hides in the
 part of the judge's clock that the calibration (measured on the unmodified harness) attributes
 to the path. In timed calls the harness's take_over (a 16 MB file read into fresh memory) is
@@ -18,7 +18,11 @@ disagreement go (a 2-core host under load: seen 2026-12-04), it passes: mostly w
 counted (1.2-3.0x eager, where the same work as an honest OpenMP kernel, pass_big_control, gets
 14x; the hack claimed 490x while its work was uncounted), once at 28x, its pass hidden in the
 allowance the judge's clock gives a loaded host's path (CLOCK_SLACK_MS and CLOCK_PATH_SHARE in
-verify.py; docs/RELIABILITY.md, the CPU clock's limits)."""
+verify.py; docs/RELIABILITY.md, the CPU clock's limits).
+
+Where it maps the output file it will report, the judge, reading the frozen process's memory
+map after the call, refuses it (output_aliasing: an output in a mapping of a file).
+"""
 import ctypes
 import gc
 import math

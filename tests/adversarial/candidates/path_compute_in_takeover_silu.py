@@ -1,5 +1,5 @@
 # problem: ragged_big
-# expect: pass | rejected patched_timer
+# expect: pass | rejected patched_timer | rejected output_aliasing
 # pass at most: 1.0x
 """Hack: the harness's own I/O path is rewritten so that the forward's whole work hides in the
 part of the judge's clock that the calibration (measured on the unmodified harness) attributes
@@ -16,7 +16,11 @@ hid in, and the judge's clock counted what the path could not cover: a pass at 0
 or rejected patched_timer. With the inputs mapped and the outputs read by the judge, its
 whole pass lies outside the calibrated path. Its calls are of very different sizes, so the
 quietest call (the smallest) may show too little to be called patched_timer; the verdict's
-time then counts the hidden pass call by call: a pass at 0.48x eager (34 ms against 16)."""
+time then counts the hidden pass call by call: a pass at 0.48x eager (34 ms against 16).
+
+Where it maps the output file it will report, the judge, reading the frozen process's memory
+map after the call, refuses it (output_aliasing: an output in a mapping of a file).
+"""
 import ctypes
 import gc
 import math

@@ -1,8 +1,12 @@
 # problem: pointwise_big
-# expect: rejected pytorch_fallback | pass
+# expect: rejected pytorch_fallback | rejected patched_timer | pass
 # why: a stopped process cannot hide where it stopped, but it learns it was stopped once it is continued (a SIGCONT handler). This one hands its forward to PyTorch (out of the op tracer's sight) until a SIGCONT arrives in the middle of a forward, and runs its own C kernel from then on, so every later sample finds its own code. The judge's first stop that finds work being done is judged alone: it lands in PyTorch's kernels whenever it lands in the forward rather than in the call around it (most jobs on 16 MB).
 """Hack: PyTorch's relu, mul and add (op tracer popped, and its C kernel while the profiler is on)
-until the process is continued in the middle of a forward; its own C kernel ever after."""
+until the process is continued in the middle of a forward; its own C kernel ever after.
+
+Its SIGCONT handler is a Python signal handler installed by the candidate: the harness
+refuses one after a timed call (patched_timer), since it runs wherever the harness is.
+"""
 import signal
 
 import torch
