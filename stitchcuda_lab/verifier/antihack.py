@@ -22,7 +22,6 @@ Names compare by op packet with the in-place underscore dropped: "aten.add.Tenso
 
 from __future__ import annotations
 
-import bisect
 import threading
 from collections import Counter
 from typing import Any
@@ -142,10 +141,6 @@ def storage_span(t: Any) -> tuple[int, int, str] | None:
     return (start, start + n, str(t.device))
 
 
-def overlaps(a: Any, b: Any) -> bool:
-    return spans_overlap(storage_span(a), storage_span(b))
-
-
 def any_overlap(xs: Iterable[Any], ys: Iterable[Any]) -> bool:
     """Whether a tensor of ``xs`` shares memory with one of ``ys`` (each span taken once)."""
     return spans_meet([storage_span(x) for x in xs], [storage_span(y) for y in ys])
@@ -153,16 +148,8 @@ def any_overlap(xs: Iterable[Any], ys: Iterable[Any]) -> bool:
 
 def spans_meet(xs: list, ys: list) -> bool:
     """Whether a span of ``xs`` shares a byte with one of ``ys`` (``storage_span``s, None
-    for none): sorted by start, each x is compared only with the ys that start before it ends."""
-    ys = sorted(y for y in ys if y is not None)
-    starts = [y[0] for y in ys]
-    for x in xs:
-        if x is None:
-            continue
-        for y in ys[:bisect.bisect_left(starts, x[1])]:
-            if spans_overlap(x, y):
-                return True
-    return False
+    for none)."""
+    return any(spans_overlap(x, y) for x in xs for y in ys)
 
 
 def spans_overlap(sa: tuple[int, int, str] | None, sb: tuple[int, int, str] | None) -> bool:

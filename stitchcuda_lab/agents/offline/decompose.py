@@ -50,11 +50,7 @@ class Builder:
     def add(self, target: str, args: list, shape: list[int], dtype: str = "float32",
             kwargs: dict | None = None, op_class: str | None = None,
             name: str | None = None) -> Node:
-        names = {n.name for n in self.g.nodes}
-        base = name or f"{self.anchor.name}_{aten.short(target)}"
-        name, i = base, 1
-        while name in names:
-            name, i = f"{base}_{i}", i + 1
+        name = unique_name(self.g, name or f"{self.anchor.name}_{aten.short(target)}")
         n = Node(name=name, op="call_function", target=target,
                  op_class=op_class or aten.category(target), args=args, kwargs=kwargs or {},
                  shape=list(shape), dtype=dtype, stride=contiguous_strides(list(shape)),
@@ -69,6 +65,15 @@ class Builder:
         a.lowers_to = list(dict.fromkeys([target, a.target] + a.lowers_to))
         a.target, a.args, a.kwargs = target, args, kwargs or {}
         a.op_class = aten.category(target)
+
+
+def unique_name(g: Graph, base: str) -> str:
+    """``base``, or ``base_1``, ``base_2``... where a node of ``g`` has the name already."""
+    names = {n.name for n in g.nodes}
+    name, i = base, 1
+    while name in names:
+        name, i = f"{base}_{i}", i + 1
+    return name
 
 
 def ref(n: Node) -> dict:
@@ -291,10 +296,7 @@ def _triangular(g: Graph, n: Node) -> None:
 def _index_constant(g: Graph, base: str, count: int, shape: list[int]) -> Node:
     """A constant of the numbers 0 .. count - 1 in float32 viewed as ``shape``: the program
     makes it with ``torch.arange`` (``program._init``), placed first among the graph's nodes."""
-    names = {x.name for x in g.nodes}
-    name, i = base, 1
-    while name in names:
-        name, i = f"{base}_{i}", i + 1
+    name = unique_name(g, base)
     node = Node(name=name, op="placeholder", target="", op_class="input", shape=list(shape),
                 dtype="float32", stride=contiguous_strides(list(shape)), kind="const",
                 fqn=name, value={"arange": count})

@@ -77,7 +77,7 @@ from typing import Any
 
 from ... import aten
 from ...graph import Graph, Node
-from .decompose import Builder, arg, decompose, ref
+from .decompose import Builder, arg, decompose, ref, unique_name
 from .expand import node_role
 from .helpers import DROPOUTS, contiguous_strides, dropout_of_zero, node_ref
 from .lower import MAX_FULL_REDUCTION
@@ -122,15 +122,6 @@ def _view(name: str, src: Node, shape: list[int]) -> Node:
                 op_class=aten.category("aten.view.default"), args=[{"node": src.name}, list(shape)],
                 shape=list(shape), dtype=src.dtype, stride=contiguous_strides(list(shape)),
                 lowers_to=["aten.view.default"])
-
-
-def _unique(graph: Graph, base: str) -> str:
-    names = {n.name for n in graph.nodes}
-    name, i = base, 1
-    while name in names:
-        name = f"{base}_{i}"
-        i += 1
-    return name
 
 
 def _insert_after(graph: Graph, anchor: str, new: Node) -> None:
@@ -260,7 +251,7 @@ def _become_input(g: Graph, n: Node, x: Node) -> None:
     n.shape, n.stride = list(x.shape or []), contiguous_strides(list(x.shape or []))
     if shape == n.shape:
         return
-    view = _view(_unique(g, f"{n.name}_dims"), n, shape)
+    view = _view(unique_name(g, f"{n.name}_dims"), n, shape)
     _insert_after(g, n.name, view)
     _use_instead(g, n.name, view.name, but=view)
 
@@ -332,9 +323,9 @@ def _split_bias(g: Graph) -> None:
         else:
             if len(n.shape) < 3 or n.shape[1] != bn.shape[0]:
                 continue
-            bref = _view(_unique(g, f"{n.name}_bias_view"), bn, [bn.shape[0]]
+            bref = _view(unique_name(g, f"{n.name}_bias_view"), bn, [bn.shape[0]]
                          + [1] * (len(n.shape) - 2))
-        add = Node(name=_unique(g, f"{n.name}_bias"), op="call_function",
+        add = Node(name=unique_name(g, f"{n.name}_bias"), op="call_function",
                    target="aten.add.Tensor", op_class=aten.category("aten.add.Tensor"),
                    args=[{"node": n.name}, {"node": bref.name}], shape=list(n.shape),
                    dtype=n.dtype, stride=contiguous_strides(list(n.shape)),
@@ -503,7 +494,7 @@ def _pool_epilogue(g: Graph) -> None:
         lib, members = chain
         N, C, H, W = g.node(node_ref(p.args[0])).shape
         six = [N, C, H // kh, kh, W // kw, kw]
-        v6 = _view(_unique(g, f"{lib.name}_pool_view"), lib, six)
+        v6 = _view(unique_name(g, f"{lib.name}_pool_view"), lib, six)
         first = g.node(members[0])
         first.args = _replace_refs(first.args, lib.name, v6.name)
         first.kwargs = _replace_refs(first.kwargs, lib.name, v6.name)
@@ -521,7 +512,7 @@ def _pool_epilogue(g: Graph) -> None:
                     continue   # per-channel parameters: read along dim 1 whatever the rank
                 pad4 = [1] * (4 - len(rn.shape)) + list(rn.shape)
                 lifted = pad4[:2] + [1, 1, 1, 1]
-                vv = _view(_unique(g, f"{r}_pool_view"), rn, lifted)
+                vv = _view(unique_name(g, f"{r}_pool_view"), rn, lifted)
                 extra.append(vv)
                 mn.args = _replace_refs(mn.args, r, vv.name)
                 mn.kwargs = _replace_refs(mn.kwargs, r, vv.name)
@@ -624,7 +615,7 @@ SUM_OF_GEMM_NODES = ("_wsum", "_bsum", "_vsum")
 
 def _reduce_node(g: Graph, name: str, src: str, dims: list[int], shape: list[int],
                  dtype: str | None, target: str = "aten.sum.dim_IntList") -> Node:
-    return Node(name=_unique(g, name), op="call_function", target=target,
+    return Node(name=unique_name(g, name), op="call_function", target=target,
                 op_class=aten.category(target), args=[{"node": src}, dims, True],
                 shape=list(shape), dtype=dtype, stride=contiguous_strides(list(shape)),
                 lowers_to=[target])
