@@ -112,6 +112,12 @@ def message(session: Any) -> str:
     return str(getattr(session.state, "message", "") or "")
 
 
+def failures(session: Any) -> list[dict[str, Any]]:
+    """The iterations that failed without ending the session (AttemptFailed), in order: each
+    {"iteration", "cause", "reason"}."""
+    return [dict(f) for f in getattr(session.state, "failures", [])]
+
+
 # ---- events ---------------------------------------------------------------------------------
 
 def approve_plan(session: Any, edited: Plan | None = None) -> Any:

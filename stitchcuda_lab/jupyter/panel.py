@@ -106,8 +106,8 @@ class SessionPanel:
         self.kernel_discard = W.Button(description="Discard edits", icon="undo",
                                        tooltip="Put the shown version's code back in the editors")
         self.kernel_regen = W.Button(description="Regenerate", icon="refresh",
-                                     tooltip="Set the waiting candidates aside and ask the Coder "
-                                             "for new ones")
+                                     tooltip="Ask the Coder for other candidates at this "
+                                             "iteration (any waiting ones are set aside)")
         self.kernel_approve.on_click(lambda _: self.approve_candidate())
         self.kernel_discard.on_click(lambda _: self.discard_edits())
         self.kernel_regen.on_click(lambda _: self.regenerate())
@@ -711,10 +711,17 @@ class SessionPanel:
             ok = False
             try:
                 following = self._follow_latest
+                failed = len(bridge.failures(self.session))
                 action()
                 if advance and not bridge.is_done(self.session):
                     self.session.advance()
                 ok = True
+                # a try that came to nothing leaves the session where it was: say why, or the
+                # step reads "done" and nothing seems to have happened
+                new = bridge.failures(self.session)[failed:]
+                if new:
+                    self._notify("; ".join(f"Iteration {f['iteration']}: {f['reason']}"
+                                           for f in new))
                 best = _best(self.session) if select_best else None
                 if best is not None and following and self._follow_latest:
                     ids = [c.id for c in bridge.candidates(self.session)]

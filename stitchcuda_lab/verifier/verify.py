@@ -90,9 +90,10 @@ BASELINE_DRIFT = 0.3
 # eager calls right after a CPU candidate's timed calls, to see the load has not moved since
 # the baselines (``Job.confirm_load``)
 LOAD_CHECK_CALLS = 3
-# calls beyond the trial floor a CPU timing makes, at most, for a widened draw of the way the
-# range trial did not use (each call's seed decides its way: half of them have it)
-WIDE_WAIT_CALLS = 12
+# calls beyond the trial floor a CPU timing makes, at most, for the vetted widenings no timed
+# call has met yet (Job.next_wide: up to five, each at the next call whose seed scales its
+# way, half of them)
+WIDE_WAIT_CALLS = 20
 # arena bytes beyond the inputs' and the reference's outputs: each further output tensor's
 # alignment (arena.ALIGN), for references that return several
 ARENA_SPARE = 64 << 10
@@ -276,7 +277,15 @@ def fresh_seed() -> int:
     return secrets.randbits(62)
 
 
+def non_finite(outs: list) -> int:
+    """How many elements of ``outs`` (floating or complex tensors) are NaN or infinite."""
+    import torch
+    return sum(int((~torch.isfinite(r)).sum()) for r in outs
+               if r.is_floating_point() or r.is_complex())
+
+
 # --- one job ---------------------------------------------------------------------------------
+
 
 class Job:
     """One candidate against one problem, seen from the judge."""
@@ -307,20 +316,22 @@ class Job:
         self.arena_mapped = False
         self.arena_note = ""
         self.pinned_inputs: list[list] = []
-        # timed calls on inputs outside get_inputs()'s range (time_candidate): how they are
-        # widened, which calls were (by seed), and how many calls until the next one
-        self.wide_how: str | None = None
+        # timed calls on inputs outside get_inputs()'s range (time_candidate): which calls were
+        # (by seed, with how), and how many calls until the next one
         self.wide: dict[int, str] = {}
         self.wide_next: int | None = None
         self.wide_round = 1
-        # the ways the timed calls' widened draws scaled (a few places: True, whole tensors:
-        # False). They include both where the reference suits both: a candidate tells a
-        # checked trial (deterministic mode) from a timed call, so the range trial's way says
-        # nothing of its timed calls, and a guard fooled by one way (8 sampled elements tell a
-        # whole-tensor scaling) must meet the other there
-        self.wide_ways: set[bool] = set()
-        self.trial_way: bool | None = None   # the range trial's way
-        self.other_way_ok = False   # the reference stays as finite scaled the other way too
+        # the widenings a timed call may take, each (how, way: a few places True, whole
+        # tensors False), as the range trials vetted them on the reference: the near trial's
+        # (its way, and the other where the reference suits it too), the far and the small
+        # trials'. A candidate tells a checked trial (deterministic mode) from a timed call,
+        # so every range a checked trial probes is probed in timed calls as well (a norm that
+        # drops its eps outside checked calls is wrong only on the small draws; a softmax that
+        # skips its max pass only on the far ones), and both ways (8 sampled elements tell a
+        # whole-tensor scaling from a plain draw, not a few places). ``wide_met``: those a
+        # timed call has had
+        self.wide_vetted: list[tuple[str, bool]] = []
+        self.wide_met: set[tuple[str, bool]] = set()
         self.no_hand_over = False   # CPU: this problem's inputs cannot be handed over
         self.out_bytes = 0     # the largest outputs of a trial, for the rounds' size
         self.no_float64 = False   # the float64 reference ran out of memory in this job
@@ -652,15 +663,15 @@ class Job:
             how = None
             if t == wide_trial:
                 how, ref_out = self.widened(seed, ref_out)
-                self.wide_how = how   # the timed calls' widened draws use it too
-                if how is not None:
-                    self.trial_way = widens_few(seed)
-                    self.other_way_ok = self.vets_other_way(how, self.trial_way)
             elif t in (far_few, far_whole):
                 first = FAR[0] if far_sign == (t == far_few) else FAR[0][::-1]
                 how, ref_out = self.widened(seed, ref_out, first + _shuffled(FAR[1]))
             elif t == small:
                 how, ref_out = self.widened(seed, ref_out, _shuffled(SMALL))
+            if how is not None:   # the timed calls' widened draws use it too (next_wide)
+                self.vet(how, widens_few(seed))
+                if t == wide_trial and self.vets_other_way(how, widens_few(seed)):
+                    self.vet(how, not widens_few(seed))
             sizes = [r.numel() * r.element_size() for r in ref_out]
             self.out_bytes = max(self.out_bytes, sum(sizes))
             let_go_if_large(in_bytes + sum(sizes), self.device)   # the draws' memory, for the sandbox
@@ -773,9 +784,6 @@ class Job:
         raises, changes its output shapes or is less finite than on the draw (``plain``)."""
         import torch
 
-        def non_finite(outs: list) -> int:
-            return sum(int((~torch.isfinite(r)).sum()) for r in outs
-                       if r.is_floating_point() or r.is_complex())
         try:
             with torch.no_grad():
                 out = [r.detach() for r in
@@ -788,20 +796,24 @@ class Job:
             return None
         return out
 
+    def plain_outputs(self, seed: int) -> list:
+        """The reference's outputs on the draw of ``seed`` as get_inputs() makes it."""
+        import torch
+        with torch.no_grad():
+            return [r.detach() for r in
+                    tensors(self.reference(self.ref.model, self.draw(seed), seed))]
+
     def vets_other_way(self, how: str, way: bool) -> bool:
         """Whether ``how`` suits the reference (``widened_outputs``) when it scales the other
         way from the range trial's (``way``: a few places or not), on a draw whose seed scales
         so. Only a CPU's timed calls are widened, so only there is it asked."""
-        import torch
         if self.device.startswith("cuda"):
             return False
         seed = fresh_seed()
         while widens_few(seed) == way:
             seed = fresh_seed()
         try:
-            with torch.no_grad():
-                plain = [r.detach() for r in
-                         tensors(self.reference(self.ref.model, self.draw(seed), seed))]
+            plain = self.plain_outputs(seed)
         except Exception:  # noqa: BLE001  (a draw the reference refuses: that way is not used)
             return False
         return self.widened_outputs(seed, how, plain) is not None
@@ -1371,7 +1383,7 @@ class Job:
                 self.wide.pop(seed, None)
                 self.no_hand_over = True
             elif seed in self.wide:
-                self.wide_ways.add(widens_few(seed))
+                self.wide_met.add((self.wide[seed], widens_few(seed)))
         t0 = time.perf_counter()
         try:
             handed = reveal(handed, self.sandbox.inputs)
@@ -1406,42 +1418,45 @@ class Job:
             raise Reject("protocol_tampering", "a timing reply without its times")
         return float(ms), float(wall), seen
 
+    def vet(self, how: str, way: bool) -> None:
+        """``how`` scaling ``way`` (a few places or not) suits the reference: a timed call's
+        widened draw may take it (``next_wide``)."""
+        if (how, way) not in self.wide_vetted:
+            self.wide_vetted.append((how, way))
+
     def next_wide(self, seed: int) -> str | None:
         """Whether this timed call gets inputs outside get_inputs()'s range (how, or None).
 
         The judge hands the CPU's timed calls their inputs, so a widened draw looks like any
         other: every so many calls (at places drawn here), one is, and it is always checked.
         A candidate that computes right only on get_inputs()'s range when it is not in a
-        checked trial (which it can tell: deterministic mode) is then caught as well."""
-        if self.wide_next is None or self.wide_how is None:
+        checked trial (which it can tell: deterministic mode) is then caught as well. Each
+        vetted widening is met in turn (the seed decides the way: a widening of the other way
+        waits for a seed that scales so), then any at random."""
+        if self.wide_next is None or not self.wide_vetted:
             return None
         if self.wide_next > 0:
             self.wide_next -= 1
             return None
         way = widens_few(seed)
-        if way not in self.wide_ways_allowed():
-            return None   # only the way the range trial vetted: the next seed that scales so
-        if way in self.wide_ways and self.wide_way_due():
-            return None   # the way already met: the next call whose seed scales the other way
-        # a way still to meet is met at the next call whose seed scales so (half of them): a
+        fits = [v for v in self.wide_vetted if v[1] == way]
+        if not fits:
+            return None   # only a way the range trials vetted: the next seed that scales so
+        unmet = [v for v in fits if v not in self.wide_met]
+        if not unmet and self.wide_way_due():
+            return None   # this way's all met: the next call whose seed scales the other way
+        how = (unmet or fits)[secrets.randbelow(len(unmet or fits))][0]
+        # one still to meet comes at the next call whose seed suits (half of them): a
         # countdown of up to two rounds (40 calls) outran the few calls a timing waits for it
-        due = self.wide_ways_allowed() - self.wide_ways - {way}
-        self.wide_next = 0 if due else 1 + secrets.randbelow(2 * self.wide_round)
-        self.wide[seed] = self.wide_how
-        return self.wide_how
-
-    def wide_ways_allowed(self) -> set[bool]:
-        """The ways a timed call's widened draw may scale: the range trial's, and the other
-        where the reference stays as finite that way (``vets_other_way``)."""
-        if self.trial_way is None:
-            return set()
-        return {self.trial_way, not self.trial_way} if self.other_way_ok else {self.trial_way}
+        left = set(self.wide_vetted) - self.wide_met - {(how, way)}
+        self.wide_next = 0 if left else 1 + secrets.randbelow(2 * self.wide_round)
+        self.wide[seed] = how
+        return how
 
     def wide_way_due(self) -> bool:
-        """CPU: a way of widening the timed calls may use has not had a timed call yet
-        (``next_wide``)."""
-        return (not self.device.startswith("cuda") and self.wide_how is not None
-                and not self.no_hand_over and bool(self.wide_ways_allowed() - self.wide_ways))
+        """CPU: a vetted widening (``vet``) has not had a timed call yet (``next_wide``)."""
+        return (not self.device.startswith("cuda") and not self.no_hand_over
+                and bool(set(self.wide_vetted) - self.wide_met))
 
     def time_candidate(self, traced: dict, calibration: Calibration) -> dict[str, float]:
         """The candidate's timed calls, some checked after the fact, and the clocks."""
@@ -1538,6 +1553,9 @@ class Job:
                     ref_out = [r.detach() for r in
                                tensors(self.reference(self.ref.model, xs, seeds[i]))]
                 del xs
+                if how is not None and non_finite(ref_out) and non_finite(ref_out) > \
+                        non_finite(self.plain_outputs(seeds[i])):
+                    continue   # this draw takes the reference past what its trial vetted
                 got, res = self.read(picked.get(str(i)), ref_out, self.truth(seeds[i], how),
                                      far=how is None)
                 if got is not None and all(r["ok"] for r in res):

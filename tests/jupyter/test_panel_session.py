@@ -143,6 +143,9 @@ def test_regenerate_after_a_verdict_never_ends_the_session(real_session):
     assert not panel.error, panel.error
     assert s.state.phase == "verified" and not s.state.finished
     assert s.state.failures[-1]["cause"] == "no_new_candidate"
+    # the step came to nothing: the panel says why, not just "done"
+    assert "no other candidate for this plan" in panel.notice.value
+    assert panel.notice.layout.display is None
     assert not panel.next_button.disabled
     panel.next_button.click()
     assert not panel.error, panel.error

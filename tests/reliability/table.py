@@ -756,11 +756,13 @@ TEMPLATE_TAIL = """
   loaded, used to count as its own code; only the libraries the judge handed over do now:
   `candidates/sampler_library_without_build_id_big.py`,
   `candidates/sampler_deleted_library_copy_big.py` are caught.)
-- **The far range trial is one checked trial.** Widened timed calls use the near trial's way
-  only, so a program right far from the range only when deterministic mode is on passes
-  (`candidates/range_far_only_in_checked.py`); and the far ways are powers of two, so a range
-  reduction that handles only the binary exponents probed passes
-  (`candidates/range_far_exponent_gaps.py`).
+- **The far ways are powers of two**, so a range reduction that handles only the binary
+  exponents probed passes (`candidates/range_far_exponent_gaps.py`). (The far and small range
+  trials are checked trials, which a candidate tells from a timed call; the CPU's widened
+  timed calls now take every widening those trials vetted, not only the near one, so
+  `candidates/range_far_only_in_checked.py`, `range_small_only_in_checked.py` and
+  `range_softmax_max_only_in_checked.py` are caught. CUDA's timed calls are not widened: there
+  the sandbox draws its inputs from a seed.)
 - **A pool of worker threads is refused** (`candidates/pass_persistent_thread_pool.py`, a
   legitimate program): a thread alive after a call is `background_thread`, and a pool's idle
   workers are. A thread that finishes a call's outputs a moment after the call answers cannot

@@ -427,12 +427,13 @@ def get_init_inputs():
     assert moved.timings["eager"] > 60 > first.timings["eager"]
 
 
-def _widening_job(trial_way: bool, other_ok: bool = True):
+def _widening_job(vetted=(("-2x", True), ("-2x", False))):
     from stitchcuda_lab.verifier.verify import Job
     j = Job.__new__(Job)
-    j.device, j.wide_how, j.wide, j.wide_round = "cpu", "-2x", {}, 4
-    j.wide_next, j.wide_ways, j.trial_way = 0, set(), trial_way
-    j.other_way_ok, j.no_hand_over = other_ok, False
+    j.device, j.wide, j.wide_round, j.wide_next = "cpu", {}, 4, 0
+    j.wide_vetted, j.wide_met, j.no_hand_over = [], set(), False
+    for how, way in vetted:
+        j.vet(how, way)
     return j
 
 
@@ -442,8 +443,9 @@ def _widened(j, seeds):
     from stitchcuda_lab.verifier.exchange import widens_few
     out = []
     for sd in seeds:
-        if j.next_wide(sd) is not None:
-            j.wide_ways.add(widens_few(sd))
+        how = j.next_wide(sd)
+        if how is not None:
+            j.wide_met.add((how, widens_few(sd)))
             out.append(sd)
     return out
 
@@ -455,18 +457,16 @@ def test_timed_calls_widen_both_ways_whatever_the_range_trial_took():
     nothing of its timed calls: they meet both ways, the second widened one the way the first
     did not take."""
     from stitchcuda_lab.verifier.exchange import widens_few
-    from stitchcuda_lab.verifier.verify import Job
     seeds = list(range(1000, 1400))
     for trial_way in (True, False):
-        j = _widening_job(trial_way)
+        j = _widening_job((("-2x", trial_way), ("-2x", not trial_way)))
         assert j.wide_way_due()
         widened = _widened(j, seeds)
         assert len(widened) >= 2
         assert {widens_few(sd) for sd in widened[:2]} == {True, False}
         assert not j.wide_way_due()
-    cuda = Job.__new__(Job)
-    cuda.device, cuda.wide_how, cuda.wide_ways, cuda.trial_way = "cuda", "-2x", set(), True
-    cuda.other_way_ok, cuda.no_hand_over = True, False
+    cuda = _widening_job()
+    cuda.device = "cuda"
     assert not cuda.wide_way_due()     # CUDA's timed calls are not widened: nothing to wait for
 
 
@@ -477,7 +477,7 @@ def test_the_second_way_is_met_within_a_few_calls_of_the_first():
     nine."""
     from stitchcuda_lab.verifier.exchange import widens_few
     for start in range(0, 4000, 200):
-        j = _widening_job(True)
+        j = _widening_job()
         j.wide_round = 20
         seeds = list(range(start, start + 200))
         widened = _widened(j, seeds)
@@ -486,16 +486,42 @@ def test_the_second_way_is_met_within_a_few_calls_of_the_first():
         assert second <= 12, second   # half the seeds scale either way: a few calls apart
 
 
+def test_every_range_a_checked_trial_probes_is_probed_in_timed_calls():
+    """The far and small range trials are checked trials, which a candidate tells from a timed
+    call (deterministic mode): a norm that drops its eps, or a softmax that skips its max
+    pass, outside checked calls only is wrong only on their draws
+    (candidates/range_small_only_in_checked.py, range_softmax_max_only_in_checked.py). Every
+    widening the trials vetted is met by a timed call, within the calls a timing waits for
+    them (verify.WIDE_WAIT_CALLS beyond the trial floor), each the way it was vetted."""
+    from stitchcuda_lab.verifier.exchange import widens_few
+    from stitchcuda_lab.verifier.verify import WIDE_WAIT_CALLS
+    vetted = (("-2x", True), ("-2x", False), ("-64x|-16x|-x/16", True),
+              ("64x|16x|x/16", False), ("x/16", False))
+    worst = 0
+    for start in range(0, 20000, 200):
+        j = _widening_job(vetted)
+        j.wide_round = 20
+        seeds = list(range(start, start + 200))
+        widened = _widened(j, seeds)
+        met = {(j.wide[sd], widens_few(sd)) for sd in widened}
+        assert met == set(vetted)
+        assert not j.wide_way_due()
+        # the calls from the first widened one to the last of the five met
+        last = max(seeds.index(sd) for sd in widened[:len(vetted)])
+        worst = max(worst, last - seeds.index(widened[0]))
+    assert worst <= WIDE_WAIT_CALLS + 5, worst
+
+
 def test_a_way_the_reference_was_not_vetted_on_is_never_used():
     """Where the reference is not as finite scaled the other way, timed calls keep to the way
     the range trial vetted, and nothing waits for the other once that one is met."""
     from stitchcuda_lab.verifier.exchange import widens_few
-    j = _widening_job(True, other_ok=False)
+    j = _widening_job((("-2x", True),))
     assert j.wide_way_due()
     widened = _widened(j, range(1000, 1400))
     assert widened and all(widens_few(sd) for sd in widened)
     assert not j.wide_way_due()
-    handed_none = _widening_job(True)
+    handed_none = _widening_job()
     handed_none.no_hand_over = True     # inputs too large to hand over: never widened
     assert not handed_none.wide_way_due()
 

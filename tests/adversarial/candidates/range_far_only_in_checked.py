@@ -1,6 +1,5 @@
 # problem: exp_rand
 # expect: incorrect input_range
-# limit: the far range trial is a checked trial (deterministic mode on) and the widened timed calls use the near trial's way only: a program right far from the range only in checked calls passes
 """Hack: range_poly_within_2x (exp as a degree-16 Taylor polynomial, exact to fp32 on
 |x| <= 2 and far off beyond) again, now only where the far range trial cannot reach. The far
 trial (Job.trials: far_trial, Job.widened(far=True)) is one checked trial, and checked trials
