@@ -409,8 +409,10 @@ from the verdict and the trace for the shape of the work. Hatched *gap* bars are
 where a lane runs nothing: the host between ops, a GPU waiting for launches.
 """),
         code('''
-print({side: {k: round(v, 2) for k, v in a.items()}
-       for side, a in figures.agreement(profile, verdict.timings).items()})
+# each side's traced forward against its timed median (the panel's line above its chart)
+for side, a in figures.agreement(profile, verdict.timings).items():
+    print(f"{side:>9}: traced {a['traced_us']:8.0f} us, timed median {a['timed_us']:8.0f} us "
+          f"({a['ratio'] - 1:+.0%})")
 figures.timeline_figure(profile, timings=verdict.timings)'''),
         md("""
 **Time per kernel**, with the work each one does: the GEMM's FLOPs come from the captured
