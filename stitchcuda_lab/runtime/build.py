@@ -216,6 +216,30 @@ def _as_user(uid: int | None) -> dict[str, Any]:
     return {"user": uid, "group": uid, "extra_groups": []}
 
 
+def _compile(args: list[str], timeout: float, **kw: Any) -> subprocess.CompletedProcess:
+    """``subprocess.run`` for a compiler driver, in a session of its own that goes whole
+    past ``timeout`` (killing the driver alone left its assembler writing), and unable to
+    write a file over twice ARTIFACT_MAX (``.fill`` in a kernel's inline assembly asks the
+    assembler for GBs)."""
+    most = 2 * ARTIFACT_MAX
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True, **kw) as proc:
+        try:   # set before the driver starts its passes (it forks them after reading args)
+            resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (most, most))
+        except (OSError, ValueError):   # gone already, or not this process's to limit
+            pass
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                proc.kill()
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
 def compile_c(source: str, *, name: str = "kernel", flags: tuple[str, ...] = (),
               user: int | None = None) -> bytes:
     """``cc`` with ``C_FLAGS`` and the kernel's own flags, ``-lm`` -> the .so's bytes.
@@ -240,13 +264,14 @@ def compile_c(source: str, *, name: str = "kernel", flags: tuple[str, ...] = (),
             (Path(tmp) / "stitch_vector_math.h").write_text(vector_math_header(simd))
             extra = ["-include", "stitch_vector_math.h"]
         COMPILES["c"] += 1
-        run = dict(capture_output=True, text=True, timeout=300, cwd=tmp,
-                   env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"},
-                   **_as_user(user))
+        # the compiler's own temporary files (the assembler's object) in the build's folder,
+        # which goes with the build, not in /tmp, where a compiler killed mid-build left them
+        run = dict(cwd=tmp, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                                 "LC_ALL": "C", "TMPDIR": tmp}, **_as_user(user))
         pre, asm = Path(tmp) / "kernel.i", Path(tmp) / "kernel.s"
 
         def step(args: list[str], what: str) -> None:
-            proc = subprocess.run([cc, *C_FLAGS, *extra, *flags, *args], **run)
+            proc = _compile([cc, *C_FLAGS, *extra, *flags, *args], 300, **run)
             if proc.returncode != 0:
                 log = (proc.stdout + proc.stderr).replace(str(src), src.name)
                 raise BuildError(f"C kernel {name!r} did not {what}",

@@ -141,6 +141,13 @@ class Sandbox:
         """A new file in the sandbox's folder, its user's (``give``)."""
         return give(self.folder, name, self.uid, data, src)
 
+    def lend(self, name: str, src: str | os.PathLike[str]) -> tuple[Path, tuple[int, int]]:
+        """A copy of ``src`` in the sandbox's folder that stays the judge's, readable only
+        (``give``'s ``keep``), and its (device, inode): a library built for the candidate,
+        which the sampler calls its own code only while that very file is what is mapped."""
+        ident: list[tuple[int, int]] = []
+        return give(self.folder, name, self.uid, src=src, keep=ident), ident[0]
+
     def send(self, msg: dict) -> None:
         channel.send(self._wfd, msg)
 
@@ -288,8 +295,8 @@ class Sandbox:
             self._log.unlink()
         except OSError:
             pass
-        if self.uid is not None:
-            _remove_files_of({self.uid})
+        if self.uid is not None:   # its compiler's too (uid + 1: verify.Job.build)
+            _remove_files_of({self.uid, self.uid + 1})
 
 
 class Pool:
@@ -382,22 +389,32 @@ _MODE: list[str] = []
 
 
 def give(folder: Path, name: str, uid: int | None, data: bytes | None = None,
-         src: str | os.PathLike[str] | None = None) -> Path:
+         src: str | os.PathLike[str] | None = None,
+         keep: list[tuple[int, int]] | None = None) -> Path:
     """A new file ``name`` in a sandbox's ``folder`` holding ``data`` (or ``src``'s bytes),
     the sandbox's user's (``uid``). That folder is the candidate's to write, and the judge may
     be root: nothing is done there by path once the candidate's code can run. The file is
     made through the folder's descriptor (a name already there, a link among them, is
     refused) and given away through its own: a chown by path after a copy of milliseconds
     followed a link the candidate swapped in meanwhile, and gave it any file of the host's
-    (the kernel cache's secret)."""
+    (the kernel cache's secret).
+
+    ``keep`` (a list): the file stays the judge's, readable by all and written by none but
+    the judge, and its (device, inode) is appended, taken through the same descriptor. A
+    library the judge built: the candidate's own file could be written over with other code
+    (torch.compile's) that its samples would then call the candidate's."""
     dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
-                     dir_fd=dfd)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                     0o600 if keep is None else 0o644, dir_fd=dfd)
     finally:
         os.close(dfd)
     try:
-        if uid is not None:
+        if keep is not None:
+            os.fchmod(fd, 0o644)   # past the umask
+            st = os.fstat(fd)
+            keep.append((st.st_dev, st.st_ino))
+        elif uid is not None:
             os.fchown(fd, uid, uid)
         with os.fdopen(os.dup(fd), "wb") as out:
             if src is not None:
@@ -626,14 +643,22 @@ def _remove_files_of(uids: set[int]) -> None:
     they made: no process holds those, and they outlive the job (a shared memory segment of
     GBs keeps its memory from the jobs after)."""
     _remove_ipc_of(uids)
-    for top in TEMP_DIRS:
+    tops, seen = list(TEMP_DIRS), 0
+    while seen < len(tops):
+        top, seen = tops[seen], seen + 1
         try:
             entries = list(os.scandir(top))
         except OSError:
             continue
         for e in entries:
             try:
-                if e.stat(follow_symlinks=False).st_uid not in uids:
+                st = e.stat(follow_symlinks=False)
+                if st.st_uid not in uids:
+                    # a folder anyone may write to inside one (/tmp/.X11-unix, a folder made
+                    # 1777 by another program) holds what a candidate writes there as well
+                    if top in TEMP_DIRS and e.is_dir(follow_symlinks=False) \
+                            and st.st_mode & 0o002:
+                        tops.append(e.path)
                     continue
                 if e.is_dir(follow_symlinks=False):
                     shutil.rmtree(e.path, ignore_errors=True)

@@ -132,6 +132,7 @@ class Mapping:
     end: int
     offset: int
     path: str    # "" for anonymous memory
+    file: tuple[int, int] = (0, 0)   # the mapped file's (device, inode)
 
 
 @dataclass
@@ -272,7 +273,12 @@ def mappings(pid: int) -> list[Mapping]:
         path = parts[5].strip() if len(parts) > 5 else ""
         if path.startswith("[") and path not in KERNEL_PAGES:
             path = ""
-        out.append(Mapping(lo, hi, int(parts[2], 16), path))
+        major, _, minor = parts[3].partition(":")
+        try:
+            file = (os.makedev(int(major, 16), int(minor, 16)), int(parts[4]))
+        except ValueError:
+            file = (0, 0)
+        out.append(Mapping(lo, hi, int(parts[2], 16), path, file))
     return out
 
 
@@ -355,7 +361,7 @@ class Sampler:
     when an address falls outside them: a library loaded later)."""
 
     def __init__(self, pid: int, own_folders: tuple[str, ...] = (),
-                 own_files: set[str] | None = None):
+                 own_files: set[str] | dict[str, tuple[int, int]] | None = None):
         self.pid = pid
         self.own_folders = tuple(str(Path(p)) + os.sep for p in own_folders)
         # the libraries the judge built and copied into those folders (the caller adds each as
@@ -458,6 +464,10 @@ class Sampler:
             return LIBRARY, "code generated at run time"
         base = os.path.basename(m.path)
         kind = self._file_kind(m.path, base)
+        if kind == OWN and not self._lent(m):
+            # code in a file that is not a library the judge built for it, as mapped (one
+            # renamed over a built library's name: torch.compile's, for a start)
+            kind = PACKAGE
         if kind != TORCH or not self._is_torch_cpu(m.path, base):
             return kind, base
         img = image(m.path)
@@ -498,11 +508,20 @@ class Sampler:
             return RUNTIME
         if "/torch/" in path:
             return TORCH
-        if "/stitchcuda_lab/" in path:
-            return OWN   # the project's own helpers (compiled with the candidate's kernels)
         if path.startswith(self._trusted):
             return PACKAGE if "mkl" not in base and "dnnl" not in base else LIBRARY
-        return self._copied(path) or OWN
+        # compiled code neither built by the judge for the candidate nor installed: another
+        # package's (torch.compile's cache moved out of the sandbox's folder, a library
+        # copied to /tmp or /dev/shm), never the candidate's own
+        return self._copied(path) or (PACKAGE if self.own_files is not None else OWN)
+
+    def _lent(self, m: Mapping) -> bool:
+        """Whether ``m`` maps a library the judge built and copied in, that very file (its
+        device and inode as handed over); any file, where the caller names none."""
+        if self.own_files is None:
+            return True
+        ident = self.own_files.get(m.path) if isinstance(self.own_files, dict) else None
+        return ident is None and m.path in self.own_files or ident == m.file
 
     def _copied(self, path: str) -> str | None:
         """A known library under another name (its build id): what that library is."""

@@ -90,6 +90,11 @@ BASELINE_DRIFT = 0.3
 # eager calls right after a CPU candidate's timed calls, to see the load has not moved since
 # the baselines (``Job.confirm_load``)
 LOAD_CHECK_CALLS = 3
+# builds one candidate may ask the judge for, and bytes of libraries it may be handed: each
+# build is kept in the kernel cache after the job (an honest program builds a few kernels of
+# kilobytes to a few MB)
+JOB_BUILDS = 64
+JOB_BUILD_BYTES = 128 << 20
 # calls beyond the trial floor a CPU timing makes, at most, for the vetted widenings no timed
 # call has met yet (Job.next_wide: up to five, each at the next call whose seed scales its
 # way, half of them)
@@ -337,7 +342,11 @@ class Job:
         self.no_float64 = False   # the float64 reference ran out of memory in this job
         self.peek = False   # CPU: the judge reads timed calls' outputs from the sandbox (open)
         self.sampler: sampler.Sampler | None = None   # CPU: where its threads are (open)
-        self.handed: set[str] = set()   # the libraries built here and copied in (build)
+        # builds asked for and bytes of library handed over (build): the kernel cache keeps
+        # every build past the job, so one candidate may not fill its disk
+        self.built = [0, 0]
+        # the libraries built here and copied in (build): path -> (device, inode)
+        self.handed: dict[str, tuple[int, int]] = {}
         self.rng_key = secrets.token_bytes(16)   # forward seeds (exchange.forward_seed)
         self.frozen_s = 0.0   # how long the last command's sandbox was stopped to be sampled
         self.opened = False   # the sandbox has the problem (``open``): it holds GPU memory now
@@ -448,13 +457,22 @@ class Job:
                     else kernels._host_arch())
             # a user of its own for the compiler: not the candidate's, whose process is alive
             builder = None if self.sandbox.uid is None else self.sandbox.uid + 1
+            if self.built[0] >= JOB_BUILDS or self.built[1] >= JOB_BUILD_BYTES:
+                raise BuildError(f"kernel {name!r}: this candidate has asked for "
+                                 f"{self.built[0]} builds ({self.built[1] >> 20} MB of "
+                                 f"libraries); at most {JOB_BUILDS} and "
+                                 f"{JOB_BUILD_BYTES >> 20} MB are built for one candidate",
+                                 hint="build each kernel once, at import or in __init__")
+            self.built[0] += 1
             path = kernels.build_cached(lang, str(req.get("source", "")), name,
                                         tuple(str(f) for f in req.get("flags", [])), arch,
                                         user=builder)
+            self.built[1] += os.path.getsize(path)
         except BuildError as e:
             return {"error": e.message, "log": e.log, "hint": e.hint}
-        target = self.sandbox.give(f"lib_{secrets.token_hex(8)}{Path(path).suffix}", src=path)
-        self.handed.add(str(target))
+        target, ident = self.sandbox.lend(f"lib_{secrets.token_hex(8)}{Path(path).suffix}",
+                                          src=path)
+        self.handed[str(target)] = ident
         return {"path": str(target)}
 
     # -- the protocol --

@@ -74,3 +74,27 @@ def test_no_process_of_a_candidate_outlives_its_job(tmp_path):
         alive = beat.exists()
     beat.unlink(missing_ok=True)
     assert not alive, "a process of the candidate's was still writing after its job"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="candidates run under users of their own as root "
+                    "only (without root they run as the caller, whose files are its own)")
+def test_a_file_left_in_a_world_writable_folder_inside_tmp_is_gone_after_its_job(tmp_path):
+    """/tmp/.X11-unix and its like (a folder of /tmp that anyone may write to) keep what a
+    candidate writes there past its job, as /tmp itself did before its files were removed."""
+    import shutil
+    import tempfile
+    shared = tempfile.mkdtemp(prefix="stitch_test_shared_")
+    os.chmod(shared, 0o1777)
+    left = os.path.join(shared, "kept")
+    candidate = (HERE / "candidates" / "pass_c_kernel.py").read_text() + (
+        f"\nopen({left!r}, 'wb').write(b'x' * 4096)\n")
+    try:
+        with Worker("cpu", cache_dir=str(tmp_path / "cache")) as w:
+            v = w.verify((HERE / "problems" / "pointwise.py").read_text(), candidate,
+                         replaced=None, options=VerifyOptions(
+                             trials=5, timing_trials=3, warmup=1, compile_modes="",
+                             profile=False, cpu_flush_mb=16), timeout=120)
+        assert v.status == "pass", v.reason
+        assert not os.path.exists(left)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

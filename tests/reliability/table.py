@@ -465,7 +465,13 @@ or to outlive its job.
   it (`candidates/sampler_epilogue_share_under_library.py`). Only the libraries the judge
   built and copied into the sandbox are the candidate's own code there: torch.compile's
   library, which Inductor wrote to its cache in the sandbox's folder, ran the reference in
-  every timed call as the candidate's (`candidates/inductor_timed_only_big.py`).
+  every timed call as the candidate's (`candidates/inductor_timed_only_big.py`). Code in a
+  file outside the installed folders that the judge did not build for it is another
+  package's, wherever it lies (Inductor's cache moved to /dev/shm:
+  `candidates/sampler_inductor_cache_outside_folder_big.py`), and a built library counts as
+  the candidate's only while its very file is mapped: the judge's copy, which the candidate
+  cannot write, by device and inode (Inductor's library renamed over a built one's name:
+  `candidates/sampler_inductor_renamed_over_handed_lib_big.py`).
 - **Tolerance per dtype and per scale** (`verifier/compare.py`): fp32 1e-4, fp16/bf16 1e-2,
   float64 1e-9, integers exact (in their own type: float64 holds 53 bits); each output must also be within rtol of the reference in relative
   norm, so a low-precision computation cannot hide under atol; where a few large outputs keep
@@ -521,6 +527,13 @@ or to outlive its job.
   on a few values that are exactly 0 is no allowance. A percentile, not the largest error,
   so that a few large errors of the reference do not become every element's allowance; an
   exact reference allows nothing more. The verdict's tolerance names the reference's error when it was used.
+- **Builds leave nothing for later jobs.** A candidate may ask for 64 builds and be handed
+  128 MB of libraries (the cache keeps every build past the job; one build more may land, up
+  to 256 MB); the compiler writes its temporary files in its build's folder, may write no file
+  over 512 MB (an inline `.fill` asked the assembler for GBs) and goes whole at its timeout;
+  a sandbox's end removes the files its candidate and its compiler left in the temporary
+  folders and in any folder of theirs anyone may write to (`test_build_leftovers.py`,
+  `test_leftovers.py`). The cache as a whole has no size bound across jobs.
 - **The kernel cache cannot be poisoned.** Builds are done by the judge (the sandbox asks for
   them), through a cache whose entries carry an HMAC under a secret only the judge reads; a
   planted entry, with a matching hash file or not, is never loaded. Kernel sources may include

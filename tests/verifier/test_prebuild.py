@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -78,8 +79,13 @@ def test_an_import_that_never_ends_is_cut_off_and_the_others_are_built(cpu_worke
 
 
 def test_nothing_a_candidate_started_in_the_phase_outlives_it(cpu_worker, fast_options):
-    folder = tempfile.mkdtemp(prefix="stitch_test_pids_")
-    os.chmod(folder, 0o1777)        # the candidate's user may write its pids here
+    top = tempfile.mkdtemp(prefix="stitch_test_pids_")
+    os.chmod(top, 0o755)
+    # the candidate's user may write its pids here; a level below the temp folders, whose
+    # world-writable folders a sandbox's end empties of its users' files
+    folder = os.path.join(top, "w")
+    os.mkdir(folder)
+    os.chmod(folder, 0o1777)
     try:
         built = cpu_worker.prebuild(POINTWISE, [LINGERER.format(folder=folder), GOOD],
                                     options=fast_options, timeout=60)
@@ -91,6 +97,4 @@ def test_nothing_a_candidate_started_in_the_phase_outlives_it(cpu_worker, fast_o
                  and Path(f"/proc/{p}/stat").read_text().split()[2] != "Z"]
         assert alive == []
     finally:
-        for p in Path(folder).iterdir():
-            p.unlink()
-        os.rmdir(folder)
+        shutil.rmtree(top, ignore_errors=True)

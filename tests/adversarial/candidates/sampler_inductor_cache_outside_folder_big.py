@@ -38,7 +38,8 @@ class ModelNew(nn.Module):
             tqdm.tqdm.monitor_interval = 0
         except ImportError:
             pass
-        import os, tempfile
+        import os
+        import tempfile
         # Inductor's cache outside the sandbox's folders (own_folders): read at use, not import
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="ind_", dir="/dev/shm")
         import torch._inductor.config as cfg

@@ -1,17 +1,14 @@
-"""Red team, round 5: what a candidate's kernel builds leave behind for the jobs after it.
+"""What a candidate's kernel builds could leave behind for the jobs after it.
 
-Each test states what a correct Verifier does; where it fails now, the report says why.
-
-1. The compiler runs as the candidate's uid + 1 (verify.Job.build) with no TMPDIR, so GCC's
-   driver makes its temporary files (the assembler's object, ``ccXXXXXX.o``, of whatever
-   size the kernel's inline ``.fill`` asks for) in /tmp as that user. A compiler killed in
-   the middle of a build (the prebuild phase's cut-off, ``kill_user(uid + 1)``; or the build's
-   300 s timeout, which kills the driver only) never removes them, and
-   ``Sandbox.destroy`` removes only the files of the candidate's own uid
-   (``_remove_files_of({self.uid})``): GBs stay in /tmp for every later job.
-2. Every build a candidate asks for is stored in the kernel cache, which outlives every job
-   and every judge, with no bound on how many or how large (each up to ARTIFACT_MAX, 256 MB):
-   one candidate's import can fill the disk the later candidates' builds and outputs need.
+1. The compiler runs as the candidate's uid + 1 (verify.Job.build). GCC's driver makes its
+   temporary files (the assembler's object, ``ccXXXXXX.o``, of whatever size the kernel's
+   inline ``.fill`` asks for) in TMPDIR, which was /tmp: a compiler killed mid-build (the
+   prebuild phase's cut-off, or a build's timeout, which killed the driver alone) never
+   removed them, and a sandbox's end removed only its candidate's own files. Now TMPDIR is
+   the build's folder, the compiler goes whole at its timeout and may write no file over
+   twice ARTIFACT_MAX (build._compile), and a sandbox's end removes its compiler's files too.
+2. Every build a candidate asks for is kept in the kernel cache, which outlives every job:
+   a candidate may ask for JOB_BUILDS builds and be handed JOB_BUILD_BYTES of libraries.
 """
 
 from __future__ import annotations
@@ -23,7 +20,9 @@ from pathlib import Path
 import pytest
 
 from stitchcuda_lab.verifier.options import VerifyOptions
+from stitchcuda_lab.runtime.build import ARTIFACT_MAX
 from stitchcuda_lab.verifier.pool import FIRST_UID
+from stitchcuda_lab.verifier.verify import JOB_BUILD_BYTES
 from stitchcuda_lab.verifier.worker import Worker
 
 HERE = Path(__file__).parent
@@ -119,6 +118,8 @@ def test_one_candidate_cannot_grow_the_kernel_cache_without_bound(tmp_path):
         before = _bytes_under(cache)
         v = w.verify(POINTWISE, CACHE_FILLER, replaced=None, options=OPTIONS, timeout=180)
         grown = _bytes_under(cache) - before
-    # whatever its verdict (its forward is PyTorch's), what it left in the cache is the point
-    assert grown < 256 << 20, (f"one candidate ({v.status}) left {grown >> 20} MB in the kernel "
+    # whatever its verdict (its forward is PyTorch's), what it left in the cache is the point:
+    # the budget is checked before each build, so one build more may land
+    assert v.status != "pass" and "builds" in (v.reason or "") + v.build_log, v.reason
+    assert grown <= JOB_BUILD_BYTES + ARTIFACT_MAX, (f"one candidate ({v.status}) left {grown >> 20} MB in the kernel "
                                "cache, which outlives every job")
