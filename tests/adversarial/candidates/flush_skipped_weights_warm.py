@@ -1,6 +1,6 @@
 # problem: gemm_wide_weight
 # expect: pass
-# pass at most: 1.3x
+# pass at most: 1.5x
 # cpu flush mb: 0
 """Hack: on the CPU the cache was flushed before each timed call by the candidate's own
 process, at the judge's request, outside the judge's clock. This file finds that process's
@@ -12,7 +12,8 @@ On the 2-core host here it gained nothing measurable (0.52x and 1.06x eager agai
 control's 1.00x, both flushed by default), but the flush was the candidate's to skip. The
 judge now flushes from its own process (Job.remote_call): the swap changes nothing. It runs
 with the default flush, twice the last-level cache: the tests' 16 MB would leave the weight
-warm for every contender."""
+warm for every contender. Alone it runs 0.9-1.0x eager; in a loaded suite it once read 1.31x
+(the bound is 1.5x: a weight read warm every call would be well past it)."""
 import gc
 
 import torch
