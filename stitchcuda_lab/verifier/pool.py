@@ -145,8 +145,7 @@ class Sandbox:
         """A copy of ``src`` in the sandbox's folder that stays the judge's, readable only
         (``give``'s ``keep``), and its (device, inode): a library built for the candidate,
         which the sampler calls its own code only while that very file is what is mapped."""
-        ident: list[tuple[int, int]] = []
-        return give(self.folder, name, self.uid, src=src, keep=ident), ident[0]
+        return _place(self.folder, name, self.uid, None, src, keep=True)
 
     def send(self, msg: dict) -> None:
         channel.send(self._wfd, msg)
@@ -389,33 +388,35 @@ _MODE: list[str] = []
 
 
 def give(folder: Path, name: str, uid: int | None, data: bytes | None = None,
-         src: str | os.PathLike[str] | None = None,
-         keep: list[tuple[int, int]] | None = None) -> Path:
+         src: str | os.PathLike[str] | None = None) -> Path:
     """A new file ``name`` in a sandbox's ``folder`` holding ``data`` (or ``src``'s bytes),
     the sandbox's user's (``uid``). That folder is the candidate's to write, and the judge may
     be root: nothing is done there by path once the candidate's code can run. The file is
     made through the folder's descriptor (a name already there, a link among them, is
     refused) and given away through its own: a chown by path after a copy of milliseconds
     followed a link the candidate swapped in meanwhile, and gave it any file of the host's
-    (the kernel cache's secret).
+    (the kernel cache's secret)."""
+    return _place(folder, name, uid, data, src, keep=False)[0]
 
-    ``keep`` (a list): the file stays the judge's, readable by all and written by none but
-    the judge, and its (device, inode) is appended, taken through the same descriptor. A
-    library the judge built: the candidate's own file could be written over with other code
-    (torch.compile's) that its samples would then call the candidate's."""
+
+def _place(folder: Path, name: str, uid: int | None, data: bytes | None,
+           src: str | os.PathLike[str] | None, keep: bool) -> tuple[Path, tuple[int, int]]:
+    """``give``, and the file's (device, inode) taken through its descriptor. ``keep``: the
+    file stays the judge's, readable by all and written by none but the judge (a library it
+    built: the candidate's own file could be written over with other code, torch.compile's,
+    that its samples would then call the candidate's)."""
     dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                     0o600 if keep is None else 0o644, dir_fd=dfd)
+                     0o644 if keep else 0o600, dir_fd=dfd)
     finally:
         os.close(dfd)
     try:
-        if keep is not None:
+        if keep:
             os.fchmod(fd, 0o644)   # past the umask
-            st = os.fstat(fd)
-            keep.append((st.st_dev, st.st_ino))
         elif uid is not None:
             os.fchown(fd, uid, uid)
+        st = os.fstat(fd)
         with os.fdopen(os.dup(fd), "wb") as out:
             if src is not None:
                 with open(src, "rb") as f:
@@ -424,7 +425,7 @@ def give(folder: Path, name: str, uid: int | None, data: bytes | None = None,
                 out.write(data or b"")
     finally:
         os.close(fd)
-    return folder / name
+    return folder / name, (st.st_dev, st.st_ino)
 
 
 @contextlib.contextmanager

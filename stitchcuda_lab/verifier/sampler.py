@@ -520,8 +520,9 @@ class Sampler:
         device and inode as handed over); any file, where the caller names none."""
         if self.own_files is None:
             return True
-        ident = self.own_files.get(m.path) if isinstance(self.own_files, dict) else None
-        return ident is None and m.path in self.own_files or ident == m.file
+        if isinstance(self.own_files, dict):
+            return self.own_files.get(m.path) == m.file
+        return m.path in self.own_files
 
     def _copied(self, path: str) -> str | None:
         """A known library under another name (its build id): what that library is."""

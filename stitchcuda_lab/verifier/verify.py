@@ -344,7 +344,7 @@ class Job:
         self.sampler: sampler.Sampler | None = None   # CPU: where its threads are (open)
         # builds asked for and bytes of library handed over (build): the kernel cache keeps
         # every build past the job, so one candidate may not fill its disk
-        self.built = [0, 0]
+        self.builds, self.built_bytes = 0, 0
         # the libraries built here and copied in (build): path -> (device, inode)
         self.handed: dict[str, tuple[int, int]] = {}
         self.rng_key = secrets.token_bytes(16)   # forward seeds (exchange.forward_seed)
@@ -457,17 +457,17 @@ class Job:
                     else kernels._host_arch())
             # a user of its own for the compiler: not the candidate's, whose process is alive
             builder = None if self.sandbox.uid is None else self.sandbox.uid + 1
-            if self.built[0] >= JOB_BUILDS or self.built[1] >= JOB_BUILD_BYTES:
+            if self.builds >= JOB_BUILDS or self.built_bytes >= JOB_BUILD_BYTES:
                 raise BuildError(f"kernel {name!r}: this candidate has asked for "
-                                 f"{self.built[0]} builds ({self.built[1] >> 20} MB of "
+                                 f"{self.builds} builds ({self.built_bytes >> 20} MB of "
                                  f"libraries); at most {JOB_BUILDS} and "
                                  f"{JOB_BUILD_BYTES >> 20} MB are built for one candidate",
                                  hint="build each kernel once, at import or in __init__")
-            self.built[0] += 1
+            self.builds += 1
             path = kernels.build_cached(lang, str(req.get("source", "")), name,
                                         tuple(str(f) for f in req.get("flags", [])), arch,
                                         user=builder)
-            self.built[1] += os.path.getsize(path)
+            self.built_bytes += os.path.getsize(path)
         except BuildError as e:
             return {"error": e.message, "log": e.log, "hint": e.hint}
         target, ident = self.sandbox.lend(f"lib_{secrets.token_hex(8)}{Path(path).suffix}",
@@ -1571,8 +1571,8 @@ class Job:
                     ref_out = [r.detach() for r in
                                tensors(self.reference(self.ref.model, xs, seeds[i]))]
                 del xs
-                if how is not None and non_finite(ref_out) and non_finite(ref_out) > \
-                        non_finite(self.plain_outputs(seeds[i])):
+                lost = non_finite(ref_out) if how is not None else 0
+                if lost and lost > non_finite(self.plain_outputs(seeds[i])):
                     continue   # this draw takes the reference past what its trial vetted
                 got, res = self.read(picked.get(str(i)), ref_out, self.truth(seeds[i], how),
                                      far=how is None)
