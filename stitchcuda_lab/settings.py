@@ -68,6 +68,8 @@ class Settings:
     sessions_dir: str = _knob(factory=_default_sessions_dir, doc="sessions root folder")
     cache_dir: str = _knob(factory=_default_cache_dir, doc="kernel cache folder")
     cache: bool = _knob(True, "use the kernel cache (off: build every time)")
+    cache_max_mb: int = _knob(2048, "kernel cache size bound in MB: the least recently used "
+                                    "entries go past it (0: no bound)")
     trials: int = _knob(5, "correctness trials, each on fresh inputs")
     timing_trials: int = _knob(20, "timed trials (the median is reported)")
     warmup: int = _knob(3, "warm-up runs before timing")
@@ -112,6 +114,9 @@ class Settings:
     judge: bool = _knob(False, "LLM agents: an LLM judge scores verdicts beside the rules")
 
     def __post_init__(self) -> None:
+        if self.cache_max_mb < 0:
+            raise ConfigError(f"cache_max_mb={self.cache_max_mb} is negative",
+                              hint="give a size in MB, or 0 for no bound")
         if self.cpu_flush_mb < 0:
             raise ConfigError(f"cpu_flush_mb={self.cpu_flush_mb} is negative",
                               hint="give 0 (twice the last-level cache, 256 MB at most) or a "

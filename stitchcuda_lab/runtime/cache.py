@@ -15,6 +15,13 @@ can neither read the secret nor write the folder, and gets its builds from the V
 planted entry, with or without a matching hash file, fails the HMAC and is never loaded: it is
 rebuilt over.
 
+The folder has a size bound (``max_bytes``; Settings.cache_max_mb, STITCH_CACHE_MAX_MB): after a
+write that takes it past the bound, the least recently used entries (a hit touches the metadata)
+go until it is back under, except the one just written and any used in the last
+``EVICT_GRACE`` seconds, which a process may be about to load (a loaded library stays mapped
+when its file goes). An entry is removed under its build lock, taken without waiting: one that
+is being rebuilt stays.
+
 >>> cache = KernelCache("/tmp/kc")                              # doctest: +SKIP
 >>> path = cache.get_or_build(cache.key(source="..."), build=lambda: b"...", suffix=".so")
 """
@@ -37,12 +44,16 @@ from ..errors import StoreError
 
 KEY_VERSION = 1
 SECRET_FILE = ".key"
+EVICT_GRACE = 60.0   # seconds since its last use before an entry may be evicted
 
 
 class KernelCache:
-    def __init__(self, root: str | os.PathLike, enabled: bool = True):
+    def __init__(self, root: str | os.PathLike, enabled: bool = True,
+                 max_bytes: int | None = None):
         self.root = Path(root)
         self.enabled = enabled
+        self.max_bytes = max_bytes   # None: no bound
+        self.evicted = 0
         self.hits = 0
         self.misses = 0
         self.rejected = 0          # entries whose HMAC did not verify (planted or torn)
@@ -99,6 +110,10 @@ class KernelCache:
         if not hmac.compare_digest(str(info.get("mac", "")), self._mac(key, digest)):
             self.rejected += 1
             return None
+        try:
+            os.utime(meta)   # its last use, for eviction
+        except OSError:
+            pass
         return art
 
     def get_or_build(self, key: str, build: Callable[[], bytes], suffix: str,
@@ -140,7 +155,48 @@ class KernelCache:
                                  hint="free disk space, or set STITCH_CACHE_DIR to another "
                                  "folder, or STITCH_CACHE=0 to build without the cache"
                                  ) from None
+        self.evict(keep=art)
         return art
+
+    def entries(self) -> list[tuple[float, int, Path]]:
+        """(last use, bytes, metadata path) of every entry, oldest use first."""
+        out = []
+        for meta in self.root.glob("??/*.json"):
+            try:
+                used = meta.stat().st_mtime
+                size = sum(f.stat().st_size for f in meta.parent.glob(meta.stem + "*")
+                           if not f.name.endswith(".lock"))
+            except OSError:   # removed meanwhile
+                continue
+            out.append((used, size, meta))
+        return sorted(out)
+
+    def evict(self, keep: Path | None = None) -> int:
+        """Bring the folder under ``max_bytes``, least recently used entries first; the bytes
+        it removed."""
+        if self.max_bytes is None:
+            return 0
+        entries = self.entries()
+        total = sum(size for _, size, _ in entries)
+        freed, now = 0, time.time()
+        for used, size, meta in entries:
+            if total - freed <= self.max_bytes:
+                break
+            if now - used < EVICT_GRACE or (keep is not None and meta.stem == keep.stem):
+                continue
+            lock = FileLock(str(meta.with_suffix(".lock")), timeout=0)
+            try:
+                with lock:
+                    # metadata first: a reader then sees a miss, never an entry without bytes
+                    for f in sorted(meta.parent.glob(meta.stem + "*"),
+                                    key=lambda f: f.suffix != ".json"):
+                        if not f.name.endswith(".lock"):
+                            f.unlink(missing_ok=True)
+            except (TimeoutError, OSError):   # being built or used, or gone: leave it
+                continue
+            freed += size
+            self.evicted += 1
+        return freed
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

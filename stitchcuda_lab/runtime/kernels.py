@@ -320,7 +320,8 @@ def _cache() -> KernelCache:
     # The one place the runtime reads configuration (generated code cannot be handed Settings).
     from ..settings import Settings
     s = Settings.from_env()
-    return KernelCache(s.cache_dir, enabled=s.cache)
+    return KernelCache(s.cache_dir, enabled=s.cache,
+                       max_bytes=s.cache_max_mb * 2 ** 20 if s.cache_max_mb else None)
 
 
 def clear_loaded() -> None:

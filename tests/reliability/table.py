@@ -533,7 +533,9 @@ or to outlive its job.
   over 512 MB (an inline `.fill` asked the assembler for GBs) and goes whole at its timeout;
   a sandbox's end removes the files its candidate and its compiler left in the temporary
   folders and in any folder of theirs anyone may write to (`test_build_leftovers.py`,
-  `test_leftovers.py`). The cache as a whole has no size bound across jobs.
+  `test_leftovers.py`). The cache as a whole keeps under `STITCH_CACHE_MAX_MB` (2 GB): past
+  it the least recently used entries go, never one used in the last minute or being built
+  (`tests/runtime/test_cache.py`).
 - **The kernel cache cannot be poisoned.** Builds are done by the judge (the sandbox asks for
   them), through a cache whose entries carry an HMAC under a secret only the judge reads; a
   planted entry, with a matching hash file or not, is never loaded. Kernel sources may include

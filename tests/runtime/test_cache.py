@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 
 import pytest
 
@@ -108,3 +110,65 @@ def test_entry_without_metadata_is_a_miss(tmp_path):
 def test_key_is_stable_and_order_independent():
     assert KernelCache.key(a=1, b="x") == KernelCache.key(b="x", a=1)
     assert KernelCache.key(a=1) != KernelCache.key(a=2)
+
+
+# -- the size bound: least recently used entries go, never one in use or being built --
+
+def _entry(cache: KernelCache, name: str, size: int, used_ago: float) -> str:
+    key = cache.key(source=name)
+    art = cache.get_or_build(key, build=lambda: b"x" * size, suffix=".so")
+    t = time.time() - used_ago
+    os.utime(art.with_suffix(".json"), (t, t))
+    return key
+
+
+def test_past_the_bound_the_least_recently_used_entries_go(tmp_path):
+    cache = KernelCache(tmp_path / "kc", max_bytes=10_000)
+    old = _entry(cache, "old", 4000, used_ago=3600)
+    hit = _entry(cache, "hit", 4000, used_ago=1800)
+    mid = _entry(cache, "mid", 1000, used_ago=600)
+    assert cache.evicted == 0   # 9000 bytes of artifacts: under the bound
+    assert cache.get(hit, ".so") is not None   # a hit is a use: now the newest
+    new = _entry(cache, "new", 4000, used_ago=0)
+    # 13000 past 10000: the oldest use goes first, and that alone brings it under
+    assert cache.get(old, ".so") is None
+    assert sorted(p.suffix for p in (tmp_path / "kc").glob(f"??/{old}.*")) == [".lock"]
+    assert all(cache.get(k, ".so") is not None for k in (hit, mid, new))
+    assert cache.evicted == 1
+    # a bound smaller than the newest entry keeps the newest entry
+    small = KernelCache(tmp_path / "kc", max_bytes=100)
+    for k in (hit, mid, new):   # out of the grace period again
+        t = time.time() - 3600
+        os.utime(small.path(k, ".json"), (t, t))
+    last = _entry(small, "last", 500, used_ago=0)
+    assert [small.get(k, ".so") is not None for k in (hit, mid, new, last)] == \
+        [False, False, False, True]
+
+
+def test_an_entry_used_lately_or_being_built_is_never_evicted(tmp_path):
+    from filelock import FileLock
+    cache = KernelCache(tmp_path / "kc", max_bytes=1000)
+    recent = _entry(cache, "recent", 800, used_ago=5)       # in its grace period
+    building = _entry(cache, "building", 800, used_ago=3600)
+    with FileLock(str(cache.path(building, ".lock"))):       # another builder holds it
+        _entry(cache, "new", 800, used_ago=0)
+    assert cache.get(recent, ".so") is not None and cache.get(building, ".so") is not None
+    assert cache.evicted == 0
+    # once the lock is free and the grace period past, both go on the next write
+    t = time.time() - 3600
+    for k in (recent, building):
+        os.utime(cache.path(k, ".json"), (t, t))
+    _entry(cache, "after", 100, used_ago=0)
+    assert cache.get(recent, ".so") is None and cache.get(building, ".so") is None
+
+
+def test_the_runtime_cache_takes_its_bound_from_settings(cache_env, monkeypatch):
+    from stitchcuda_lab.errors import ConfigError
+    from stitchcuda_lab.runtime.kernels import _cache
+    from stitchcuda_lab.settings import Settings
+    monkeypatch.setenv("STITCH_CACHE_MAX_MB", "3")
+    assert _cache().max_bytes == 3 * 2 ** 20
+    monkeypatch.setenv("STITCH_CACHE_MAX_MB", "0")
+    assert _cache().max_bytes is None
+    with pytest.raises(ConfigError, match="cache_max_mb"):
+        Settings(cache_max_mb=-1)
