@@ -19,8 +19,8 @@ The folder has a size bound (``max_bytes``; Settings.cache_max_mb, STITCH_CACHE_
 write that takes it past the bound, the least recently used entries (a hit touches the metadata)
 go until it is back under, except the one just written and any used in the last
 ``EVICT_GRACE`` seconds, which a process may be about to load (a loaded library stays mapped
-when its file goes). An entry is removed under its build lock, taken without waiting: one that
-is being rebuilt stays.
+when its file goes). A process checks at most every ``EVICT_EVERY`` seconds. An entry is
+removed under its build lock, taken without waiting: one that is being rebuilt stays.
 
 >>> cache = KernelCache("/tmp/kc")                              # doctest: +SKIP
 >>> path = cache.get_or_build(cache.key(source="..."), build=lambda: b"...", suffix=".so")
@@ -45,6 +45,10 @@ from ..errors import StoreError
 KEY_VERSION = 1
 SECRET_FILE = ".key"
 EVICT_GRACE = 60.0   # seconds since its last use before an entry may be evicted
+# A process lists the folder (tens of ms for thousands of entries) at most this often after a
+# write: the bound may be passed by what one process writes in that time
+EVICT_EVERY = 30.0
+_LAST_EVICT: dict[str, float] = {}   # folder -> when this process last listed it
 
 
 class KernelCache:
@@ -155,20 +159,35 @@ class KernelCache:
                                  hint="free disk space, or set STITCH_CACHE_DIR to another "
                                  "folder, or STITCH_CACHE=0 to build without the cache"
                                  ) from None
-        self.evict(keep=art)
+        last = _LAST_EVICT.get(str(self.root))
+        if last is None or time.monotonic() - last >= EVICT_EVERY:
+            _LAST_EVICT[str(self.root)] = time.monotonic()
+            self.evict(keep=art)
         return art
 
     def entries(self) -> list[tuple[float, int, Path]]:
-        """(last use, bytes, metadata path) of every entry, oldest use first."""
+        """(last use, bytes, metadata path) of every entry, oldest use first: one listing of
+        each of the 256 subfolders, a stat of each file."""
         out = []
-        for meta in self.root.glob("??/*.json"):
+        for sub in self.root.glob("??"):
+            size: dict[str, int] = {}
+            used: dict[str, float] = {}
             try:
-                used = meta.stat().st_mtime
-                size = sum(f.stat().st_size for f in meta.parent.glob(meta.stem + "*")
-                           if not f.name.endswith(".lock"))
-            except OSError:   # removed meanwhile
+                files = list(os.scandir(sub))
+            except OSError:
                 continue
-            out.append((used, size, meta))
+            for f in files:
+                stem, _, suffix = f.name.partition(".")
+                if suffix == "lock":
+                    continue
+                try:
+                    st = f.stat()
+                except OSError:   # removed meanwhile
+                    continue
+                size[stem] = size.get(stem, 0) + st.st_size
+                if suffix == "json":
+                    used[stem] = st.st_mtime
+            out += [(used[k], size[k], sub / f"{k}.json") for k in used]
         return sorted(out)
 
     def evict(self, keep: Path | None = None) -> int:

@@ -114,6 +114,12 @@ def test_key_is_stable_and_order_independent():
 
 # -- the size bound: least recently used entries go, never one in use or being built --
 
+@pytest.fixture
+def every_write(monkeypatch):
+    """Each write checks the bound (a process checks at most every EVICT_EVERY seconds)."""
+    from stitchcuda_lab.runtime import cache
+    monkeypatch.setattr(cache, "EVICT_EVERY", 0.0)
+
 def _entry(cache: KernelCache, name: str, size: int, used_ago: float) -> str:
     key = cache.key(source=name)
     art = cache.get_or_build(key, build=lambda: b"x" * size, suffix=".so")
@@ -122,7 +128,7 @@ def _entry(cache: KernelCache, name: str, size: int, used_ago: float) -> str:
     return key
 
 
-def test_past_the_bound_the_least_recently_used_entries_go(tmp_path):
+def test_past_the_bound_the_least_recently_used_entries_go(tmp_path, every_write):
     cache = KernelCache(tmp_path / "kc", max_bytes=10_000)
     old = _entry(cache, "old", 4000, used_ago=3600)
     hit = _entry(cache, "hit", 4000, used_ago=1800)
@@ -145,7 +151,7 @@ def test_past_the_bound_the_least_recently_used_entries_go(tmp_path):
         [False, False, False, True]
 
 
-def test_an_entry_used_lately_or_being_built_is_never_evicted(tmp_path):
+def test_an_entry_used_lately_or_being_built_is_never_evicted(tmp_path, every_write):
     from filelock import FileLock
     cache = KernelCache(tmp_path / "kc", max_bytes=1000)
     recent = _entry(cache, "recent", 800, used_ago=5)       # in its grace period
@@ -160,6 +166,19 @@ def test_an_entry_used_lately_or_being_built_is_never_evicted(tmp_path):
         os.utime(cache.path(k, ".json"), (t, t))
     _entry(cache, "after", 100, used_ago=0)
     assert cache.get(recent, ".so") is None and cache.get(building, ".so") is None
+
+
+def test_a_process_lists_the_folder_at_most_every_evict_every_seconds(tmp_path, monkeypatch):
+    from stitchcuda_lab.runtime import cache as cache_mod
+    monkeypatch.setattr(cache_mod, "_LAST_EVICT", {})
+    cache = KernelCache(tmp_path / "kc", max_bytes=1000)
+    old = _entry(cache, "old", 800, used_ago=3600)
+    _entry(cache, "new", 800, used_ago=0)       # listed right after the first write only
+    assert cache.path(old, ".so").exists() and cache.evicted == 0   # (a get() is a use)
+    monkeypatch.setitem(cache_mod._LAST_EVICT, str(cache.root),
+                        time.monotonic() - cache_mod.EVICT_EVERY)
+    _entry(cache, "later", 100, used_ago=0)     # EVICT_EVERY on: listed again
+    assert not cache.path(old, ".so").exists() and cache.evicted == 1
 
 
 def test_the_runtime_cache_takes_its_bound_from_settings(cache_env, monkeypatch):
