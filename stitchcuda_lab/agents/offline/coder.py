@@ -273,8 +273,9 @@ class OfflineCoder:
                                          for c in channels_last_convs(g, library)) else 0
         dense_at = head
         for t in tc:   # does the split pay here? (measured, not assumed)
-            off = bool(base.get(t.id, {}).get("off"))
-            pool.append((f"{t.id} GEMMs {'on tensor cores again' if off else 'in fp32 cuBLAS'}",
+            off = bool({**t.params, **base.get(t.id, {})}.get("off"))
+            again = "" if t.params.get("off") else " again"   # a split never timed yet
+            pool.append((f"{t.id} GEMMs {f'on tensor cores{again}' if off else 'in fp32 cuBLAS'}",
                          with_(t.id, off=not off)))
         for t in ktasks:
             cur = {**t.params, **base.get(t.id, {})}

@@ -44,6 +44,12 @@ COPY_BYTES_PER_US = 4.0e6
 # 1.5-2.3x at K >= 1024 and >= 17 GFLOP, slower at K = 128 or one 512-row step).
 SPLIT_MIN_K = 512
 SPLIT_MIN_FLOPS = 4e9
+# Below SPLIT_MIN_K the split is measured, not assumed: a GEMM of that much work and a K of at
+# least SPLIT_TRY_K gets the task switched off, and the refine round times it on. A short K
+# over a large output (KernelBench's tall-skinny product, K = 32 and a 4 GB output) is bound
+# by fp32 FMAs on the SIMT units and by the output's write; on tensor cores only the write is
+# left. At K = 128 with a small output the split measured slower.
+SPLIT_TRY_K = 16
 SPLIT_TARGETS = ("aten.linear.default", "aten.matmul.default", "aten.mm.default",
                  "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default")
 
@@ -272,23 +278,31 @@ class OfflinePlanner:
                                    targets=sorted({graph.node(x).target for x in names}),
                                    share=share(names), technique="library call", reason=r))
         split = tensor_core_gemms(graph) if device == "cuda" else []
-        if split and not settings.tensor_cores:
-            plan.notes.append(f"{len(split)} fp32 GEMM(s) could run on tensor cores (3xTF32 "
-                              "split) but tensor_cores is off: they stay in fp32 cuBLAS")
-            split = []
-        if split:
+        trial = [x for x in tensor_core_gemms(graph, SPLIT_TRY_K) if x not in split] \
+            if device == "cuda" else []
+        if (split or trial) and not settings.tensor_cores:
+            plan.notes.append(f"{len(split + trial)} fp32 GEMM(s) could run on tensor cores "
+                              "(3xTF32 split) but tensor_cores is off: they stay in fp32 cuBLAS")
+            split = trial = []
+        for ops, off in ((split, False), (trial, True)):
+            if not ops:
+                continue
             tid += 1
-            flops = sum(graph.node(x).flops for x in split)
+            flops = sum(graph.node(x).flops for x in ops)
             plan.tasks.append(Task(
-                id=f"t{tid}", kind="tensor_core_gemm", ops=split,
-                targets=sorted({graph.node(x).target for x in split}), share=share(split),
+                id=f"t{tid}", kind="tensor_core_gemm", ops=ops,
+                targets=sorted({graph.node(x).target for x in ops}), share=share(ops),
                 technique="3xTF32 split on tensor cores: each fp32 operand = TF32 big part + fp32 "
                           "remainder; three TF32 products with fp32 partial sums over K-chunks "
-                          "of 1024 (runtime.gemm; error about twice an fp32 GEMM's)",
-                reason=f"{len(split)} fp32 GEMM(s), {flops / 1e9:.0f} GFLOP: without TF32 they "
+                          "of 1024 (runtime.gemm; error about twice an fp32 GEMM's)"
+                          + ("; first in fp32 cuBLAS, the split timed in the refine round"
+                             if off else ""),
+                reason=f"{len(ops)} fp32 GEMM(s), {flops / 1e9:.0f} GFLOP: without TF32 they "
                        "run on the SIMT units; the split keeps fp32 accuracy on TF32 tensor "
-                       "cores (compute capability 8.0+)",
-                refs=["tf32x3-split"], params={}))
+                       "cores (compute capability 8.0+)"
+                       + (f"; K under {SPLIT_MIN_K}, where it pays only for some shapes"
+                          if off else ""),
+                refs=["tf32x3-split"], params={"off": True} if off else {}))
         # notes a person should know
         for n in graph.placeholders():
             if n.kind == "input" and n.stride is not None and n.shape is not None and \
@@ -348,8 +362,9 @@ def launches_left(plan: Plan, graph: Graph) -> int:
     return max(1, ours)
 
 
-def tensor_core_gemms(graph: Graph) -> list[str]:
-    """fp32 GEMM nodes the 3xTF32 split should pay for (see SPLIT_MIN_K, SPLIT_MIN_FLOPS)."""
+def tensor_core_gemms(graph: Graph, min_k: int = SPLIT_MIN_K) -> list[str]:
+    """fp32 GEMM nodes the 3xTF32 split should pay for: a K of ``min_k`` or more and
+    SPLIT_MIN_FLOPS of work."""
     out = []
     for n in graph.calls():
         if n.target not in SPLIT_TARGETS or n.dtype != "float32":
@@ -363,7 +378,7 @@ def tensor_core_gemms(graph: Graph) -> list[str]:
         if ref is None:
             continue
         k = (graph.node(ref).shape or [0])[-1]
-        if k >= SPLIT_MIN_K and n.flops >= SPLIT_MIN_FLOPS:
+        if k >= min_k and n.flops >= SPLIT_MIN_FLOPS:
             out.append(n.name)
     return out
 

@@ -266,6 +266,33 @@ def test_refinement_measures_the_split_against_fp32_cublas_first(settings):
     assert any(label.startswith(f"{task.id} in the library") for label, _ in failed)
 
 
+TALL_SKINNY = make_problem("""
+    class Model(nn.Module):
+        def forward(self, a, b):
+            return torch.matmul(a, b)
+    def get_inputs():
+        return [torch.rand(16384, 32), torch.rand(32, 16384)]
+    def get_init_inputs():
+        return []
+""", name="tall_skinny")
+
+
+def test_a_short_k_gemm_is_timed_on_tensor_cores_in_the_refine_round(settings):
+    """K = 32 over a 1 GB output: the first candidate keeps fp32 cuBLAS (the split measured
+    slower at K = 128 elsewhere), the refine round's variant is the split."""
+    graph, plan = _cuda_plan(TALL_SKINNY, settings)
+    (task,) = [t for t in plan.tasks if t.kind == "tensor_core_gemm"]
+    first = OfflineCoder().code(TALL_SKINNY, graph, plan, settings, iteration=0)[0]
+    assert "runtime.gemm" not in first.program and first.params["tasks"][task.id]["off"]
+    nxt = OfflineCoder().code(TALL_SKINNY, graph, plan, settings, iteration=1, previous=first,
+                              feedback=Verdict(status="pass", correct=True))
+    assert nxt[0].params["variant"] == f"{task.id} GEMMs on tensor cores"
+    assert "runtime.gemm.matmul(" in nxt[0].program or "runtime.gemm.mm(" in nxt[0].program
+    # and back again from a best that took it
+    back = OfflineCoder().variants(graph, plan, nxt[0].params["tasks"], 2, None)
+    assert back[0][0] == f"{task.id} GEMMs in fp32 cuBLAS"
+
+
 def test_a_long_scan_first_refines_how_many_elements_a_thread_scans(settings):
     """A block-per-row scan starts one element a thread per chunk (the kernel verified the
     longest); the refine round's first variant gives each thread four in a row, the next
@@ -319,6 +346,20 @@ def test_split_gemm_candidate_matches_eager_on_cuda(settings):
     assert "runtime.gemm.linear(" in cand.program
     for seed in (0, 1):
         want, got, _, _ = run_both(BIG_LINEAR, cand, device="cuda", seed=seed)
+        assert_close(got, want)
+
+
+@pytest.mark.gpu
+def test_a_short_k_split_matches_eager_on_cuda(settings):
+    """The refine round's split of a K = 32 product (TALL_SKINNY) within fp32's tolerance."""
+    settings = settings.replace(device="cuda")
+    graph = analyse(TALL_SKINNY, device="cuda", profile=True)
+    plan = OfflinePlanner().plan(TALL_SKINNY, graph, settings)
+    (task,) = [t for t in plan.tasks if t.kind == "tensor_core_gemm"]
+    cand = OfflineCoder().candidate(TALL_SKINNY, graph, plan, {task.id: {"off": False}})
+    assert "runtime.gemm" in cand.program
+    for seed in (0, 1):
+        want, got, _, _ = run_both(TALL_SKINNY, cand, device="cuda", seed=seed)
         assert_close(got, want)
 
 

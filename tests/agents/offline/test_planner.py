@@ -275,10 +275,15 @@ def test_large_fp32_gemms_get_a_tensor_core_task_on_cuda_only(settings):
     assert "GFLOP" in task.reason
     _, plan = plan_of(big, settings, device="cpu")
     assert "tensor_core_gemm" not in kinds(plan)
-    # short K (memory-bound) or little work: not worth the split
+    # a short K: the split is timed in the refine round, the first candidate keeps cuBLAS
     _, plan = plan_of(_linear_problem(8192, 128, 4096), settings, device="cuda")
-    assert "tensor_core_gemm" not in kinds(plan)
+    (task,) = [t for t in plan.tasks if t.kind == "tensor_core_gemm"]
+    assert task.params == {"off": True} and "refine round" in task.technique
+    assert "K under 512" in task.reason
+    # little work, or a K too short for tensor cores' tiles: no task
     _, plan = plan_of(MLP, settings, device="cuda")
+    assert "tensor_core_gemm" not in kinds(plan)
+    _, plan = plan_of(_linear_problem(65536, 8, 8192), settings, device="cuda")
     assert "tensor_core_gemm" not in kinds(plan)
 
 
