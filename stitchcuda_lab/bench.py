@@ -249,7 +249,10 @@ def _row(path: Path, session, modes: str, work: dict[str, Any], ceiling: dict | 
         status = "no_passing_candidate" if session.state.verdicts else "no_verdict"
         row.update(status=status, correct=False, candidate=None)
         timings = dict(baseline if baseline is not None else session.baseline())
-    row["tasks"] = [{"kind": t.kind, "status": t.status, "ops": len(t.ops)}
+    # a task the best candidate switched off (its ops in the library) keeps PyTorch's op
+    params = (best[0].params.get("tasks") or {}) if best is not None else {}
+    row["tasks"] = [{"kind": t.kind, "status": t.status, "ops": len(t.ops),
+                     "off": bool({**t.params, **params.get(t.id, {})}.get("off"))}
                     for t in (session.state.plan.tasks if session.state.plan else [])]
     row["timings"] = timings
     eager = timings.get("eager")
@@ -748,7 +751,8 @@ def _keeps_every_op(row: dict) -> bool:
     """A candidate whose every task keeps PyTorch's op: the reference's kernels by another
     path, no kernel of ours (a CUDA graph over kept ops is ours: it changes how they run)."""
     kinds = [t.get("kind") for t in row.get("tasks") or [] if isinstance(t, dict)]
-    return bool(kinds) and all(k == "keep" for k in kinds)
+    return bool(kinds) and all(t.get("kind") == "keep" or t.get("off")
+                               for t in row["tasks"] if isinstance(t, dict))
 
 
 FASTER = 1.05   # "faster than torch.compile" means by more than 5%

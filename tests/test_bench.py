@@ -132,12 +132,15 @@ def test_summary_by_suite_counts_what_the_yardstick_asks():
                 bound="memory", ceiling_share=0.81),
             row("2_e.py", "level3", 1.0, 1.0, 0.99, tasks=[{"kind": "keep"}]),  # PyTorch's
             row("3_f.py", "level3", 1.0, 1.0, 0.5, tasks=[{"kind": "keep"},
-                                                          {"kind": "cuda_graph"}])]
+                                                          {"kind": "cuda_graph"}]),
+            # a GEMM whose split its best candidate left off: cuBLAS's, no kernel of ours
+            row("4_g.py", "level3", 1.0, 1.0, 1.0, tasks=[{"kind": "keep"}, {
+                "kind": "tensor_core_gemm", "off": True}])]
     s = bench.summarise(rows)
     l1, l3 = s["suites"]["level1"], s["suites"]["level3"]
     assert (l1["problems"], l1["faster_than_compile"], l1["slower_than_eager"]) == (3, 1, 1)
-    assert math.isclose(l3["geomean_vs_best_compile"], (0.5 * (1 / 0.99) * 2) ** (1 / 3))
-    assert (l1["own_kernel"], l3["own_kernel"]) == (3, 2)   # not the one that keeps every op
+    assert math.isclose(l3["geomean_vs_best_compile"], (0.5 * (1 / 0.99) * 2) ** (1 / 4))
+    assert (l1["own_kernel"], l3["own_kernel"]) == (3, 2)   # not those that keep every op
     md = bench.markdown({"environment": {}, "modes": "default", "command": "x", "rows": rows,
                          "summary": s, "complete": False})
     assert "## level1" in md and "## level3" in md and "partial" in md

@@ -20,7 +20,8 @@ write that takes it past the bound, the least recently used entries (a hit touch
 go until it is back under, except the one just written and any used in the last
 ``EVICT_GRACE`` seconds, which a process may be about to load (a loaded library stays mapped
 when its file goes). A process checks at most every ``EVICT_EVERY`` seconds. An entry is
-removed under its build lock, taken without waiting: one that is being rebuilt stays.
+removed under its build lock, taken without waiting: one that is being rebuilt stays. Files of
+a build that died (no metadata) count as used when they were made.
 
 >>> cache = KernelCache("/tmp/kc")                              # doctest: +SKIP
 >>> path = cache.get_or_build(cache.key(source="..."), build=lambda: b"...", suffix=".so")
@@ -104,6 +105,12 @@ class KernelCache:
         art = self.path(key, suffix)
         meta = art.with_suffix(".json")
         try:
+            # its last use, for eviction, before its bytes are read: an evictor that looks
+            # again after this sees it used; one that removed it first makes this a miss
+            os.utime(meta)
+        except OSError:
+            pass
+        try:
             info = json.loads(meta.read_text())
             data = art.read_bytes()
         except (OSError, ValueError):
@@ -114,10 +121,6 @@ class KernelCache:
         if not hmac.compare_digest(str(info.get("mac", "")), self._mac(key, digest)):
             self.rejected += 1
             return None
-        try:
-            os.utime(meta)   # its last use, for eviction
-        except OSError:
-            pass
         return art
 
     def get_or_build(self, key: str, build: Callable[[], bytes], suffix: str,
@@ -165,29 +168,33 @@ class KernelCache:
             self.evict(keep=art)
         return art
 
-    def entries(self) -> list[tuple[float, int, Path]]:
-        """(last use, bytes, metadata path) of every entry, oldest use first: one listing of
-        each of the 256 subfolders, a stat of each file."""
+    def entries(self) -> list[tuple[float, int, Path, str]]:
+        """(last use, bytes, subfolder, key) of every entry, oldest use first: one listing of
+        each of the 256 subfolders, a stat of each file. An entry's last use is its metadata's
+        time; files of a key with no metadata (a builder that died before writing it, a
+        temporary file of a write cut short) count as used when the newest of them was made."""
         out = []
         for sub in self.root.glob("??"):
             size: dict[str, int] = {}
+            made: dict[str, float] = {}
             used: dict[str, float] = {}
             try:
                 files = list(os.scandir(sub))
             except OSError:
                 continue
             for f in files:
-                stem, _, suffix = f.name.partition(".")
+                key, _, suffix = f.name.partition(".")
                 if suffix == "lock":
                     continue
                 try:
                     st = f.stat()
                 except OSError:   # removed meanwhile
                     continue
-                size[stem] = size.get(stem, 0) + st.st_size
+                size[key] = size.get(key, 0) + st.st_size
+                made[key] = max(made.get(key, 0.0), st.st_mtime)
                 if suffix == "json":
-                    used[stem] = st.st_mtime
-            out += [(used[k], size[k], sub / f"{k}.json") for k in used]
+                    used[key] = st.st_mtime
+            out += [(used.get(k, made[k]), size[k], sub, k) for k in size]
         return sorted(out)
 
     def evict(self, keep: Path | None = None) -> int:
@@ -196,22 +203,25 @@ class KernelCache:
         if self.max_bytes is None:
             return 0
         entries = self.entries()
-        total = sum(size for _, size, _ in entries)
-        freed, now = 0, time.time()
-        for used, size, meta in entries:
+        total = sum(size for _, size, _, _ in entries)
+        freed = 0
+        for used, size, sub, key in entries:
             if total - freed <= self.max_bytes:
                 break
-            if now - used < EVICT_GRACE or (keep is not None and meta.stem == keep.stem):
+            if time.time() - used < EVICT_GRACE or (keep is not None and key == keep.name.partition(".")[0]):
                 continue
-            lock = FileLock(str(meta.with_suffix(".lock")), timeout=0)
             try:
-                with lock:
+                with FileLock(str(sub / f"{key}.lock"), timeout=0):
+                    meta = sub / f"{key}.json"
+                    # looked at again under the lock: a reader may have used it since the
+                    # listing (get() marks the use before it reads the bytes)
+                    if meta.exists() and time.time() - meta.stat().st_mtime < EVICT_GRACE:
+                        continue
                     # metadata first: a reader then sees a miss, never an entry without bytes
-                    for f in sorted(meta.parent.glob(meta.stem + "*"),
-                                    key=lambda f: f.suffix != ".json"):
+                    for f in sorted(sub.glob(key + ".*"), key=lambda f: f.suffix != ".json"):
                         if not f.name.endswith(".lock"):
                             f.unlink(missing_ok=True)
-            except (TimeoutError, OSError):   # being built or used, or gone: leave it
+            except (TimeoutError, OSError):   # being built, or gone: leave it
                 continue
             freed += size
             self.evicted += 1

@@ -156,10 +156,12 @@ class Worker:
     """A handle on one worker process; methods never raise for the candidate's faults."""
 
     def __init__(self, device: str, *, cache_dir: str, cache: bool = True,
-                 env: dict[str, str] | None = None, memory_limit: int | None = None):
+                 cache_max_mb: int = 2048, env: dict[str, str] | None = None,
+                 memory_limit: int | None = None):
         self.device = device
         self.cache_dir = cache_dir
         self.cache = cache
+        self.cache_max_mb = cache_max_mb   # the kernel cache's bound (Settings.cache_max_mb)
         self.memory_limit = memory_limit
         self._extra_env = dict(env or {})
         self._proc: subprocess.Popen | None = None
@@ -210,6 +212,7 @@ class Worker:
         env.update(self._extra_env)     # as keywords, a variable named "base" would be taken
         env["TMPDIR"] = str(disk)
         env.update(STITCH_CACHE_DIR=str(self.cache_dir), STITCH_CACHE="1" if self.cache else "0",
+                   STITCH_CACHE_MAX_MB=str(self.cache_max_mb),
                    TORCH_EXTENSIONS_DIR=str(Path(self.cache_dir) / "torch_extensions"),
                    PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
         # the judge runs the Verifier this process imported, not whichever copy of the package
@@ -428,10 +431,11 @@ _STARTED: weakref.WeakSet[Worker] = weakref.WeakSet()
 def get_worker(device: str, settings: Any) -> Worker:
     """The shared worker for (device, cache settings), started on first use."""
     dev = resolve_device(device)
-    key = (dev, settings.cache_dir, settings.cache)
+    key = (dev, settings.cache_dir, settings.cache, settings.cache_max_mb)
     w = _WORKERS.pop(key, None)
     if w is None:
-        w = Worker(dev, cache_dir=settings.cache_dir, cache=settings.cache)
+        w = Worker(dev, cache_dir=settings.cache_dir, cache=settings.cache,
+                   cache_max_mb=settings.cache_max_mb)
     _WORKERS[key] = w
     _STARTED.add(w)
     for old in list(_WORKERS)[:-LIVE_WORKERS]:

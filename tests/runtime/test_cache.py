@@ -168,6 +168,34 @@ def test_an_entry_used_lately_or_being_built_is_never_evicted(tmp_path, every_wr
     assert cache.get(recent, ".so") is None and cache.get(building, ".so") is None
 
 
+def test_an_entry_used_after_the_listing_or_left_by_a_dead_build_is_judged_as_it_is_now(
+        tmp_path, every_write):
+    """The evictor looks at an entry's last use again under its lock: a reader that used it
+    since the listing keeps it. Files with no metadata (a build that died) count by when
+    they were made, and go once old."""
+    cache = KernelCache(tmp_path / "kc", max_bytes=1000)
+    used = _entry(cache, "used", 800, used_ago=3600)
+    stale = cache.entries()                       # lists "used" as an hour old
+    assert cache.get(used, ".so") is not None      # ... then a reader uses it
+    cache.entries = lambda: stale                  # an evictor working from that listing
+    cache.evict()
+    assert cache.path(used, ".so").exists() and cache.evicted == 0
+    del cache.entries
+    dead = cache.key(source="dead")
+    orphan = cache.path(dead, ".so")
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    orphan.write_bytes(b"x" * 900)                 # no .json: its builder died
+    tmp = orphan.with_name(orphan.name + ".abc.tmp")
+    tmp.write_bytes(b"y" * 10)
+    t = time.time() - 3600
+    for f in (orphan, tmp):
+        os.utime(f, (t, t))
+    made, size = next((u, n) for u, n, _, k in cache.entries() if k == dead)
+    assert abs(made - t) < 1 and size == 910
+    cache.evict()
+    assert not orphan.exists() and not tmp.exists() and cache.path(used, ".so").exists()
+
+
 def test_a_process_lists_the_folder_at_most_every_evict_every_seconds(tmp_path, monkeypatch):
     from stitchcuda_lab.runtime import cache as cache_mod
     monkeypatch.setattr(cache_mod, "_LAST_EVICT", {})

@@ -174,6 +174,9 @@ def test_get_worker_returns_one_worker_per_device_and_cache(settings):
     c = worker_mod.get_worker("cpu", settings.replace(cache_dir=settings.cache_dir + "_other"))
     assert a is b and a is not c
     assert a.device == "cpu"
+    # the kernel cache's bound reaches the judge, which does the candidates' builds
+    d = worker_mod.get_worker("cpu", settings.replace(cache_max_mb=7))
+    assert d is not a and d.cache_max_mb == 7
 
 
 def test_get_worker_keeps_only_the_latest_few_judges_running(settings, fast_options,

@@ -352,7 +352,8 @@ def launches_left(plan: Plan, graph: Graph) -> int:
     (a GEMM or convolution at the head of its epilogue)."""
     eager = graph.eager_launches or max(1, sum(
         1 for n in graph.calls() if n.op_class != "data_movement"))
-    fused = [t for t in plan.tasks if t.kind not in ("keep", "cuda_graph")]
+    fused = [t for t in plan.tasks if t.kind not in ("keep", "cuda_graph")
+             and not t.params.get("off")]   # a split the refine round only times
     known = {n.name: n for n in graph.nodes}
     ours = eager
     for t in fused:
