@@ -464,9 +464,14 @@ class Job:
                                  f"{JOB_BUILD_BYTES >> 20} MB are built for one candidate",
                                  hint="build each kernel once, at import or in __init__")
             self.builds += 1
-            path = kernels.build_cached(lang, str(req.get("source", "")), name,
-                                        tuple(str(f) for f in req.get("flags", [])), arch,
-                                        user=builder)
+            for _ in range(2):
+                path = kernels.build_cached(lang, str(req.get("source", "")), name,
+                                            tuple(str(f) for f in req.get("flags", [])), arch,
+                                            user=builder)
+                # an evictor that had looked at the entry before this hit marked it used may
+                # remove it right after: then it is built again (now marked, it stays)
+                if path.exists():
+                    break
             self.built_bytes += os.path.getsize(path)
         except BuildError as e:
             return {"error": e.message, "log": e.log, "hint": e.hint}
