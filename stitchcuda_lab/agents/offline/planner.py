@@ -29,6 +29,8 @@ from .helpers import contiguous_strides, node_ref
 from .rewrite import SUM_OF_GEMM_NODES, draws_random, rewrite
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ...graph import Graph, Node
     from ...problem import Problem
     from ...settings import Settings
@@ -277,32 +279,8 @@ class OfflinePlanner:
             plan.tasks.append(Task(id=f"t{tid}", kind="keep", ops=names,
                                    targets=sorted({graph.node(x).target for x in names}),
                                    share=share(names), technique="library call", reason=r))
-        split = tensor_core_gemms(graph) if device == "cuda" else []
-        trial = [x for x in tensor_core_gemms(graph, SPLIT_TRY_K) if x not in split] \
-            if device == "cuda" else []
-        if (split or trial) and not settings.tensor_cores:
-            plan.notes.append(f"{len(split + trial)} fp32 GEMM(s) could run on tensor cores "
-                              "(3xTF32 split) but tensor_cores is off: they stay in fp32 cuBLAS")
-            split = trial = []
-        for ops, off in ((split, False), (trial, True)):
-            if not ops:
-                continue
-            tid += 1
-            flops = sum(graph.node(x).flops for x in ops)
-            plan.tasks.append(Task(
-                id=f"t{tid}", kind="tensor_core_gemm", ops=ops,
-                targets=sorted({graph.node(x).target for x in ops}), share=share(ops),
-                technique="3xTF32 split on tensor cores: each fp32 operand = TF32 big part + fp32 "
-                          "remainder; three TF32 products with fp32 partial sums over K-chunks "
-                          "of 1024 (runtime.gemm; error about twice an fp32 GEMM's)"
-                          + ("; first in fp32 cuBLAS, the split timed in the refine round"
-                             if off else ""),
-                reason=f"{len(ops)} fp32 GEMM(s), {flops / 1e9:.0f} GFLOP: without TF32 they "
-                       "run on the SIMT units; the split keeps fp32 accuracy on TF32 tensor "
-                       "cores (compute capability 8.0+)"
-                       + (f"; K under {SPLIT_MIN_K}, where it pays only for some shapes"
-                          if off else ""),
-                refs=["tf32x3-split"], params={"off": True} if off else {}))
+        if device == "cuda":
+            tid = _tensor_core_tasks(plan, graph, settings, tid, share)
         # notes a person should know
         for n in graph.placeholders():
             if n.kind == "input" and n.stride is not None and n.shape is not None and \
@@ -344,6 +322,38 @@ class OfflinePlanner:
             reason=f"launch-bound: {launches} launches in {graph.eager_ms:.3f} ms "
                    f"({per:.1f} us each); a replay costs one launch",
             refs=["cuda-graphs"]))
+
+
+def _tensor_core_tasks(plan: Plan, graph: Graph, settings: Settings, tid: int,
+                       share: Callable[[list[str]], float]) -> int:
+    """The ``tensor_core_gemm`` tasks of a CUDA plan: GEMMs the split pays for, and (switched
+    off, for the refine round to time) those of a shorter K; the last task id used."""
+    split = tensor_core_gemms(graph)
+    trial = [x for x in tensor_core_gemms(graph, SPLIT_TRY_K) if x not in split]
+    if (split or trial) and not settings.tensor_cores:
+        plan.notes.append(f"{len(split + trial)} fp32 GEMM(s) could run on tensor cores "
+                          "(3xTF32 split) but tensor_cores is off: they stay in fp32 cuBLAS")
+        return tid
+    for ops, off in ((split, False), (trial, True)):
+        if not ops:
+            continue
+        tid += 1
+        flops = sum(graph.node(x).flops for x in ops)
+        plan.tasks.append(Task(
+            id=f"t{tid}", kind="tensor_core_gemm", ops=ops,
+            targets=sorted({graph.node(x).target for x in ops}), share=share(ops),
+            technique="3xTF32 split on tensor cores: each fp32 operand = TF32 big part + fp32 "
+                      "remainder; three TF32 products with fp32 partial sums over K-chunks "
+                      "of 1024 (runtime.gemm; error about twice an fp32 GEMM's)"
+                      + ("; first in fp32 cuBLAS, the split timed in the refine round"
+                         if off else ""),
+            reason=f"{len(ops)} fp32 GEMM(s), {flops / 1e9:.0f} GFLOP: without TF32 they "
+                   "run on the SIMT units; the split keeps fp32 accuracy on TF32 tensor "
+                   "cores (compute capability 8.0+)"
+                   + (f"; K under {SPLIT_MIN_K}, where it pays only for some shapes"
+                      if off else ""),
+            refs=["tf32x3-split"], params={"off": True} if off else {}))
+    return tid
 
 
 def launches_left(plan: Plan, graph: Graph) -> int:
