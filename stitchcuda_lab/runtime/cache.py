@@ -205,10 +205,11 @@ class KernelCache:
         entries = self.entries()
         total = sum(size for _, size, _, _ in entries)
         freed = 0
+        kept = keep.name.partition(".")[0] if keep is not None else None   # its key
         for used, size, sub, key in entries:
             if total - freed <= self.max_bytes:
                 break
-            if time.time() - used < EVICT_GRACE or (keep is not None and key == keep.name.partition(".")[0]):
+            if key == kept or time.time() - used < EVICT_GRACE:
                 continue
             try:
                 with FileLock(str(sub / f"{key}.lock"), timeout=0):

@@ -156,12 +156,13 @@ class Worker:
     """A handle on one worker process; methods never raise for the candidate's faults."""
 
     def __init__(self, device: str, *, cache_dir: str, cache: bool = True,
-                 cache_max_mb: int = 2048, env: dict[str, str] | None = None,
+                 cache_max_mb: int | None = None, env: dict[str, str] | None = None,
                  memory_limit: int | None = None):
         self.device = device
         self.cache_dir = cache_dir
         self.cache = cache
-        self.cache_max_mb = cache_max_mb   # the kernel cache's bound (Settings.cache_max_mb)
+        # the kernel cache's bound (Settings.cache_max_mb); None: the judge's own settings
+        self.cache_max_mb = cache_max_mb
         self.memory_limit = memory_limit
         self._extra_env = dict(env or {})
         self._proc: subprocess.Popen | None = None
@@ -212,9 +213,10 @@ class Worker:
         env.update(self._extra_env)     # as keywords, a variable named "base" would be taken
         env["TMPDIR"] = str(disk)
         env.update(STITCH_CACHE_DIR=str(self.cache_dir), STITCH_CACHE="1" if self.cache else "0",
-                   STITCH_CACHE_MAX_MB=str(self.cache_max_mb),
                    TORCH_EXTENSIONS_DIR=str(Path(self.cache_dir) / "torch_extensions"),
                    PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+        if self.cache_max_mb is not None:
+            env["STITCH_CACHE_MAX_MB"] = str(self.cache_max_mb)
         # the judge runs the Verifier this process imported, not whichever copy of the package
         # its working folder (the temp folder) or an installed one would give it
         here = str(Path(__file__).resolve().parents[2])

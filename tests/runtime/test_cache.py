@@ -173,7 +173,7 @@ def test_an_entry_used_after_the_listing_or_left_by_a_dead_build_is_judged_as_it
     """The evictor looks at an entry's last use again under its lock: a reader that used it
     since the listing keeps it. Files with no metadata (a build that died) count by when
     they were made, and go once old."""
-    cache = KernelCache(tmp_path / "kc", max_bytes=1000)
+    cache = KernelCache(tmp_path / "kc", max_bytes=500)   # "used" alone is past it
     used = _entry(cache, "used", 800, used_ago=3600)
     stale = cache.entries()                       # lists "used" as an hour old
     assert cache.get(used, ".so") is not None      # ... then a reader uses it
