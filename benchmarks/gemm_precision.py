@@ -4,13 +4,21 @@ For each shape (the GEMMs of benchmarks/problems), four ways to compute the fp32
   fp32      torch.mm / torch.bmm as eager runs it (cuBLAS, fp32 SIMT)
   tf32      one TF32 tensor-core GEMM (what allow_tf32 would do): fast but 10 mantissa bits
   3xtf32_long  the split as one cuBLAS call over 3K (one tensor-core accumulation)
-  3xtf32    stitchcuda_lab.gemm: the split with partial sums over K-chunks of 1024 products,
-            what the offline agents use
+  3xtf32    stitchcuda_lab.gemm: the split with partial sums over K-chunks of CHUNK_K big
+            products and one of the cross terms, what the offline agents use
 Error is measured against an fp64 product of the same inputs, as the largest
 |out - ref| / (atol + rtol * |ref|) with atol = rtol = 1e-4 (KernelBench's fp32 tolerance):
 below 1 passes. Time: CUDA events, L2 flushed before each trial, median of --reps.
 
     python benchmarks/gemm_precision.py --out benchmarks/results/h200-gemm-precision.json
+
+``--far``: the split's error against the Verifier's own rule instead (``within_reference_error``:
+at most 3x the fp32 reference's error against float64, in norm and relative to each
+element's size) on KernelBench's GEMM problems, on get_inputs()'s draw and on the far range
+trial's draws (scaled by -64, -16 or -1/16 per element, whole or at a few places), for each
+way of cutting the accumulation into partial sums; and the time of each way.
+
+    python benchmarks/gemm_precision.py --far --out benchmarks/results/h100-gemm-far-range.json
 """
 
 from __future__ import annotations
@@ -108,12 +116,141 @@ def layout_check() -> list[str]:
     return bad
 
 
+# (label, batch, M, N, K, weights: "linear" (nn.Linear's init, x @ W.t()), "randn" or "rand"
+# (b as it is drawn), epilogue on y)
+FAR_SHAPES = [
+    ("L2 70 linear+sigmoid residual", 1, 1024, 8192, 8192, "linear",
+     lambda y: y + 2.0 * y.sigmoid()),
+    ("L2 14 matmul randn W", 1, 1024, 8192, 8192, "randn", None),
+    ("L1 10 3-D x matrix", 16, 1024, 768, 2048, "rand", None),
+    ("L1 15 square 4096", 1, 4096, 4096, 4096, "rand", None),
+    ("q@k^T K=128", 64, 1024, 1024, 128, "randn", None),
+    ("qkv K=1024", 1, 16384, 3072, 1024, "linear", None),
+]
+# how the draw is widened (exchange.widen's ways) and whether at a few places only
+FAR_DRAWS = [("get_inputs", None, False), ("-64|-16|-1/16 whole", "-64x|-16x|-x/16", False),
+             ("64|16|1/16 whole", "64x|16x|x/16", False),
+             ("-64|-16|-1/16 few", "-64x|-16x|-x/16", True)]
+
+
+def _former(a, b, chunk_k=1024):
+    """The split as it was: all 3K products in chunks of 3 * chunk_k (cross terms inside)."""
+    import torch
+
+    from stitchcuda_lab.runtime import gemm
+    nb, m, k = a.shape
+    n = b.shape[2]
+    a3, b3 = gemm._split(a, gemm._A_SLOTS), gemm._split(b, gemm._B_SLOTS)
+    kk = 3 * k
+    chunks = -(-kk // (3 * chunk_k))
+    kc = -(-kk // chunks)
+    kc += (-kc) % 4
+    full, rest = divmod(kk, kc)
+    out = torch.empty((nb, m, n), device=a.device)
+    parts = torch.empty((full + (1 if rest else 0), m, n), device=a.device)
+    for i in range(nb):
+        ai, bi = a3[i:i + 1], b3[i:i + 1]
+        gemm._call(ai, bi, parts[:full], m, n, kc, 1.0, 0.0, gemm.COMPUTE_32F_FAST_TF32,
+                   chunk=kc, batch=full)
+        if rest:
+            gemm._call(ai[:, :, full * kc:], bi[:, full * kc:, :], parts[full:], m, n, rest,
+                       1.0, 0.0, gemm.COMPUTE_32F_FAST_TF32)
+        gemm._reduce(parts, out[i], None, i, 1.0, 0.0)
+    return out
+
+
+def _scheme(chunk_k):
+    """gemm.bmm with its accumulation cut every ``chunk_k`` big products."""
+    from stitchcuda_lab.runtime import gemm
+
+    def run(a, b):
+        keep, gemm.CHUNK_K = gemm.CHUNK_K, chunk_k
+        try:
+            return gemm.bmm(a, b)
+        finally:
+            gemm.CHUNK_K = keep
+    return run
+
+
+def _ratios(out, ref, truth) -> tuple[float, float]:
+    """(norm error, error relative to each element's size) of ``out`` against float64, as
+    multiples of the fp32 reference's; the sizes' floor as the Verifier takes it."""
+    a, r, t = out.double(), ref.double(), truth
+    rms = float(t.square().mean().sqrt())
+    e_ref = (r - t).abs()
+    erring = int((e_ref > 0).sum())
+    typical = float(e_ref.square().sum().sqrt()) / max(erring, 1) ** 0.5
+    size = t.abs() + max(1e-4 * min(1.0, rms), typical)
+    e = (a - t).abs()
+    norm = float(e.square().sum().sqrt()) / max(float(e_ref.square().sum().sqrt()), 1e-300)
+    scaled = float((e / size).square().mean().sqrt()) / max(
+        float((e_ref / size).square().mean().sqrt()), 1e-300)
+    return norm, scaled
+
+
+def far_study(reps: int) -> list[dict]:
+    import torch
+
+    from stitchcuda_lab.verifier.compare import within_reference_error
+    from stitchcuda_lab.verifier.exchange import widen, widens_few
+    ways = [("former 3x1024", _former), ("1024 + cross", _scheme(1024)),
+            ("512 + cross", _scheme(512)), ("256 + cross", _scheme(256))]
+    rows = []
+    for label, nb, m, n, k, kind, epi in FAR_SHAPES:
+        g = torch.Generator(device="cuda").manual_seed(1)
+        x = torch.rand(nb, m, k, device="cuda", generator=g)
+        if kind == "linear":
+            b = ((torch.rand(n, k, device="cuda", generator=g) * 2 - 1) * k ** -0.5).t()
+        elif kind == "randn":
+            b = torch.randn(n, k, device="cuda", generator=g).t()
+        else:
+            b = torch.rand(k, n, device="cuda", generator=g)
+        b = b.unsqueeze(0).expand(nb, k, n)
+        for draw, how, few in FAR_DRAWS:
+            seed = next(s for s in range(64) if widens_few(s) == few)
+            a = widen([x], how, seed)[0] if how else x
+            f = epi or (lambda y: y)
+            truth = f(torch.bmm(a.double(), b.double()))
+            ref = f(torch.bmm(a, b))
+            for name, fn in ways:
+                out = f(fn(a, b))
+                v = within_reference_error(out, ref, truth, 1e-4, 1e-4)
+                norm, scaled = _ratios(out, ref, truth)
+                ms = timed(partial(fn, a, b), reps) if draw == "get_inputs" else None
+                rows.append({"shape": label, "draw": draw, "way": name, "ok": v["ok"],
+                             "norm_x_ref": round(norm, 3), "scaled_x_ref": round(scaled, 3),
+                             "ms": None if ms is None else round(ms, 4),
+                             "why": v["msg"][:160]})
+                print(f"{label:30s} {draw:22s} {name:18s} {'pass' if v['ok'] else 'FAIL'} "
+                      f"norm {norm:6.2f}x scaled {scaled:6.2f}x"
+                      + (f"  {ms:7.3f} ms" if ms else ""), flush=True)
+                del out
+            if draw == "get_inputs":
+                ms = timed(partial(torch.bmm, a, b), reps)
+                rows.append({"shape": label, "draw": draw, "way": "fp32 cuBLAS", "ok": True,
+                             "ms": round(ms, 4)})
+                print(f"{label:30s} {draw:22s} {'fp32 cuBLAS':18s} {ms:7.3f} ms", flush=True)
+            del a, truth, ref
+            torch.cuda.empty_cache()
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--far", action="store_true",
+                    help="the split against the Verifier's rule on far range draws")
     args = ap.parse_args(argv)
     import torch
+    if args.far:
+        rows = far_study(args.reps)
+        if args.out:
+            meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                    "command": "python benchmarks/gemm_precision.py " + " ".join(
+                        argv or sys.argv[1:])}
+            Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+        return 0
 
     from stitchcuda_lab.runtime import gemm
     torch.manual_seed(0)

@@ -12,16 +12,16 @@ with fp32 accumulation. The dropped ``a_small @ b_small`` term and the TF32 roun
 parts are about 2^-22 of each product, so the result stays within a few fp32 ulps of an fp32
 GEMM.
 
-The three products are one cuBLAS call over a K three times longer,
-``[a_big | a_small | a_big] @ [b_big ; b_big ; b_small]``: one kernel at full tensor-core
-efficiency, the operands written once by a small split kernel. Tensor cores accumulate with
-truncation, so the error of one long accumulation grows with K (at K = 8192 it reached the whole
-fp32 tolerance on an H200); for K > CHUNK_K the call is batched over K-chunks, each writing a
-partial sum, and a second kernel adds the partial sums in fp32 with rounding. The error is then
-about twice an fp32 GEMM's (benchmarks/gemm_precision.py). cuBLAS is called through ctypes
-on torch's own handle and current stream with ``CUBLAS_COMPUTE_32F_FAST_TF32`` for that call
-only, so no global switch (``torch.backends.cuda.matmul``) changes and nothing leaks into other
-code. Shapes: 2-D ``mm``/``addmm`` and 3-D ``bmm``/``baddbmm`` whose operands are contiguous or
+The three products are cuBLAS calls over a K three times longer,
+``[a_big | a_small | a_big] @ [b_big ; b_big ; b_small]``, the operands written once by a small
+split kernel. Tensor cores accumulate with truncation, so the error of one accumulation grows
+with its length: for K > CHUNK_K the big products are batched over K-chunks and the cross terms
+go in one call of their own, each writing a partial sum, and a second kernel adds the partial
+sums in fp32 with rounding. The error is then about an fp32 GEMM's or less at K = 8192 and
+about twice it at K = 1024 (benchmarks/gemm_precision.py --far, on the Verifier's own rule).
+cuBLAS is called through ctypes on torch's own handle and current stream with
+``CUBLAS_COMPUTE_32F_FAST_TF32`` for that call only, so no global switch
+(``torch.backends.cuda.matmul``) changes and nothing leaks into other code. Shapes: 2-D ``mm``/``addmm`` and 3-D ``bmm``/``baddbmm`` whose operands are contiguous or
 transposed views of contiguous tensors (``W.t()``, ``k.transpose(-2, -1)``); anything else is made
 contiguous first.
 
@@ -128,7 +128,7 @@ _R_32F = 0
 COMPUTE_32F = 68
 COMPUTE_32F_FAST_TF32 = 77
 _GEMM_DEFAULT = -1
-CHUNK_K = 1024       # K-length of one tensor-core accumulation (see _gemm)
+CHUNK_K = 512        # big @ big products in one tensor-core accumulation (see _gemm)
 _A_SLOTS = 0b010     # [big | small | big]
 _B_SLOTS = 0b100     # [big | big | small]
 
@@ -239,27 +239,33 @@ def _gemm(a, b, c, beta: float, alpha: float, compute: int, split: bool = True):
         _call(a, b, out, m, n, k, alpha, beta, compute)
         return out
     a3, b3 = _split(a, _A_SLOTS), _split(b, _B_SLOTS)      # (nb, m, 3k), (nb, 3k, n)
-    kk = 3 * k
-    chunks = -(-kk // (3 * CHUNK_K))
-    if chunks == 1:
+    if k <= CHUNK_K:
         if c is not None:
             out.copy_(c.expand(nb, m, n))
-        _call(a3, b3, out, m, n, kk, alpha, beta, compute)
+        _call(a3, b3, out, m, n, 3 * k, alpha, beta, compute)
         return out
-    # Tensor cores accumulate with truncation, so the error of one long accumulation grows
-    # with K (measured: 1e-4 relative at K = 8192, the whole fp32 tolerance). Partial sums over
-    # chunks of CHUNK_K products, added in fp32 with rounding, keep it at fp32's level.
-    kc = -(-kk // chunks)
+    # Tensor cores accumulate with truncation, so the error of one accumulation grows with
+    # the number of steps it takes, whatever their size: the products big @ big go in chunks
+    # of CHUNK_K, each writing a partial sum, and the cross terms (2K products, about 2^-11 of
+    # the size) in one more; a second kernel adds the partial sums in fp32 with rounding.
+    # benchmarks/results/h100-gemm-far-range.json: with the cross terms inside chunks of 3 x
+    # 1024 the error was 4.7 times an fp32 GEMM's at K = 8192 and 18 times at K = 1024 (past
+    # the Verifier's 3x); 1024 + cross 1.5x and 18x; 512 + cross 0.76x and 2.2x, 7% slower
+    # than 1024 at K = 8192; 256 + cross 0.4x, 23% slower.
+    chunks = -(-k // CHUNK_K)
+    kc = -(-k // chunks)
     kc += (-kc) % 4
-    full, rest = divmod(kk, kc)
-    parts = torch.empty((full + (1 if rest else 0), m, n), dtype=torch.float32,
-                        device=a.device)
+    full, rest = divmod(k, kc)
+    big = full + (1 if rest else 0)
+    parts = torch.empty((big + 1, m, n), dtype=torch.float32, device=a.device)
     for i in range(nb):
         ai, bi = a3[i:i + 1], b3[i:i + 1]
-        _call(ai, bi, parts[:full], m, n, kc, 1.0, 0.0, compute, chunk=kc, batch=full)
+        if full:
+            _call(ai, bi, parts[:full], m, n, kc, 1.0, 0.0, compute, chunk=kc, batch=full)
         if rest:
-            _call(ai[:, :, full * kc:], bi[:, full * kc:, :], parts[full:], m, n, rest, 1.0,
-                  0.0, compute)
+            _call(ai[:, :, full * kc:k], bi[:, full * kc:k, :], parts[full:big], m, n, rest,
+                  1.0, 0.0, compute)
+        _call(ai[:, :, k:], bi[:, k:, :], parts[big:], m, n, 2 * k, 1.0, 0.0, compute)
         _reduce(parts, out[i], c, i, alpha, beta)
     return out
 

@@ -117,6 +117,32 @@ def test_split_keeps_fp32_accuracy_where_plain_tf32_fails():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("k", [1024, 8192])
+def test_split_passes_the_verifiers_rule_on_far_range_draws(k):
+    """nn.Linear's init on rand inputs, the output y + 2 sigmoid(y) (KernelBench's
+    Gemm_Sigmoid_Scaling_ResidualAdd), on get_inputs()'s draw and on the far range trial's:
+    with the cross terms inside the big products' accumulations the split was 4.7x (K = 8192)
+    and 18x (K = 1024) an fp32 GEMM's error, past the Verifier's 3x."""
+    from stitchcuda_lab.verifier.compare import within_reference_error
+    from stitchcuda_lab.verifier.exchange import widen
+    g = torch.Generator(device="cuda").manual_seed(3)
+    x = torch.rand(1024, k, device="cuda", generator=g)
+    w = (torch.rand(2048, k, device="cuda", generator=g) * 2 - 1) * k ** -0.5
+    bias = (torch.rand(2048, device="cuda", generator=g) * 2 - 1) * k ** -0.5
+    F = torch.nn.functional
+    for how, seed in [(None, 0), ("-64x|-16x|-x/16", 0), ("-64x|-16x|-x/16", 1)]:
+        a = widen([x], how, seed)[0] if how else x
+        out = gemm.linear(a, w, bias)
+        out = out + 2 * out.sigmoid()
+        ref = F.linear(a, w, bias)
+        ref = ref + 2 * ref.sigmoid()
+        truth = F.linear(a.double(), w.double(), bias.double())
+        truth = truth + 2 * truth.sigmoid()
+        verdict = within_reference_error(out, ref, truth, 1e-4, 1e-4)
+        assert verdict["ok"], (how, seed, verdict["msg"])
+
+
+@pytest.mark.gpu
 def test_no_global_precision_switch_changes():
     before = antihack.numerics_flags()
     gemm.mm(torch.randn(64, 2048, device="cuda"), torch.randn(2048, 64, device="cuda"))
