@@ -139,6 +139,47 @@ def test_the_path_is_calibrated_in_rounds_no_longer_than_the_timed_calls(tmp_pat
     assert kept == {False}   # never checked, so never copied out of the arena (CUDA)
 
 
+def _clock_job(tmp_path, monkeypatch, excess_per_round: list[float]):
+    """A CPU job whose timed calls show the judge's clock ``excess_per_round[i]`` ms per call
+    past the timer's report in round i (0: the timed calls, then each confirming round), and
+    the waits it slept between rounds."""
+    from stitchcuda_lab.verifier import verify
+    from stitchcuda_lab.verifier.options import VerifyOptions
+    opts = VerifyOptions(trials=1, timing_trials=5, warmup=1, compile_modes="", profile=False)
+    job = verify.Job({"options": opts.to_dict(), "problem_source": WIDE_OUT},
+                     verify.WorkerState("cpu", tmp_path), time.monotonic() + 60)
+    rounds = iter(excess_per_round)
+    first = next(rounds)
+    monkeypatch.setattr(job, "timed", lambda call, check: {
+        "ms": 1.0, "least_extra_ms": 2.0 + first, "least_seen_ms": 3.0 + first,
+        "wall_ms": 1.0, "calls": [(1.0, 2.0 + first)] * 5})
+    monkeypatch.setattr(job, "least_disagreement", lambda: 2.0 + next(rounds))
+    slept: list[float] = []
+    monkeypatch.setattr(verify.time, "sleep", slept.append)
+    return job, slept
+
+
+def test_a_disagreement_that_passes_within_the_waits_is_no_patched_timer(tmp_path, monkeypatch):
+    """Load on the host that outlasts the rounds run back to back (seen on an H100 host with
+    eight problems side by side: an honest GEMM 1 ms over its timer on three rounds) is
+    waited out: a round after the waits agrees, and the candidate is timed, not rejected."""
+    from stitchcuda_lab.verifier import verify
+    job, slept = _clock_job(tmp_path, monkeypatch, [9.0, 9.0, 9.0, 0.0])
+    timings = job.time_candidate({}, verify.Calibration(median=2.0, least=2.0))
+    assert slept == [0.0, 0.0, verify.CLOCK_RETRY_WAITS_S[0]]
+    assert timings["ours"] >= 1.0
+
+
+def test_a_timer_that_lies_in_every_round_is_rejected_after_the_waits(tmp_path, monkeypatch):
+    from stitchcuda_lab.verifier import verify
+    n = 1 + verify.CLOCK_CONFIRM_ROUNDS + len(verify.CLOCK_RETRY_WAITS_S)
+    job, slept = _clock_job(tmp_path, monkeypatch, [9.0] * n)
+    with pytest.raises(verify.Reject) as e:
+        job.time_candidate({}, verify.Calibration(median=2.0, least=2.0))
+    assert e.value.name == "patched_timer" and f"quietest of {n} rounds" in e.value.detail
+    assert slept == [0.0] * verify.CLOCK_CONFIRM_ROUNDS + list(verify.CLOCK_RETRY_WAITS_S)
+
+
 def test_the_quietest_call_outweighs_the_timer_only_past_the_paths_spread():
     from stitchcuda_lab.verifier.verify import Calibration, quietest_ms
     steady = Calibration(median=12.2, least=12.0)
