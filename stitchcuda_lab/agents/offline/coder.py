@@ -365,7 +365,7 @@ def _dense_variants(pool: list, at: int, t, cur: dict, base: dict[str, dict], wi
                       "torch.compile picks)", nhwc))
     pool[at:at] = first
     if not lib:   # else the rest is its epilogue's kernels' (the caller's knobs)
-        for knob, vals in (("px", (2, 8)), ("cot", (8, 32)), ("block", (256,))):
+        for knob, vals in (("px", (1, 4)), ("cot", (8, 32)), ("block", (256,))):
             pool += [(f"{tid}.{knob}={v}", with_(tid, **{knob: v})) for v in vals
                      if v != cur.get(knob)]
         pool.append((f"{tid} in the library (fusion boundary)", with_(tid, off=True)))

@@ -404,7 +404,7 @@ def test_the_refine_round_first_measures_a_dense_convolution_against_cudnn(setti
     # then cuDNN's channels-last (TF32: it passes where what follows averages its error away)
     assert labels[1].startswith(f"{task.id} convolution in cuDNN channels-last")
     assert found[1][1]["program"] == {"channels_last": True, "both_layouts": True}
-    assert f"{task.id}.px=2" in labels
+    assert f"{task.id}.px=4" in labels and f"{task.id}.px=1" in labels
     after = [label for label, _ in OfflineCoder().variants(
         cuda, plan, {task.id: {**task.params, "conv": "library"}}, 1, None)]
     assert after[0] == f"{task.id} convolution fused again"
