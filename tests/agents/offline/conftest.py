@@ -44,9 +44,16 @@ def run_both(problem, candidate, device: str = "cpu", seed: int = 0):
     torch.manual_seed(42)
     new = mod.ModelNew(*init).to(device)
     inputs = problem.make_inputs(device=device, seed=seed)
-    with torch.no_grad():
-        want = ref(*[x.clone() if torch.is_tensor(x) else x for x in inputs])
-        got = new(*[x.clone() if torch.is_tensor(x) else x for x in inputs])
+    # cuDNN's convolutions in fp32 arithmetic on both sides: by default PyTorch lets them run
+    # on TF32 tensor cores, 3e-4 away from the fp32 result our dense convolution computes (the
+    # Verifier judges that against float64; these tests compare with the reference alone)
+    tf32, torch.backends.cudnn.allow_tf32 = torch.backends.cudnn.allow_tf32, False
+    try:
+        with torch.no_grad():
+            want = ref(*[x.clone() if torch.is_tensor(x) else x for x in inputs])
+            got = new(*[x.clone() if torch.is_tensor(x) else x for x in inputs])
+    finally:
+        torch.backends.cudnn.allow_tf32 = tf32
     return want, got, ref, new
 
 
