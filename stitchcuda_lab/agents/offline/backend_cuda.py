@@ -16,9 +16,10 @@ by several passes is kept on chip: in registers when a thread's share is at most
 MAX_ROW_REGS float4, else in shared memory (``cache``), else re-read (from L2 for rows that fit);
 with one thread per row, in a register array of the row's length (THREAD_ROW_REGS at most).
 
-No fast-math intrinsics but mish's division (its comment says why it holds): expf/tanhf/erff
-are the accurate versions, so results stay within the fp32 1e-4 tolerance. The kernels are memory-bound once loads overlap; the one arithmetic cost
-that showed (IEEE division per element) is avoided by the update forms above and by dividing by
+No fast-math intrinsics but the divisions of sigmoid and mish (their comments say why they
+hold): expf/tanhf/erff are the accurate versions, so results stay within the fp32 1e-4
+tolerance. The kernels are memory-bound once loads overlap; the one arithmetic cost that
+showed (IEEE division per element) is avoided by the update forms above and by dividing by
 constants as a multiply (pointwise.py).
 """
 
@@ -57,7 +58,11 @@ __device__ __forceinline__ float sc_expm1(float x) { return expm1f(x); }
 __device__ __forceinline__ double sc_expm1(double x) { return expm1(x); }
 __device__ __forceinline__ float sc_rsqrt(float x) { return rsqrtf(x); }
 __device__ __forceinline__ double sc_rsqrt(double x) { return rsqrt(x); }
-__device__ __forceinline__ float sc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+// a quotient by 1 + e^-x >= 1 with __fdividef (2 ulps up to 2^126; past it, x < -87.3, 0
+// where the true value is below 1.2e-38), as mish's below
+__device__ __forceinline__ float sc_sigmoid(float x) {
+    return __fdividef(1.0f, 1.0f + expf(-x));
+}
 __device__ __forceinline__ double sc_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 __device__ __forceinline__ float sc_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 __device__ __forceinline__ double sc_softplus(double x) { return x > 20.0 ? x : log1p(exp(x)); }
