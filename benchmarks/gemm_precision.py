@@ -126,6 +126,7 @@ FAR_SHAPES = [
     ("L1 15 square 4096", 1, 4096, 4096, 4096, "rand", None),
     ("q@k^T K=128", 64, 1024, 1024, 128, "randn", None),
     ("qkv K=1024", 1, 16384, 3072, 1024, "linear", None),
+    ("K=512 linear", 1, 16384, 3072, 512, "linear", None),
 ]
 # how the draw is widened (exchange.widen's ways) and whether at a few places only
 FAR_DRAWS = [("get_inputs", None, False), ("-64|-16|-1/16 whole", "-64x|-16x|-x/16", False),

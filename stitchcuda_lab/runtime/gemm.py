@@ -17,13 +17,15 @@ The three products are cuBLAS calls over a K three times longer,
 split kernel. Tensor cores accumulate with truncation, so the error of one accumulation grows
 with its length: for K > CHUNK_K the big products are batched over K-chunks and the cross terms
 go in one call of their own, each writing a partial sum, and a second kernel adds the partial
-sums in fp32 with rounding. The error is then about an fp32 GEMM's or less at K = 8192 and
-about twice it at K = 1024 (benchmarks/gemm_precision.py --far, on the Verifier's own rule).
-cuBLAS is called through ctypes on torch's own handle and current stream with
-``CUBLAS_COMPUTE_32F_FAST_TF32`` for that call only, so no global switch
-(``torch.backends.cuda.matmul``) changes and nothing leaks into other code. Shapes: 2-D ``mm``/``addmm`` and 3-D ``bmm``/``baddbmm`` whose operands are contiguous or
-transposed views of contiguous tensors (``W.t()``, ``k.transpose(-2, -1)``); anything else is made
-contiguous first.
+sums in fp32 with rounding; K <= CHUNK_K is one call over 3K. The error is then about an fp32
+GEMM's or less at K = 8192 and about twice it at K = 1024 (benchmarks/gemm_precision.py --far,
+on the Verifier's own rule; K = 512 not measured yet). The partial sums take (K / CHUNK_K + 1)
+output-sized buffers: 17 at K = 8192. cuBLAS is called through ctypes on torch's own handle
+and current stream with ``CUBLAS_COMPUTE_32F_FAST_TF32`` for that call only, so no global
+switch (``torch.backends.cuda.matmul``) changes and nothing leaks into other code. Shapes: 2-D
+``mm``/``addmm`` and 3-D ``bmm``/``baddbmm`` whose operands are contiguous or transposed views
+of contiguous tensors (``W.t()``, ``k.transpose(-2, -1)``); anything else is made contiguous
+first.
 
 >>> y = gemm.addmm(bias, x, w.t())          # doctest: +SKIP  (CUDA, fp32)
 """

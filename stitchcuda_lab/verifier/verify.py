@@ -1500,7 +1500,9 @@ class Job:
         excess = res["least_extra_ms"] - calibration.least
         rounds, t0 = 1, time.monotonic()
         for wait in (0.0,) * CLOCK_CONFIRM_ROUNDS + CLOCK_RETRY_WAITS_S:
-            if excess <= allowed:
+            # the waits only while the job has time for them and the rounds after them: a
+            # verdict at the deadline would be a timeout, not the disagreement it is
+            if excess <= allowed or (wait and self.deadline - time.monotonic() < 10 * wait + 10):
                 break
             time.sleep(wait)
             excess = min(excess, self.least_disagreement() - calibration.least)
