@@ -1520,6 +1520,15 @@ class Job:
         # And call by call (judged_ms): a lie on most calls is not hidden by one call that
         # tells the truth or returns at once
         ours = counted_ms(reported, res, calibration, kind)
+        if rounds > 1:
+            # the disagreement passed in a later round: the load that made it lengthened the
+            # timed calls too, and the time counted from them would be the load's. Timed
+            # again, the lesser of the two counts: each is the judge's clock less the path and
+            # its allowance, so a timer that lied in either claims nothing by it
+            self.checks_left = CHECKED_CALLS
+            again = self.timed(self.remote_call, self.check_timed)
+            if counted_ms(again["ms"], again, calibration, kind) < ours:
+                res, ours = again, counted_ms(again["ms"], again, calibration, kind)
         trace = traced.get("trace")
         if trace is not None:
             if kind == "cuda":

@@ -355,7 +355,10 @@ or to outlive its job.
   more than the path's cost and a stated slack, and still does on two more rounds of fresh calls
   and on two rounds after waits of 1 and 3 s (a patched timer lies on every call; a busy host
   is not busy on every round: on an H100 host running eight problems, an honest GEMM's calls
-  took 1 ms more than its timer said on three rounds back to back), it is
+  took 1 ms more than its timer said on three rounds back to back; where a later round agrees,
+  the calls are timed again and the lesser of the two counts is the verdict's, each the
+  judge's clock less the path, so a timer that lies until the judge pauses
+  (`candidates/channel_send_rewrite_until_a_pause.py`) claims nothing by it), it is
   `patched_timer`; so is device time beyond 1.5x the timed median in the profiler's traces of
   timed calls (on CUDA: calls made the timed way, one of them checked; a checked call runs in
   deterministic mode, whose cuDNN convolutions can be slower than the timed ones). Device time

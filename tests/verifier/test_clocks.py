@@ -33,6 +33,27 @@ def test_a_timer_that_claims_two_percent_gets_no_faster_time(module_worker, fast
     assert liar.timings["ours"] > 3 * liar.timings["ours_wall"], liar.timings
 
 
+PAUSE = (ADV / "candidates" / "channel_send_rewrite_until_a_pause.py").read_text()
+
+
+def test_a_timer_that_lies_until_the_judge_waits_gets_no_faster_time(module_worker,
+                                                                     fast_options):
+    """The judge waits before its last rounds for load to pass (CLOCK_RETRY_WAITS_S); a timer
+    that lies until it sees that pause, then tells the truth, is let through, timed by the
+    judge's clock (on its first round's calls, or on the calls timed again after the pause,
+    where it tells the truth): about its honest twin's time, not the 2% it claimed."""
+    liar = module_worker.verify(SMALL, PAUSE, replaced=None, options=fast_options, timeout=120)
+    if liar.status == "rejected":
+        assert liar.reason.startswith("patched_timer"), liar.reason
+        return
+    assert liar.status == "pass", liar.reason
+    twin = PAUSE.replace("\nchannel.send = send\n", "\n")
+    assert "channel.send = send" not in twin
+    honest = module_worker.verify(SMALL, twin, replaced=None, options=fast_options, timeout=120)
+    assert honest.status == "pass", honest.reason
+    assert liar.timings["ours"] > 0.5 * honest.timings["ours"], (liar.timings, honest.timings)
+
+
 AHEAD = (ADV / "candidates" / "precompute_in_randn.py").read_text()
 
 
@@ -139,7 +160,8 @@ def test_the_path_is_calibrated_in_rounds_no_longer_than_the_timed_calls(tmp_pat
     assert kept == {False}   # never checked, so never copied out of the arena (CUDA)
 
 
-def _clock_job(tmp_path, monkeypatch, excess_per_round: list[float], left_s: float = 600):
+def _clock_job(tmp_path, monkeypatch, excess_per_round: list[float], left_s: float = 600,
+               timed_again: tuple = ()):
     """A CPU job whose timed calls show the judge's clock ``excess_per_round[i]`` ms per call
     past the timer's report in round i (0: the timed calls, then each confirming round), and
     the waits it slept between rounds."""
@@ -149,10 +171,13 @@ def _clock_job(tmp_path, monkeypatch, excess_per_round: list[float], left_s: flo
     job = verify.Job({"options": opts.to_dict(), "problem_source": WIDE_OUT},
                      verify.WorkerState("cpu", tmp_path), time.monotonic() + left_s)
     rounds = iter(excess_per_round)
-    first = next(rounds)
-    monkeypatch.setattr(job, "timed", lambda call, check: {
-        "ms": 1.0, "least_extra_ms": 2.0 + first, "least_seen_ms": 3.0 + first,
-        "wall_ms": 1.0, "calls": [(1.0, 2.0 + first)] * 5})
+    timings = [next(rounds), *timed_again]
+
+    def timed(call, check):   # the timed calls, then (timed_again) the calls timed again
+        e = timings.pop(0)
+        return {"ms": 1.0, "least_extra_ms": 2.0 + e, "least_seen_ms": 3.0 + e,
+                "wall_ms": 1.0, "calls": [(1.0, 2.0 + e)] * 5}
+    monkeypatch.setattr(job, "timed", timed)
     monkeypatch.setattr(job, "least_disagreement", lambda: 2.0 + next(rounds))
     slept: list[float] = []
     monkeypatch.setattr(verify.time, "sleep", slept.append)
@@ -164,12 +189,22 @@ def test_a_disagreement_that_passes_within_the_waits_is_no_patched_timer(tmp_pat
     eight problems side by side: an honest GEMM 1 ms over its timer on three rounds) is
     waited out: a round after the waits agrees, and the candidate is timed, not rejected."""
     from stitchcuda_lab.verifier import verify
-    job, slept = _clock_job(tmp_path, monkeypatch, [9.0, 9.0, 9.0, 0.0])
+    job, slept = _clock_job(tmp_path, monkeypatch, [9.0, 9.0, 9.0, 0.0], timed_again=(9.0,))
     timings = job.time_candidate({}, verify.Calibration(median=2.0, least=2.0))
     assert slept == [0.0, 0.0, verify.CLOCK_RETRY_WAITS_S[0]]
     # let through, it is timed by the judge's clock on its calls (11 ms over a 2 ms path,
     # less the path's allowance), not by its timer's 1 ms
     assert timings["ours"] > 5.0, timings
+
+
+def test_calls_timed_under_the_load_that_passed_are_timed_again(tmp_path, monkeypatch):
+    """The load that lengthened the disagreement lengthened the timed calls too: once a later
+    round agrees, the calls are timed again and the lesser count is the verdict's (here the
+    timer's 1 ms, which the judge's clock now agrees with, not the loaded round's 7-10 ms)."""
+    from stitchcuda_lab.verifier import verify
+    job, slept = _clock_job(tmp_path, monkeypatch, [9.0, 9.0, 9.0, 0.0], timed_again=(0.0,))
+    timings = job.time_candidate({}, verify.Calibration(median=2.0, least=2.0))
+    assert timings["ours"] == pytest.approx(1.0), timings
 
 
 def test_a_timer_that_lies_in_every_round_is_rejected_after_the_waits(tmp_path, monkeypatch):
