@@ -291,7 +291,12 @@ or to outlive its job.
   (`timed_output_mismatch`), and the last round checks one even where the spread checks were
   spent (`candidates/timed_calls_cheat_once_checks_are_spent.py` slows its first round so the
   checks go early, then answers empty; the spread and the widened draws catch it before this
-  rule is needed). With the CUDA arena (below) the sandbox is not told which calls were picked (the
+  rule is needed). The rounds the checks are spread over are those the judge expects from the
+  trial floor (and on CUDA from the time budget, counted in reported times, up to MAX_TRIALS
+  calls): expected from the reported times on the CPU too, a claim of 0.001 ms a call made
+  5000 rounds, one check each, and a candidate that skipped the work on 12 of its first
+  round's 20 calls passed at 87x in one job in five
+  (`candidates/timed_calls_skipped_behind_a_zero_claim.py`, found by a red team). With the CUDA arena (below) the sandbox is not told which calls were picked (the
   judge checks its own copies), nor, for the profiled calls, which one will be (picked before
   they run; only its copies kept). On the CPU what is checked is what the call returned: the judge
   reads each timed call's outputs out of the candidate's memory as the call answers (where it

@@ -228,6 +228,23 @@ def test_no_wait_for_load_to_pass_once_the_job_is_near_its_deadline(tmp_path, mo
     assert f"quietest of {1 + verify.CLOCK_CONFIRM_ROUNDS} rounds" in e.value.detail
 
 
+def test_the_rounds_left_come_from_the_trial_floor_on_the_cpu_whatever_the_claim(tmp_path):
+    """The checks are spread over the rounds the judge expects (check_timed): on the CPU the
+    timing ends at the trial floor, so a candidate claiming 0.001 ms a call expects no more
+    rounds than an honest one (it made 5000 of them: one check a round). On CUDA the time
+    budget counts in reported times, capped at MAX_TRIALS calls."""
+    from stitchcuda_lab.verifier import verify
+    from stitchcuda_lab.verifier.options import VerifyOptions
+    opts = VerifyOptions(trials=1, timing_trials=20, warmup=1, compile_modes="", profile=False)
+    job = verify.Job({"options": opts.to_dict(), "problem_source": WIDE_OUT},
+                     verify.WorkerState("cpu", tmp_path), time.monotonic() + 60)
+    assert job.calls_left([0.001] * 17) == 3
+    assert job.calls_left([0.001] * 25) == 0
+    job.device = "cuda"
+    assert job.calls_left([0.001] * 17) == verify.MAX_TRIALS - 17
+    assert job.calls_left([1000.0] * 17) == 3
+
+
 def test_the_quietest_call_outweighs_the_timer_only_past_the_paths_spread():
     from stitchcuda_lab.verifier.verify import Calibration, quietest_ms
     steady = Calibration(median=12.2, least=12.0)
