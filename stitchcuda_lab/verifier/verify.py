@@ -1533,13 +1533,13 @@ class Job:
         ours = counted_ms(reported, res, calibration, kind)
         if rounds > 1:
             # the disagreement passed in a later round: the load that made it lengthened the
-            # timed calls too, and the time counted from them would be the load's. Timed
-            # again, the lesser of the two counts: each is the judge's clock less the path and
-            # its allowance, so a timer that lied in either claims nothing by it
+            # timed calls too, and the time counted from them would be the load's. The calls
+            # timed again count instead (not the lesser of the two: a red team's timer that
+            # lied in both timings got the better of two draws of the noise); either count is
+            # the judge's clock less the path and its allowance, so a lie claims nothing
             self.checks_left = CHECKED_CALLS
-            again = self.timed(self.remote_call, self.check_timed)
-            if counted_ms(again["ms"], again, calibration, kind) < ours:
-                res, ours = again, counted_ms(again["ms"], again, calibration, kind)
+            res = self.timed(self.remote_call, self.check_timed)
+            ours = counted_ms(res["ms"], res, calibration, kind)
         trace = traced.get("trace")
         if trace is not None:
             if kind == "cuda":

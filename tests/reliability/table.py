@@ -361,8 +361,9 @@ or to outlive its job.
   and on two rounds after waits of 1 and 3 s (a patched timer lies on every call; a busy host
   is not busy on every round: on an H100 host running eight problems, an honest GEMM's calls
   took 1 ms more than its timer said on three rounds back to back; where a later round agrees,
-  the calls are timed again and the lesser of the two counts is the verdict's, each the
-  judge's clock less the path, so a timer that lies until the judge pauses
+  the calls are timed again and theirs is the verdict's count, the judge's clock less the path
+  as the first's is (the lesser of the two let a red team's timer that lied in both timings
+  take the better of two draws of the noise), so a timer that lies until the judge pauses
   (`candidates/channel_send_rewrite_until_a_pause.py`) claims nothing by it), it is
   `patched_timer`; so is device time beyond 1.5x the timed median in the profiler's traces of
   timed calls (on CUDA: calls made the timed way, one of them checked; a checked call runs in

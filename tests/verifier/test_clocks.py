@@ -199,7 +199,7 @@ def test_a_disagreement_that_passes_within_the_waits_is_no_patched_timer(tmp_pat
 
 def test_calls_timed_under_the_load_that_passed_are_timed_again(tmp_path, monkeypatch):
     """The load that lengthened the disagreement lengthened the timed calls too: once a later
-    round agrees, the calls are timed again and the lesser count is the verdict's (here the
+    round agrees, the calls are timed again and theirs is the verdict's count (here the
     timer's 1 ms, which the judge's clock now agrees with, not the loaded round's 7-10 ms)."""
     from stitchcuda_lab.verifier import verify
     job, slept = _clock_job(tmp_path, monkeypatch, [9.0, 9.0, 9.0, 0.0], timed_again=(0.0,))
