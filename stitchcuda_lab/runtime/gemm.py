@@ -262,8 +262,7 @@ def _gemm(a, b, c, beta: float, alpha: float, compute: int, split: bool = True):
     parts = torch.empty((big + 1, m, n), dtype=torch.float32, device=a.device)
     for i in range(nb):
         ai, bi = a3[i:i + 1], b3[i:i + 1]
-        if full:
-            _call(ai, bi, parts[:full], m, n, kc, 1.0, 0.0, compute, chunk=kc, batch=full)
+        _call(ai, bi, parts[:full], m, n, kc, 1.0, 0.0, compute, chunk=kc, batch=full)
         if rest:
             _call(ai[:, :, full * kc:k], bi[:, full * kc:k, :], parts[full:big], m, n, rest,
                   1.0, 0.0, compute)

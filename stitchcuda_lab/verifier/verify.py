@@ -1513,7 +1513,8 @@ class Job:
         for wait in (0.0,) * CLOCK_CONFIRM_ROUNDS + CLOCK_RETRY_WAITS_S:
             # the waits only while the job has time for them and the rounds after them: a
             # verdict at the deadline would be a timeout, not the disagreement it is
-            if excess <= allowed or (wait and self.deadline - time.monotonic() < 10 * wait + 10):
+            near_end = self.deadline - time.monotonic() < 10 * wait + 10
+            if excess <= allowed or (wait and near_end):
                 break
             time.sleep(wait)
             excess = min(excess, self.least_disagreement() - calibration.least)
@@ -1530,7 +1531,6 @@ class Job:
         # draw) in some calls, and must not make an honest candidate slower than its timer.
         # And call by call (judged_ms): a lie on most calls is not hidden by one call that
         # tells the truth or returns at once
-        ours = counted_ms(reported, res, calibration, kind)
         if rounds > 1:
             # the disagreement passed in a later round: the load that made it lengthened the
             # timed calls too, and the time counted from them would be the load's. The calls
@@ -1539,7 +1539,7 @@ class Job:
             # the judge's clock less the path and its allowance, so a lie claims nothing
             self.checks_left = CHECKED_CALLS
             res = self.timed(self.remote_call, self.check_timed)
-            ours = counted_ms(res["ms"], res, calibration, kind)
+        ours = counted_ms(res["ms"], res, calibration, kind)
         trace = traced.get("trace")
         if trace is not None:
             if kind == "cuda":

@@ -343,8 +343,9 @@ def _tensor_core_tasks(plan: Plan, graph: Graph, settings: Settings, tid: int,
             id=f"t{tid}", kind="tensor_core_gemm", ops=ops,
             targets=sorted({graph.node(x).target for x in ops}), share=share(ops),
             technique="3xTF32 split on tensor cores: each fp32 operand = TF32 big part + fp32 "
-                      "remainder; three TF32 products with fp32 partial sums over K-chunks "
-                      "of 1024 (runtime.gemm; error about twice an fp32 GEMM's)"
+                      "remainder; three TF32 products with fp32 partial sums, the big products "
+                      "in K-chunks and the cross terms apart (runtime.gemm; about an fp32 "
+                      "GEMM's error at K = 8192, twice it at K = 1024)"
                       + ("; first in fp32 cuBLAS, the split timed in the refine round"
                          if off else ""),
             reason=f"{len(ops)} fp32 GEMM(s), {flops / 1e9:.0f} GFLOP: without TF32 they "

@@ -363,9 +363,9 @@ class _Pool:
         ``p_co0 + p_cc``, ``p_oh``, ``p_ow0 + p_p``), not from the flat index: a bias read
         per channel was a division and a remainder per output (64 a thread), and by the
         coordinates it is one load per channel, hoisted out of the row's outputs."""
-        dims = self.spec.dims
-        if all(a == b or d == 1 for a, b, d in zip(o.strides, contiguous_strides(dims), dims)):
+        if self._at_out(o) == "p_i":   # laid out as the output: its flat index
             return "p_i"
+        dims = self.spec.dims
         coords = ["p_n", "(p_co0 + p_cc)", "p_oh", "(p_ow0 + p_p)"]
         terms = [c if st == 1 else f"({self.it}){c} * {st}{self.sf}"
                  for c, st, d in zip(coords, o.strides, dims) if st and d > 1]
