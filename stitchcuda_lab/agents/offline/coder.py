@@ -67,9 +67,19 @@ class OfflineCoder:
             # label says so rather than "planner defaults"
             set_ = [f"{t.id} " + ", ".join(f"{k}={v}" for k, v in sorted(t.params.items()))
                     for t in plan.tasks if t.params and t.status not in ("skipped", "failed")]
-            return [self.candidate(problem, graph, plan, {}, iteration=iteration,
+            first = self.candidate(problem, graph, plan, {}, iteration=iteration,
                                    **({"variant": "the plan's params: " + "; ".join(set_)}
-                                      if set_ else {}))]
+                                      if set_ else {}))
+            # a deep model's own forward through a CUDA graph is verified beside it from the
+            # start: where a hundred TF32 convolutions or training-mode batch norms make the
+            # result hang on every rounding, nothing else passes, and a bench that cuts the
+            # refine round short (ResNet101: cut while verifying its first variant) never
+            # reached it. It builds nothing, so it costs one verification.
+            if not _as_is_worth_a_verdict(graph, plan):
+                return [first]
+            as_is = self.candidate(problem, graph, plan, {PROGRAM: {AS_IS: True}},
+                                   iteration=iteration, variant=AS_IS_LABEL)
+            return [first] + ([as_is] if as_is.digest() != first.digest() else [])
         if hand_edited(previous):   # keep the person's code; vary only what merges around it
             found, note = refine_hand_edit(self, problem, graph, plan, previous, iteration,
                                            feedback)
@@ -210,12 +220,7 @@ class OfflineCoder:
                                   "through a CUDA graph: it has no kernel of its own to vary")
                 return []
             base = {}   # it failed (a graph the forward does not allow): the planner's program
-        launches = graph.eager_launches or sum(1 for n in graph.calls()
-                                               if n.op_class != "data_movement")
-        # not where the forward draws random numbers: a graph's replays draw other numbers
-        # than eager's calls from the same seed
-        as_is = lang == "cuda" and launches >= AS_IS_LAUNCHES and not any(
-            draws_random(n) for n in graph.calls())
+        as_is = _as_is_worth_a_verdict(graph, plan)
         as_is_variant = {PROGRAM: {AS_IS: True}}
         ktasks = sorted((t for t in plan.tasks if t.kind in KERNEL_TASKS
                          and t.status not in ("skipped", "failed")),
@@ -257,6 +262,7 @@ class OfflineCoder:
         pool: list[tuple[str, dict]] = []
         if as_is:   # a deep model: is the graph alone worth more than the fusions?
             pool.append((AS_IS_LABEL, as_is_variant))
+        first = len(pool)   # what the knobs known to pay most go before (not the graph above)
         # torch.compile's NHWC where the best is NCHW, PyTorch's NCHW where the best took NHWC
         if flip:
             pool.append(("convolutions NCHW (PyTorch's layout)" if cl else
@@ -270,7 +276,7 @@ class OfflineCoder:
         # kernel's knob; a plain one may run in exact fp32 NCHW, where channels-last picks
         # TF32 kernels and fails the check
         head = len(pool) if flip and all(_transposed(g, c)
-                                         for c in channels_last_convs(g, library)) else 0
+                                         for c in channels_last_convs(g, library)) else first
         dense_at = head
         for t in tc:   # does the split pay here? (measured, not assumed)
             off = bool({**t.params, **base.get(t.id, {})}.get("off"))
@@ -370,6 +376,17 @@ def _dense_variants(pool: list, at: int, t, cur: dict, base: dict[str, dict], wi
                      if v != cur.get(knob)]
         pool.append((f"{tid} in the library (fusion boundary)", with_(tid, off=True)))
     return at + len(first)
+
+
+def _as_is_worth_a_verdict(graph: Graph, plan: Plan) -> bool:
+    """Whether the problem's own forward replayed through a CUDA graph (``AS_IS``) is a
+    candidate: on the GPU, for a deep model (``AS_IS_LAUNCHES`` eager kernels or more), and not
+    where the forward draws random numbers (a graph's replays draw other numbers than eager's
+    calls from the same seed)."""
+    launches = graph.eager_launches or sum(1 for n in graph.calls()
+                                           if n.op_class != "data_movement")
+    return plan.device == "cuda" and launches >= AS_IS_LAUNCHES and not any(
+        draws_random(n) for n in graph.calls())
 
 
 def _unchanged(problem: Problem, graph: Graph, notes: list[str], cuda_graph: bool,

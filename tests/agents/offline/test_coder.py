@@ -702,7 +702,12 @@ def test_a_deep_forward_on_the_gpu_is_also_tried_as_its_own_ops_in_a_cuda_graph(
     assert failed[0][0].startswith("every op in PyTorch") and failed[0][1] == {PROGRAM: {AS_IS: True}}
     passed = coder.variants(graph, plan, dict(first.params["tasks"]), 1,
                             Verdict(status="pass", timings={"ours": 1.0, "eager": 1.2}))
-    assert any(p == {PROGRAM: {AS_IS: True}} for _, p in passed)
+    assert passed[0][1] == {PROGRAM: {AS_IS: True}}
+    # and beside the planner's program from the first iteration: a bench that cuts the refine
+    # round short must not have left it untried
+    both = coder.code(MANY_LAUNCHES, graph, plan, settings, iteration=0)
+    assert [c.params["tasks"].get(PROGRAM, {}).get(AS_IS, False) for c in both] == [False, True]
+    assert both[1].params["variant"].startswith("every op in PyTorch")
     as_is = coder.candidate(MANY_LAUNCHES, graph, plan, {PROGRAM: {AS_IS: True}}, iteration=1)
     assert not as_is.kernels and not as_is.replaced and as_is.params["cuda_graph"] is True
     assert "_graphed(self, super().forward, args)" in as_is.program
@@ -715,6 +720,7 @@ def test_a_deep_forward_on_the_gpu_is_also_tried_as_its_own_ops_in_a_cuda_graph(
     assert again and all(not c.params["tasks"].get(PROGRAM, {}).get(AS_IS) for c in again)
     # on the CPU (no graph to gain) and for a short forward, no such variant
     plan.device = "cpu"
+    assert len(coder.code(MANY_LAUNCHES, graph, plan, settings, iteration=0)) == 1
     assert all(AS_IS not in p.get(PROGRAM, {}) for _, p in coder.variants(
         graph, plan, dict(first.params["tasks"]), 1, Verdict(status="incorrect")))
     noisy = make_problem("""
@@ -745,6 +751,34 @@ def test_a_deep_forward_on_the_gpu_is_also_tried_as_its_own_ops_in_a_cuda_graph(
     p2.device = "cuda"
     assert all(AS_IS not in p.get(PROGRAM, {}) for _, p in coder.variants(
         g2, p2, dict(c2.params["tasks"]), 1, Verdict(status="incorrect")))
+
+
+def test_a_deep_forwards_cuda_graph_goes_before_the_knobs_that_pay_most(settings):
+    """The knobs put at the head of the refine pool (a row kept in registers) go after the
+    problem's own forward in a CUDA graph, not before it: with a hundred row kernels
+    (ResNet101's batch norms) they filled the four slots of the first refine round and the
+    graph came twelfth."""
+    from stitchcuda_lab.agents.offline.coder import AS_IS, PROGRAM
+    deep = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                for _ in range(24):
+                    x = F.layer_norm(x, (4096,)) * 1.01 + x
+                return x
+        def get_inputs():
+            return [torch.randn(32, 4096)]
+        def get_init_inputs():
+            return []
+    """, name="deep_norms")
+    graph = dataclasses.replace(analyse(deep, device="cpu", profile=False, settings=settings),
+                                device="cuda")
+    plan = OfflinePlanner().plan(deep, graph, settings)
+    first = OfflineCoder().code(deep, graph, plan, settings, iteration=0)[0]
+    assert any(p.get("cache") for p in first.params["tasks"].values())   # a knob put first
+    labels = OfflineCoder().variants(graph, plan, dict(first.params["tasks"]), 1,
+                                     Verdict(status="pass", timings={"ours": 1.0, "eager": 1.2}))
+    assert labels[0][1] == {PROGRAM: {AS_IS: True}}
+    assert ".cache=" in labels[1][0]
 
 
 @pytest.mark.parametrize("conv,flip_first", [("nn.ConvTranspose2d(4, 8, 3, stride=2)", True),
