@@ -215,6 +215,7 @@ class _Source:
                                 and x.value.id == "SOURCES" and isinstance(x.slice, ast.Name)
                                 and x.slice.id == gen.target.id for x in ast.walk(n)):
                         self.loaded.add("*")
+        self.loaded |= _grouped_loads(nodes)
         self.assigned = {t.id for n in nodes if isinstance(n, ast.Assign) for t in n.targets
                          if isinstance(t, ast.Name)}
 
@@ -224,6 +225,31 @@ class _Source:
         if root is None:
             return []
         return [_dotted(n.func) for n in ast.walk(root) if isinstance(n, ast.Call)]
+
+
+def _grouped_loads(nodes: list[ast.AST]) -> set[str]:
+    """The kernels a program loads through ``runtime.load_group(SOURCES, group, ...)``: the
+    names in ``group`` where it is a literal list, or a loop variable over a literal list of
+    lists assigned to a name (the offline coder's ``_GROUPS``)."""
+    lists = {t.id: n.value for n in nodes if isinstance(n, ast.Assign)
+             for t in n.targets if isinstance(t, ast.Name)}
+    loops = {g.target.id: g.iter.id for n in nodes
+             if isinstance(n, (ast.DictComp, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.For))
+             for g in (n.generators if not isinstance(n, ast.For) else [n])
+             if isinstance(g.target, ast.Name) and isinstance(g.iter, ast.Name)}
+    out: set[str] = set()
+    for n in nodes:
+        if not (isinstance(n, ast.Call) and _dotted(n.func).endswith("load_group")
+                and len(n.args) >= 2 and isinstance(n.args[0], ast.Name)
+                and n.args[0].id == "SOURCES"):
+            continue
+        group = n.args[1]
+        if isinstance(group, ast.Name) and group.id in loops:
+            group = lists.get(loops[group.id], group)
+        if isinstance(group, (ast.List, ast.Tuple)):
+            out |= {c.value for c in ast.walk(group)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+    return out
 
 
 def _dotted(node: ast.AST) -> str:

@@ -14,7 +14,7 @@ cache (cache.py) and fp32-accurate GEMMs on tensor cores (gemm.py). The Verifier
 
 from ..errors import BuildError
 from . import gemm
-from .kernels import CModule, CudaModule, clear_loaded, f64, i32, load, sm_count
+from .kernels import CModule, CudaModule, clear_loaded, f64, i32, load, load_group, sm_count
 
-__all__ = ["load", "i32", "f64", "sm_count", "CModule", "CudaModule", "clear_loaded",
+__all__ = ["load", "load_group", "i32", "f64", "sm_count", "CModule", "CudaModule", "clear_loaded",
            "BuildError", "gemm"]

@@ -15,18 +15,19 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Sequence
 
-from ..errors import UsageError
+from ..errors import BuildError, UsageError
 from . import build
 from .cache import KernelCache
 
-__all__ = ["load", "i32", "f64", "sm_count", "CModule", "CudaModule", "clear_loaded",
-           "build_cached", "use_builder"]
+__all__ = ["load", "load_group", "i32", "f64", "sm_count", "CModule", "CudaModule",
+           "clear_loaded", "build_cached", "use_builder"]
 
 _LOADED: dict[tuple[Any, ...], CModule | CudaModule] = {}   # cache key -> loaded module (one build per process and key)
 _LOCK = threading.Lock()
@@ -66,6 +67,39 @@ def load(source: str, lang: str = "cuda", name: str = "kernel", *,
                                    if device is None
                                    else CudaModule(name, Path(path).read_bytes(), device))
         return _LOADED[loaded_key]
+
+
+# A block every kernel of the offline coder carries (its helpers), guarded so that several
+# kernels may share one translation unit: ``#ifndef SC_X`` / ``#define SC_X`` ... ``#endif``
+_GUARDED = re.compile(r"^#ifndef (SC_\w+)\n#define \1\n.*?^#endif\b", re.M | re.S)
+
+
+def load_group(sources: dict[str, str], names: Sequence[str], lang: str = "cuda",
+               name: str | None = None) -> dict[str, CModule | CudaModule]:
+    """Kernels ``names`` of ``sources`` (one exported function each, named as its key) built as
+    one module, and each name's module: a program of a hundred kernels (a deep model's fused
+    layers) asks for a few builds, not a hundred. Their guarded blocks (``#ifndef SC_X``) are
+    compiled once, from the first kernel that has each: a kernel whose copy of a block differs
+    (a person edited it) is built alone, so the edit is what runs; and if the group does not
+    build (two kernels define the same helper), each kernel is built alone, whose error then
+    names it."""
+    seen: dict[str, str] = {}
+    together = []
+    for n in names:
+        blocks = {m.group(1): m.group(0) for m in _GUARDED.finditer(sources[n])}
+        if all(seen.setdefault(k, v) == v for k, v in blocks.items()):
+            together.append(n)
+    out: dict[str, CModule | CudaModule] = {}
+    if len(together) > 1:
+        try:
+            mod = load("\n".join(sources[n] for n in together), lang, name or together[0])
+            out.update((n, mod) for n in together)
+        except BuildError:
+            pass
+    for n in names:
+        if n not in out:
+            out[n] = load(sources[n], lang, n)
+    return out
 
 
 def build_cached(lang: str, source: str, name: str, flags: tuple[str, ...], arch: str, *,

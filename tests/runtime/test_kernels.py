@@ -236,3 +236,50 @@ void act(const float* restrict x, float* restrict y, int64_t n) {
     mod.call("act", x, y, x.numel())
     want = torch.tanh(x) * torch.exp(-x * x) + torch.erf(x) - torch.log1p(x.abs())
     torch.testing.assert_close(y, want, atol=2e-6, rtol=2e-6)
+
+
+def _guarded(scale: str, name: str) -> str:
+    """A kernel as the offline coder writes one: a guarded block of helpers, then itself."""
+    return (f"#ifndef SC_C_PRELUDE\n#define SC_C_PRELUDE\n#include <stdint.h>\n"
+            f"static inline float sc_scale(float v) {{ return v * {scale}; }}\n#endif\n"
+            f"void {name}(const float* x, float* y, int64_t n) {{\n"
+            f"    for (int64_t i = 0; i < n; ++i) y[i] = sc_scale(x[i]);\n}}\n")
+
+
+def test_a_group_of_kernels_is_one_build_with_their_shared_helpers_once():
+    sources = {f"k{i}": _guarded("2.0f", f"k{i}") for i in range(3)}
+    mods = runtime.load_group(sources, list(sources), lang="c")
+    assert len({id(m) for m in mods.values()}) == 1     # one module: one build
+    x = torch.arange(4.0)
+    for name, mod in mods.items():
+        y = torch.empty(4)
+        mod.call(name, x, y, 4)
+        assert y.tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+def test_a_kernel_whose_helpers_were_edited_is_built_alone_and_runs_its_edit():
+    sources = {"k0": _guarded("2.0f", "k0"), "k1": _guarded("3.0f", "k1"),
+               "k2": _guarded("2.0f", "k2")}
+    mods = runtime.load_group(sources, list(sources), lang="c")
+    assert mods["k0"] is mods["k2"] and mods["k1"] is not mods["k0"]
+    x, y = torch.ones(2), torch.empty(2)
+    mods["k1"].call("k1", x, y, 2)
+    assert y.tolist() == [3.0, 3.0]      # its own helper, not the group's
+
+
+def test_a_group_that_does_not_build_together_builds_each_kernel_alone():
+    # the same helper unguarded in both: one translation unit refuses it, each alone is fine
+    plain = ("#include <stdint.h>\nstatic float twice(float v) { return 2.0f * v; }\n"
+             "void NAME(const float* x, float* y, int64_t n) "
+             "{ for (int64_t i = 0; i < n; ++i) y[i] = twice(x[i]); }\n")
+    sources = {n: plain.replace("NAME", n) for n in ("a", "b")}
+    mods = runtime.load_group(sources, list(sources), lang="c")
+    assert mods["a"] is not mods["b"]
+    y = torch.empty(1)
+    mods["b"].call("b", torch.ones(1), y, 1)
+    assert y.tolist() == [2.0]
+    # a kernel that does not build alone either names itself
+    sources["b"] = sources["b"].replace("twice(x[i])", "undefined_name")
+    with pytest.raises(BuildError) as e:
+        runtime.load_group(sources, list(sources), lang="c")
+    assert "b.c:" in e.value.log

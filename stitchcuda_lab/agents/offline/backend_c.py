@@ -44,7 +44,9 @@ C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16",
 # The log tests `x >= 0` for "negative or NaN": GCC 12 leaves a loop with `x < 0 || x != x`
 # (an `||` between two masks) scalar. Comments in the prelude stay on one line each: a person
 # editing a kernel may append to any line.
-PRELUDE = r"""#include <float.h>
+PRELUDE = r"""#ifndef SC_C_PRELUDE
+#define SC_C_PRELUDE
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -171,6 +173,7 @@ static inline double sc_sigmoidd(double x) { return 1.0 / (1.0 + exp(-x)); }
 #define sc_maximum(a, b) _Generic((a) + (b), float: sc_maximumf, default: sc_maximumd)(a, b)
 #define sc_minimum(a, b) _Generic((a) + (b), float: sc_minimumf, default: sc_minimumd)(a, b)
 #include <tgmath.h>
+#endif
 """
 
 

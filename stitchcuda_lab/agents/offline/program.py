@@ -169,6 +169,13 @@ def render(graph: Graph, problem_source: str, problem_name: str, calls: list[Ker
     return "\n".join(lines) + "\n"
 
 
+# Kernels a program builds one by one, at most; past that they share builds. The Verifier
+# builds at most 64 for one candidate (verify.JOB_BUILDS), and each build has a fixed cost (the
+# compiler's start, the helpers' parse): ResNet101's 103 fused layers, one build each, were
+# refused at the 65th.
+MODULES = 32
+
+
 def _module_head(problem_source: str, problem_name: str, calls: list[KernelCall], lang: str,
                  cuda_graph: bool, notes: list[str]) -> list[str]:
     """Docstring, imports, the problem's namespace, the kernels, their grids and helpers."""
@@ -183,7 +190,16 @@ def _module_head(problem_source: str, problem_name: str, calls: list[KernelCall]
               '    exec(compile(_PROBLEM_SOURCE, "<problem>", "exec"), ns)',
               "    return ns", "", "",
               "_NS = _problem_namespace()"]
-    if calls:
+    if len(calls) > MODULES:
+        # consecutive kernels share a build (``runtime.load_group``), at most MODULES builds
+        size = -(-len(calls) // MODULES)
+        groups = [[c.spec.name for c in calls[i:i + size]] for i in range(0, len(calls), size)]
+        lines.append("_GROUPS = [")
+        lines += [f"    {g!r}," for g in groups]
+        lines.append("]")
+        lines.append("_K = {name: mod for group in _GROUPS for name, mod in runtime.load_group("
+                     "SOURCES, group, lang=LANGS[group[0]]).items()}")
+    elif calls:
         lines.append("_K = {name: runtime.load(SOURCES[name], lang=LANGS[name], name=name) "
                      "for name in SOURCES}")
     if lang == "cuda" and calls:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import pytest
 import torch
@@ -810,3 +811,39 @@ def test_a_transposed_convolutions_other_layout_is_refined_before_a_kernels_row_
     flip = next(i for i, v in enumerate(labels) if v.startswith("convolutions "))
     cache = next(i for i, v in enumerate(labels) if ".cache=" in v)
     assert (flip < cache) is flip_first, labels
+
+
+TWO_EPILOGUES = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(32, 32), nn.Linear(32, 32)
+        def forward(self, x):
+            x = torch.relu(F.layer_norm(self.a(x), (32,)))
+            return torch.sigmoid(F.layer_norm(self.b(x), (32,)) * 2)
+    def get_inputs():
+        return [torch.randn(16, 32)]
+    def get_init_inputs():
+        return []
+""", name="two_epilogues")
+
+
+def test_a_program_of_many_kernels_builds_them_in_groups(settings, monkeypatch):
+    """Past ``program.MODULES`` kernels a program loads them in shared builds
+    (``runtime.load_group``): ResNet101's 103 fused layers, one build each, ran into the
+    Verifier's limit of 64 builds a candidate. The person still reads and edits one source per
+    kernel, and the rubric still sees every kernel loaded."""
+    from stitchcuda_lab.agents import rubric
+    from stitchcuda_lab.agents.offline import program
+    _, _, alone = generate(TWO_EPILOGUES, settings)
+    assert len(alone.kernels) == 2 and "_GROUPS" not in alone.program
+    monkeypatch.setattr(program, "MODULES", 1)
+    _, _, cand = generate(TWO_EPILOGUES, settings)
+    assert [k.code for k in cand.kernels] == [k.code for k in alone.kernels]
+    assert "runtime.load_group(SOURCES, group" in cand.program
+    want, got, _, new = run_both(TWO_EPILOGUES, cand)
+    assert_close(got, want)
+    mod = sys.modules[type(new).__module__]
+    assert len({id(m) for m in mod._K.values()}) == 1 and set(mod._K) == {
+        k.name for k in cand.kernels}
+    assert rubric._Source(cand.module_source()).loaded >= {k.name for k in cand.kernels}
