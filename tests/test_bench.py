@@ -140,11 +140,21 @@ def test_summary_by_suite_counts_what_the_yardstick_asks():
     l1, l3 = s["suites"]["level1"], s["suites"]["level3"]
     assert (l1["problems"], l1["faster_than_compile"], l1["slower_than_eager"]) == (3, 1, 1)
     assert math.isclose(l3["geomean_vs_best_compile"], (0.5 * (1 / 0.99) * 2) ** (1 / 4))
-    assert (l1["own_kernel"], l3["own_kernel"]) == (3, 2)   # not those that keep every op
+    # not those that keep every op, a CUDA graph over them included (3_f: counted apart)
+    assert (l1["own_kernel"], l3["own_kernel"], l3["graph_only"]) == (3, 1, 1)
     md = bench.markdown({"environment": {}, "modes": "default", "command": "x", "rows": rows,
                          "summary": s, "complete": False})
     assert "## level1" in md and "## level3" in md and "partial" in md
     assert "| 1_d.py |" in md and "81% BW" in md
+    assert "| 3_f.py | pass (PyTorch's own ops in a CUDA graph) |" in md
+    assert "(4 with a kernel of ours, 1 with PyTorch's own ops in a CUDA graph)" in md
+    # a row that says what its best candidate was goes by that, not by its plan's tasks
+    graphed = [row("1_h.py", "level3", 4.0, 3.0, 1.0, tasks=[{"kind": "gemm_epilogue"}],
+                   kernel_of_ours=False, cuda_graph=True),
+               row("2_i.py", "level3", 4.0, 3.0, 1.0, tasks=[{"kind": "keep"}],
+                   kernel_of_ours=True, cuda_graph=False)]
+    g = bench.summarise(graphed)
+    assert (g["own_kernel"], g["graph_only"]) == (1, 1)
 
 
 def test_budget_spent_marks_the_rest_not_run(tmp_path):
