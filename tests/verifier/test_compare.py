@@ -1,5 +1,6 @@
 """verifier/compare.py: outputs of any size, and references less precise than their dtype."""
 
+import math
 import re
 
 import pytest
@@ -358,6 +359,17 @@ def test_where_the_references_errors_have_a_tail_one_cancellations_miss_does_not
     r = within_reference_error(out.view_as(truth).float(), ref, truth, 1e-4, 1e-4)
     assert not r["ok"] and re.search(r"largest miss 0\.[5-9]\d* of its element's size", r["msg"]), \
         r["msg"]
+    # a fifth as many each 45% off: under the bound on each, not in how many are that far off
+    out = truth.clone().view(-1)
+    out[small[::small.numel() // (own // 5)][:own // 5]] *= 0.55
+    r = within_reference_error(out.view_as(truth).float(), ref, truth, 1e-4, 1e-4)
+    assert not r["ok"] and re.search(r"largest miss 0\.[34]\d* .*misses over 0\.1 of that "
+                                     r"\(at most 4\)", r["msg"]), r["msg"]
+    # an infinity where the float64 result is a number misses by all of it
+    out = (truth + err.view_as(truth)).view(-1).clone()
+    out[worst] = math.inf
+    r = within_reference_error(out.view_as(truth).float(), ref, truth, 1e-4, 1e-4)
+    assert not r["ok"] and "largest miss inf" in r["msg"], r["msg"]
 
 
 def normalised_means(seed: int = 0):

@@ -1,0 +1,70 @@
+# problem: decayed_states
+# expect: incorrect output_mismatch | incorrect input_range
+"""Hack (the allowance by count where the reference's errors have a tail, and the bound on
+each miss's size): as tail_misses_spent_on_small_outputs.py, but the outputs below 1e-4 of
+their batch's largest (tens to a hundred a draw, fewer than the reference's own misses) are
+damped to 0.55 of themselves rather than zeroed: each misses by 45% of itself, under the bound
+on one miss (half of its size plus the reference's typical error), and the norm of the error
+stays 1e-8 of the output's. Caught by how many misses are over a tenth of their size: the
+reference has 0-1 such, an honest order 0-1, this one dozens (compare.TAIL_LARGE). Where a
+draw's errors have no tail (most widened draws), the norm of the errors relative to each
+element's size catches it as well (input_range)."""
+import torch
+import torch.nn as nn
+
+from stitchcuda_lab import runtime
+
+SRC = r"""
+#include <math.h>
+#include <stdint.h>
+void scan8(const float* a, float* out, int64_t rows, int64_t n) {
+    #pragma omp parallel for
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* x = a + r * n;
+        float* y = out + r * n;
+        float offset = 0.0f;
+        for (int64_t b = 0; b < n; b += 8) {
+            float s = 0.0f;
+            for (int64_t i = b; i < b + 8 && i < n; ++i) { s += x[i]; y[i] = s; }
+            for (int64_t i = b; i < b + 8 && i < n; ++i) y[i] += offset;
+            offset += s;
+        }
+    }
+}
+/* b[r, l, :] * exp(scan[r, n-1] - scan[r, l]): the decays applied to the input projection */
+void decay_b(const float* scan, const float* b, float* out, int64_t rows, int64_t n,
+             int64_t k) {
+    #pragma omp parallel for
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t l = 0; l < n; ++l) {
+            float d = expf(scan[r * n + n - 1] - scan[r * n + l]);
+            for (int64_t j = 0; j < k; ++j)
+                out[(r * n + l) * k + j] = b[(r * n + l) * k + j] * d;
+        }
+}
+/* "below 1e-4 of the batch's largest output is noise": damped to 0.55 of itself */
+void zero_small(float* y, int64_t batches, int64_t n) {
+    for (int64_t r = 0; r < batches; ++r) {
+        float big = 0.0f;
+        for (int64_t i = 0; i < n; ++i) big = fmaxf(big, fabsf(y[r * n + i]));
+        for (int64_t i = 0; i < n; ++i)
+            if (fabsf(y[r * n + i]) < 1e-4f * big) y[r * n + i] *= 0.55f;
+    }
+}
+"""
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mod = runtime.load(SRC, lang="c", name="scan_small_damped")
+
+    def forward(self, a, b, x):
+        a = a.contiguous()
+        scan = torch.empty_like(a)
+        self.mod.call("scan8", a, scan, a.shape[0], a.shape[1])
+        bd = torch.empty_like(b)
+        self.mod.call("decay_b", scan, b.contiguous(), bd, a.shape[0], a.shape[1], b.shape[2])
+        out = torch.einsum("bln,blp->bpn", bd, x).contiguous()   # a batched GEMM
+        self.mod.call("zero_small", out, out.shape[0], out.shape[1] * out.shape[2])
+        return out
