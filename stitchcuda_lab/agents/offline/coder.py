@@ -60,7 +60,9 @@ class OfflineCoder:
 
     def code(self, problem: Problem, graph: Graph, plan: Plan, settings: Settings, *,
              iteration: int, previous: Candidate | None = None,
-             feedback: Verdict | None = None) -> list[Candidate]:
+             feedback: Verdict | None = None, attempts: list | None = None) -> list[Candidate]:
+        """``attempts``: the session's tries so far (``loop.Attempt``), so that a refine round
+        does not spend a slot on the deep model's graph variant once it has a verdict."""
         self.why_empty = ""      # why a refine round has no candidate (the session says it)
         if iteration == 0 or previous is None:
             # knobs set in the plan (a person's edit) are what this candidate tries, so its
@@ -86,7 +88,12 @@ class OfflineCoder:
             self.why_empty = "" if found else note
             return found
         base = dict(previous.params.get("tasks", {}))
-        variants = self.variants(graph, plan, base, iteration, feedback)
+        judged = {a.candidate.digest() for a in attempts or []
+                  if a.candidate is not None and a.verdict is not None}
+        as_is_judged = bool(judged) and _as_is_worth_a_verdict(graph, plan) and self.candidate(
+            problem, graph, plan, {PROGRAM: {AS_IS: True}}).digest() in judged
+        variants = self.variants(graph, plan, base, iteration, feedback,
+                                 as_is_judged=as_is_judged)
         out: list[Candidate] = []
         for label, tparams in variants[:MAX_VARIANTS]:
             c = self.candidate(problem, graph, plan, tparams, iteration=iteration,
@@ -211,8 +218,10 @@ class OfflineCoder:
 
     # -- refinement ----------------------------------------------------------------------------
     def variants(self, graph: Graph, plan: Plan, base: dict[str, dict], iteration: int,
-                 feedback: Verdict | None) -> list[tuple[str, dict]]:
-        """Single-knob changes of ``base``, biggest tasks first; rotated by iteration."""
+                 feedback: Verdict | None, *, as_is_judged: bool = False
+                 ) -> list[tuple[str, dict]]:
+        """Single-knob changes of ``base``, biggest tasks first; rotated by iteration.
+        ``as_is_judged``: the problem's own forward in a CUDA graph has a verdict already."""
         lang = "cuda" if plan.device == "cuda" else "c"
         if base.get(PROGRAM, {}).get(AS_IS):
             if feedback is None or feedback.status == "pass":
@@ -220,7 +229,7 @@ class OfflineCoder:
                                   "through a CUDA graph: it has no kernel of its own to vary")
                 return []
             base = {}   # it failed (a graph the forward does not allow): the planner's program
-        as_is = _as_is_worth_a_verdict(graph, plan)
+        as_is = _as_is_worth_a_verdict(graph, plan) and not as_is_judged
         as_is_variant = {PROGRAM: {AS_IS: True}}
         ktasks = sorted((t for t in plan.tasks if t.kind in KERNEL_TASKS
                          and t.status not in ("skipped", "failed")),

@@ -709,6 +709,15 @@ def test_a_deep_forward_on_the_gpu_is_also_tried_as_its_own_ops_in_a_cuda_graph(
     both = coder.code(MANY_LAUNCHES, graph, plan, settings, iteration=0)
     assert [c.params["tasks"].get(PROGRAM, {}).get(AS_IS, False) for c in both] == [False, True]
     assert both[1].params["variant"].startswith("every op in PyTorch")
+    # once it has a verdict, a refine round spends no slot on it again
+    from stitchcuda_lab.loop import Attempt
+    tried = [Attempt(iteration=0, candidate=c, verdict=Verdict(status="pass")) for c in both]
+    after = coder.code(MANY_LAUNCHES, graph, plan, settings, iteration=1, previous=both[0],
+                       feedback=Verdict(status="pass"), attempts=tried)
+    assert after and not any(c.params["tasks"].get(PROGRAM, {}).get(AS_IS) for c in after)
+    again = coder.code(MANY_LAUNCHES, graph, plan, settings, iteration=1, previous=both[0],
+                       feedback=Verdict(status="pass"), attempts=tried[:1])
+    assert again[0].params["tasks"].get(PROGRAM, {}).get(AS_IS)
     as_is = coder.candidate(MANY_LAUNCHES, graph, plan, {PROGRAM: {AS_IS: True}}, iteration=1)
     assert not as_is.kernels and not as_is.replaced and as_is.params["cuda_graph"] is True
     assert "_graphed(self, super().forward, args)" in as_is.program
