@@ -215,7 +215,7 @@ class _Source:
                                 and x.value.id == "SOURCES" and isinstance(x.slice, ast.Name)
                                 and x.slice.id == gen.target.id for x in ast.walk(n)):
                         self.loaded.add("*")
-        self.loaded |= _grouped_loads(nodes)
+        self.loaded |= grouped_loads(nodes)
         self.assigned = {t.id for n in nodes if isinstance(n, ast.Assign) for t in n.targets
                          if isinstance(t, ast.Name)}
 
@@ -227,7 +227,7 @@ class _Source:
         return [_dotted(n.func) for n in ast.walk(root) if isinstance(n, ast.Call)]
 
 
-def _grouped_loads(nodes: list[ast.AST]) -> set[str]:
+def grouped_loads(nodes: list[ast.AST]) -> set[str]:
     """The kernels a program loads through ``runtime.load_group(SOURCES, group, ...)``: the
     names in ``group`` where it is a literal list, or a loop variable over a literal list of
     lists assigned to a name (the offline coder's ``_GROUPS``)."""

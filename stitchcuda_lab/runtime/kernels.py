@@ -72,6 +72,7 @@ def load(source: str, lang: str = "cuda", name: str = "kernel", *,
 # A block every kernel of the offline coder carries (its helpers), guarded so that several
 # kernels may share one translation unit: ``#ifndef SC_X`` / ``#define SC_X`` ... ``#endif``
 _GUARDED = re.compile(r"^#ifndef (SC_\w+)\n#define \1\n.*?^#endif\b", re.M | re.S)
+_GUARD_LINE = re.compile(r"^\s*#\s*ifndef\s+SC_\w+", re.M)   # any such guard, however written
 
 
 def load_group(sources: dict[str, str], names: Sequence[str], lang: str = "cuda",
@@ -87,7 +88,11 @@ def load_group(sources: dict[str, str], names: Sequence[str], lang: str = "cuda"
     together = []
     for n in names:
         blocks = {m.group(1): m.group(0) for m in _GUARDED.finditer(sources[n])}
-        if all(seen.setdefault(k, v) == v for k, v in blocks.items()):
+        # a guard not in the form above (a person appended to its line) is a block this
+        # cannot compare: the kernel goes alone, whose own copy then compiles
+        plain = len(_GUARD_LINE.findall(sources[n])) == len(blocks)
+        if plain and all(seen.get(k, v) == v for k, v in blocks.items()):
+            seen.update(blocks)
             together.append(n)
     out: dict[str, CModule | CudaModule] = {}
     if len(together) > 1:

@@ -506,3 +506,22 @@ def test_a_prompt_over_the_context_window_stops_with_what_to_shorten(settings, a
         client(settings, api, recorder=records.append).ask(coder_request())
     assert "STITCH_RAG_TOP_K" in e.value.hint and api.count == 1
     assert records[0]["outcome"] == "too_long"
+
+
+def test_a_reply_that_loads_its_kernels_in_shared_builds_passes_the_check():
+    """The offline coder's programs of many kernels load them with ``runtime.load_group``
+    (a hybrid session shows the model one): a reply written the same way is no unloaded kernel."""
+    kernels = [{"name": n, "lang": "c", "code": f"void {n}(float* x) {{ x[0] = 1.0f; }}",
+                "entry": [n]} for n in ("k0", "k1")]
+    program = ("import torch.nn as nn\nfrom stitchcuda_lab import runtime\n"
+               "_GROUPS = [{group}]\n"
+               "_K = {{n: m for g in _GROUPS for n, m in runtime.load_group(SOURCES, g, "
+               "lang='c').items()}}\n"
+               "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
+    data = {"kernels": kernels, "replaced": [], "kept": [],
+            "program": program.format(group="['k0', 'k1']")}
+    assert check_candidate(data, "c") == []
+    data["program"] = program.format(group="['k0']")
+    assert check_candidate(data, "c") == [
+        "$.program: kernel 'k1' is never loaded (runtime.load(SOURCES['k1'], lang=LANGS['k1'], "
+        "name='k1'))"]

@@ -265,6 +265,13 @@ def test_a_kernel_whose_helpers_were_edited_is_built_alone_and_runs_its_edit():
     x, y = torch.ones(2), torch.empty(2)
     mods["k1"].call("k1", x, y, 2)
     assert y.tolist() == [3.0, 3.0]      # its own helper, not the group's
+    # an edit to the guard's own line is no block to compare: alone as well
+    sources["k1"] = _guarded("4.0f", "k1").replace("#ifndef SC_C_PRELUDE\n",
+                                                   "#ifndef SC_C_PRELUDE  // mine\n")
+    mods = runtime.load_group(sources, list(sources), lang="c")
+    assert mods["k1"] is not mods["k0"]
+    mods["k1"].call("k1", x, y, 2)
+    assert y.tolist() == [4.0, 4.0]
 
 
 def test_a_group_that_does_not_build_together_builds_each_kernel_alone():

@@ -31,6 +31,7 @@ from ...candidate import Candidate, KernelSource
 from ...errors import ReplyError
 from ...plan import Plan
 from ...verdict import Verdict
+from ..rubric import grouped_loads
 from .context import fence, lang_for, problem_context, prompt, rag_query, retrieve
 from .planner import _UNSET, KnowledgeMixin
 from .schema import CANDIDATE_SCHEMA
@@ -198,6 +199,9 @@ def check_candidate(data: dict[str, Any], lang: str) -> list[str]:
     loaded: set[object] = {n.slice.value for n in ast.walk(tree) if isinstance(n, ast.Subscript)
               and isinstance(n.value, ast.Name) and n.value.id == "SOURCES"
               and isinstance(n.slice, ast.Constant)}
+    # and those a program of many kernels loads in shared builds, as the offline coder's does
+    # (``runtime.load_group(SOURCES, group, ...)``)
+    loaded |= grouped_loads(list(ast.walk(tree)))
     for name in names:
         if name not in loaded:
             errors.append(f"$.program: kernel {name!r} is never loaded "
