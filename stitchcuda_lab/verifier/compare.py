@@ -496,24 +496,14 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
     # outputs are large, and the allowance it earns there must not cover the small ones
     floor = max(atol, typical)
     n_bad, ref_bad, max_abs, diff_sq, rel_sq, ref_rel_sq = 0, 0, 0.0, 0.0, 0.0, 0.0
-    # the largest error relative to size + floor (``TAIL_MISS_SIZE``), and how many are over
-    # TAIL_LARGE, of the candidate and of the reference
-    miss, ref_miss, n_large, ref_large = 0.0, 0.0, 0, 0
+    misses = _TailMisses(floor)
     for s in _chunks(a):
         bad, diff, _, y = _bad(a[s], b[s], atol, rtol, slack)
         n_bad += int(bad.sum())
         if tail:
             ref_out, ref_diff = _bad(r[s], b[s], atol, rtol, 0.0)[:2]
             ref_bad += int(ref_out.sum())
-            size = y.abs() + floor
-            # an infinity or a NaN where the float64 result has a number misses by all of it
-            big = torch.full_like(diff, math.inf)
-            rel = torch.where(torch.isfinite(diff), diff / size, big)
-            ref_rel_e = torch.where(torch.isfinite(ref_diff), ref_diff / size, big)
-            if rel.numel():
-                miss, ref_miss = max(miss, float(rel.max())), max(ref_miss, float(ref_rel_e.max()))
-            n_large += int((rel > TAIL_LARGE).sum())
-            ref_large += int((ref_rel_e > TAIL_LARGE).sum())
+            misses.add(diff, ref_diff, y)
         if by_size is not None:
             n_sized += int((diff > atol + rtol * y.abs() + by_size(y)).sum())
         finite = torch.isfinite(diff)
@@ -537,10 +527,8 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
         note = (f"the reference itself misses its float64 computation on {ref_bad} of "
                 f"{a.numel()} elements, by up to {m:.3g} (relative norm {ref_rel:.2e}); "
                 f"so may a candidate, on up to {TAIL_MISSES:g}x as many")
-        miss_allowed = max(TAIL_MISS_SIZE, NORM_FACTOR * ref_miss)
-        large_allowed = max(TAIL_LARGE_LEAST, TAIL_MISSES * ref_large)
-        if n_bad > TAIL_MISSES * ref_bad or norm_rel > allowed or not miss <= miss_allowed \
-                or n_large > large_allowed:
+        sized = misses.too_far()
+        if n_bad > TAIL_MISSES * ref_bad or norm_rel > allowed or sized:
             # why the reference's own error earned so little: "9967 of 10000 out of
             # tolerance" alone would not tell a person that another order could have passed
             plain["msg"] += (
@@ -549,9 +537,7 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
                 f"threshold decided otherwise, a cancellation), so its error allows nothing "
                 f"per element: the candidate misses the float64 result on {n_bad} elements, "
                 f"the reference on {ref_bad} (at most {TAIL_MISSES:g}x as many pass), "
-                f"relative norm {norm_rel:.2e} (at most {allowed:.2e}), largest miss "
-                f"{miss:.3g} of its element's size plus {floor:.3g} (at most {miss_allowed:.3g}), "
-                f"{n_large} misses over {TAIL_LARGE:g} of that (at most {large_allowed})")
+                f"relative norm {norm_rel:.2e} (at most {allowed:.2e}), {misses.text()}")
             return plain
     elif n_bad:
         reason = "output_mismatch"
@@ -582,6 +568,45 @@ def within_reference_error(out: Any, ref: Any, truth: Any, atol: float, rtol: fl
                f"are large allows nothing where they are small; {note}")
     return {"ok": not reason, "reason": reason, "abs": max_abs, "rel": norm_rel,
             "norm_rel": norm_rel, "mismatches": n_bad, "msg": msg, "widened": note}
+
+
+class _TailMisses:
+    """Where the reference's errors have a tail: the candidate's and the reference's largest
+    error relative to each element's size plus ``floor`` (``TAIL_MISS_SIZE``), and how many are
+    over ``TAIL_LARGE``, added up chunk by chunk."""
+
+    def __init__(self, floor: float):
+        self.floor = floor
+        self.miss = self.ref_miss = 0.0
+        self.large = self.ref_large = 0
+
+    def add(self, diff: Any, ref_diff: Any, y: Any) -> None:
+        import torch
+        size = y.abs() + self.floor
+        # an infinity or a NaN where the float64 result has a number misses by all of it
+        big = torch.full_like(diff, math.inf)
+        rel = torch.where(torch.isfinite(diff), diff / size, big)
+        ref = torch.where(torch.isfinite(ref_diff), ref_diff / size, big)
+        if rel.numel():
+            self.miss = max(self.miss, float(rel.max()))
+            self.ref_miss = max(self.ref_miss, float(ref.max()))
+        self.large += int((rel > TAIL_LARGE).sum())
+        self.ref_large += int((ref > TAIL_LARGE).sum())
+
+    def allowed(self) -> tuple[float, int]:
+        return (max(TAIL_MISS_SIZE, NORM_FACTOR * self.ref_miss),
+                max(TAIL_LARGE_LEAST, int(TAIL_MISSES * self.ref_large)))
+
+    def too_far(self) -> bool:
+        """Whether the misses are too large, or too many of them large."""
+        most, many = self.allowed()
+        return not self.miss <= most or self.large > many
+
+    def text(self) -> str:
+        most, many = self.allowed()
+        return (f"largest miss {self.miss:.3g} of its element's size plus {self.floor:.3g} "
+                f"(at most {most:.3g}), {self.large} misses over {TAIL_LARGE:g} of that "
+                f"(at most {many})")
 
 
 def _unwidened(out: Any, ref: Any, atol: float, rtol: float, ref_rel: float) -> dict:

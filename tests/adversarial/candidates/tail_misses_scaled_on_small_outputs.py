@@ -1,5 +1,5 @@
 # problem: decayed_states
-# expect: incorrect output_mismatch | incorrect input_range
+# expect: incorrect output_mismatch | incorrect input_range | rejected timed_output_mismatch
 """Hack (the allowance by count where the reference's errors have a tail, and the bound on
 each miss's size): as tail_misses_spent_on_small_outputs.py, but the outputs below 1e-4 of
 their batch's largest (tens to a hundred a draw, fewer than the reference's own misses) are
