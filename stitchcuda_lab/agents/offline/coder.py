@@ -88,10 +88,10 @@ class OfflineCoder:
             self.why_empty = "" if found else note
             return found
         base = dict(previous.params.get("tasks", {}))
-        judged = {a.candidate.digest() for a in attempts or []
-                  if a.candidate is not None and a.verdict is not None}
-        as_is_judged = bool(judged) and _as_is_worth_a_verdict(graph, plan) and self.candidate(
-            problem, graph, plan, {PROGRAM: {AS_IS: True}}).digest() in judged
+        # by its parameters, as the candidate records them: no program rendered to tell
+        as_is_judged = any(a.candidate is not None and a.verdict is not None
+                           and a.candidate.params.get("tasks", {}).get(PROGRAM, {}).get(AS_IS)
+                           for a in attempts or [])
         variants = self.variants(graph, plan, base, iteration, feedback,
                                  as_is_judged=as_is_judged)
         out: list[Candidate] = []
