@@ -160,7 +160,7 @@ class OfflineCoder:
                     notes.append(f"{t.id}: kept in the library ({e})")
                     continue
                 if lang == "cuda":
-                    p = {**default_params(spec), **p}
+                    p = _relaid_params(graph, part, spec, p, notes)
                     code = emit_cuda(spec, p)
                     launch = launch_config(spec, p)
                 else:
@@ -349,6 +349,25 @@ def _around(graph: Graph, members: list[str], convs: set[str]) -> list[list[str]
             stack.extend(graph.node(m).inputs())
     parts = [[o for o in rest if o in before], [o for o in rest if o not in before]]
     return [x for x in parts if x]
+
+
+def _relaid_params(graph: Graph, part: list[str], spec, p: dict, notes: list[str]) -> dict:
+    """A kernel's launch knobs, its spec's defaults under ``p``. A kernel laid out
+    channels-last (``layout.to_channels_last``: its dims permuted, the channel innermost) has
+    other rows than the plan's NCHW kernel: a reduction over the channels walks them strided
+    in NCHW (a thread a row) and contiguously here (a warp a row). Knobs still at the NCHW
+    kernel's defaults are that layout's, not a choice: they take this spec's defaults; a
+    knob set otherwise (a person's edit, a refine variant) is kept."""
+    mine = default_params(spec)
+    if not any(o.layout for o in spec.operands):
+        return {**mine, **p}
+    planned = default_params(build_spec(graph, part, spec.name))
+    relaid = {k: v for k, v in mine.items() if k in p and p[k] == planned.get(k) != v}
+    if relaid:
+        notes.append(f"{spec.name}: " + ", ".join(f"{k}={v}" for k, v in relaid.items())
+                     + " for the channels-last layout (the plan's NCHW kernel had "
+                     + ", ".join(f"{k}={p[k]}" for k in relaid) + ")")
+    return {**mine, **p, **relaid}
 
 
 def _library_convs(graph: Graph, tasks: list, params: dict[str, dict]) -> set[str]:

@@ -26,6 +26,7 @@ from .ir import KernelSpec
 
 FORMATS = {4: "channels_last", 5: "channels_last_3d"}   # by rank: torch's memory formats
 PERMUTATION = {4: [0, 2, 3, 1], 5: [0, 2, 3, 4, 1]}     # kernel dims, channel innermost
+MANY_ROWS = 1 << 20   # rows of a reduction not over the channels that a thread each keeps busy
 
 
 def channels_last_strides(shape: list[int]) -> list[int]:
@@ -50,17 +51,20 @@ def to_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str]) -> bool:
     when done. Left as it is (False) where no full-size input is in ``nhwc``, where a row kernel
     does not reduce over the channels, where an expression indexes an operand with strides of
     its own (a gather), or where the kernel's meaning depends on the order of its dims: a scan,
-    an index result (argmax over several dims), a pool window, a group norm's channel split
-    (lowered elsewhere: not passed here)."""
+    an index result over several dims (an argmax over one dim, ``torch.min(x, dim=1)``'s
+    indices, is the position along it in either order), a pool window, a group norm's channel
+    split (lowered elsewhere: not passed here)."""
     rank = len(spec.dims)
     if rank not in PERMUTATION or spec.kind not in ("pointwise", "rowwise"):
         return False
     # a row kernel reads its rows along the innermost dim with a block or a warp per row; with
     # the channel innermost and not reduced (a norm over H and W) each row would be one thread
-    # walking a strided row: those keep NCHW (a copy in, a block per row)
-    if spec.kind == "rowwise" and not spec.reduce[1]:
+    # walking a strided row: those keep NCHW (a copy in, a block per row), unless the rows are
+    # short and many (a mean over the depth: a thread a row, neighbouring threads on
+    # neighbouring channels, as coalesced as NCHW's thread a row)
+    if spec.kind == "rowwise" and not spec.reduce[1] and spec.rows < MANY_ROWS:
         return False
-    if any(s.op == "scan" or "idx" in s.outs for s in spec.stmts):
+    if any(s.op == "scan" or ("idx" in s.outs and sum(spec.reduce) != 1) for s in spec.stmts):
         return False
     # an expression indexing an operand itself (a gather: ``in0[b_in0 + t * 30LL]``) has the
     # strides it was lowered with written into it: it would read other elements
@@ -72,6 +76,12 @@ def to_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str]) -> bool:
         st == d or size == 1 for st, d, size in zip(o.strides, dense, spec.dims))]
     if not any(o.role != "out" and o.node in nhwc for o in full):
         return False
+    # a row's result kept with its dims (``mean(dim=2, keepdim=True)``) is written
+    # channels-last too, so that a reduction over its channels after it reads it in place
+    kept = [d if not r else 1 for d, r in zip(spec.dims, spec.reduce)]
+    full += [o for o in spec.operands if o.role == "out" and o.shape == kept != spec.dims
+             and kept[1] != 1 and all(st == d or size == 1 for st, d, size in
+                                      zip(o.strides, contiguous_strides(kept), kept))]
     for o in full:
         if o.role == "out" or o.node in nhwc:
             o.strides = [st if size != 1 else 0

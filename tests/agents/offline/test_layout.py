@@ -94,6 +94,38 @@ CONV_GATHER = make_problem("""
         return []
 """, name="conv_gather")
 
+# torch.min over the channels (values and indices), as KernelBench's ConvTranspose2d_Min_Sum
+CONV_MIN = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.ConvTranspose2d(4, 48, 3, stride=2, padding=1, output_padding=1)
+        def forward(self, x):
+            v, i = torch.min(self.conv(x), dim=1, keepdim=True)
+            return torch.nn.functional.gelu(v.sum(dim=2, keepdim=True)), i
+    def get_inputs():
+        return [torch.randn(2, 4, 5, 6)]
+    def get_init_inputs():
+        return []
+""", name="conv_min")
+
+# a mean over the depth kept with its dims, then a softmax over the channels (KernelBench's
+# ConvTranspose3d_Mean_Add_Softmax)
+CONV3D_DEPTH_MEAN = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv3d(3, 8, 3, padding=1)
+            self.bias = nn.Parameter(torch.randn(1, 8, 1, 1, 1))
+        def forward(self, x):
+            y = self.conv(x).mean(dim=2, keepdim=True) + self.bias
+            return torch.tanh(torch.softmax(y, dim=1)) * 2.0
+    def get_inputs():
+        return [torch.randn(2, 3, 4, 6, 5)]
+    def get_init_inputs():
+        return []
+""", name="conv3d_depth_mean")
+
 
 def test_channels_last_strides_put_the_channel_innermost():
     x = torch.empty(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
@@ -202,3 +234,60 @@ def test_a_laid_out_kernel_walks_memory_in_order_channel_innermost(settings):
     assert full and plain.dims != laid.dims and laid.dims[-1] == 8   # C innermost
     # each channels-last operand (coalesced over the kernel's dims) is walked with stride 1
     assert all(o.strides[-1] == 1 for o in full)
+
+
+def test_a_minimum_over_the_channels_with_its_indices_reads_channels_last(settings):
+    """An index over one reduced dim is the position along it in either order of the dims:
+    ``torch.min(x, dim=1)`` reads the convolution's NHWC output in place (it was copied to NCHW
+    first), and its indices are the channels'."""
+    cand = nhwc_candidate(CONV_MIN, settings)
+    assert "read and write channels-last" in cand.notes
+    assert not re.search(r"conv\w* = \w+\.contiguous\(\)", cand.module_source())
+    want, got, _, _ = run_both(CONV_MIN, cand)
+    assert_close(got, want)
+
+
+def test_a_mean_over_many_short_rows_and_the_softmax_after_it_stay_channels_last(
+        settings, monkeypatch):
+    """A reduction not over the channels reads NHWC in place where its rows are many (a thread
+    a row, neighbours on neighbouring channels), and writes its kept-dims result channels-last
+    for the softmax over the channels after it; with few rows it keeps NCHW."""
+    from stitchcuda_lab.agents.offline import layout
+
+    monkeypatch.setattr(layout, "MANY_ROWS", 2 * 6 * 5 * 8)   # this problem's rows
+    cand = nhwc_candidate(CONV3D_DEPTH_MEAN, settings)
+    src = cand.module_source()
+    assert "read and write channels-last" in cand.notes
+    assert not re.search(r"= \w+\.contiguous\(\)", src), src[-3000:]
+    assert src.count("memory_format=torch.channels_last_3d)") >= 3   # conv input, 2 outputs
+    want, got, _, _ = run_both(CONV3D_DEPTH_MEAN, cand)
+    assert_close(got, want)
+    monkeypatch.setattr(layout, "MANY_ROWS", 2 * 6 * 5 * 8 + 1)
+    few = nhwc_candidate(CONV3D_DEPTH_MEAN, settings).module_source()
+    assert re.search(r"conv\w* = \w+\.contiguous\(\)", few)
+
+
+def test_a_row_kernel_laid_out_channels_last_takes_that_layouts_row_strategy(settings):
+    """The plan chose a thread a row for a minimum over NCHW channels (strided rows); laid out
+    channels-last the same rows are contiguous, and a thread each would read 512-byte strides
+    a lane: the kernel takes the warp a row that layout's defaults give, and says so. A knob a
+    variant set stays as set."""
+    from stitchcuda_lab.agents.offline import OfflinePlanner
+    from stitchcuda_lab.graph import analyse
+
+    graph = dataclasses.replace(analyse(CONV_MIN, profile=False), device="cuda")
+    gpu = OfflinePlanner().plan(CONV_MIN, graph, settings)
+    task = next(t for t in gpu.tasks if any(o.startswith("min") for o in t.ops))
+    assert task.params["rows"] == "thread"
+    cand = OfflineCoder().candidate(CONV_MIN, graph, gpu, {"program": {"channels_last": True}},
+                                    iteration=1)
+    assert "rows=warp for the channels-last layout" in cand.notes
+    assert cand.params["tasks"][task.id]["rows"] == "warp"
+    assert "'rows': 'warp'" in cand.kernels[0].code
+    kept = OfflineCoder().candidate(CONV_MIN, graph, gpu, {
+        "program": {"channels_last": True}, task.id: {**task.params, "rows": "block"}},
+        iteration=1)
+    assert kept.params["tasks"][task.id]["rows"] == "block"
+    nchw = OfflineCoder().candidate(CONV_MIN, graph, gpu, {}, iteration=1)
+    assert nchw.params["tasks"][task.id]["rows"] == "thread" and "layout (the plan" \
+        not in nchw.notes
