@@ -159,6 +159,21 @@ template <class V, class F> __device__ __forceinline__ V sc_block_reduce(V v, F 
     __syncthreads();
     return sm[0];
 }
+// a row split among the warps of a block, lane l of each on row l (``split``): the warps'
+// partial states combined in warp order, the result seen by all of them
+template <class V, class F> __device__ __forceinline__ V sc_split_reduce(V v, F f, V (*sm)[32]) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    sm[w][lane] = v;
+    __syncthreads();
+    if (w == 0) {
+        for (int k = 1; k < nw; ++k) v = f(v, sm[k][lane]);
+        sm[0][lane] = v;
+    }
+    __syncthreads();
+    v = sm[0][lane];
+    __syncthreads();   // the array is written again by the next reduction
+    return v;
+}
 #endif
 """
 
@@ -354,7 +369,7 @@ class _RowKernel:
     def __init__(self, spec: KernelSpec, p: dict) -> None:
         self.spec, self.ops, self.acc = spec, spec.operands, spec.acc
         strategy = self.strategy = kernel_strategy(spec, p)
-        self.vec = int(p["vec"]) == 4 and vec_ok(spec, strategy)
+        self.vec = int(p["vec"]) == 4 and vec_ok(spec, strategy) and strategy != "split"
         self.vops = list(vec_operands(spec)) if self.vec else []
         self.B = int(p["block"])
         self.lanes = self.B if strategy == "block" else 32         # threads sharing one row
@@ -417,6 +432,20 @@ class _RowKernel:
                      f"(threadIdx.x >> 5); r < {spec.rows}LL; "
                      f"r += (long long)gridDim.x * {B // 32}) {{")
             self.j0, self.jstep, self.leader = "lane", "32", "lane == 0"
+        elif self.strategy == "split":
+            # every thread of the block goes round the loop together (the combine syncs
+            # them); a lane past the last row reads nothing and writes nothing
+            for s in self.reds:
+                L.append(f"{ind}__shared__ {state_type(s, self.acc)} "
+                         f"sm_{reduction_id(s)}[{B // 32}][32];")
+            L.append(f"{ind}const int lane = threadIdx.x & 31, p_w = threadIdx.x >> 5;")
+            L.append(f"{ind}for (long long r0 = (long long)blockIdx.x * 32; r0 < {spec.rows}LL; "
+                     "r0 += (long long)gridDim.x * 32) {")
+            # a lane past the last row takes the last row's bases: its row values (read by
+            # every lane) stay inside the tensors
+            L.append(f"{ind2}const bool live = r0 + lane < {spec.rows}LL;")
+            L.append(f"{ind2}const long long r = live ? r0 + lane : {spec.rows - 1}LL;")
+            self.j0, self.jstep, self.leader = "p_w", str(B // 32), "live && p_w == 0"
         else:
             L.append(f"{ind}for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
                      f"r < {spec.rows}LL; r += (long long)gridDim.x * blockDim.x) {{")
@@ -452,6 +481,8 @@ class _RowKernel:
                               f"{identity(s, acc)}, sm_{reduction_id(s)});")
             elif self.strategy == "warp":
                 self.L.append(f"{ind2}{a} = sc_warp_reduce({a}, {comb});")
+            elif self.strategy == "split":
+                self.L.append(f"{ind2}{a} = sc_split_reduce({a}, {comb}, sm_{reduction_id(s)});")
             for role, v in s.outs.items():
                 ct = "long long" if role == "idx" else acc
                 self.L.append(f"{ind2}const {ct} {v} = {a}{FIELDS[role]};")
@@ -567,7 +598,10 @@ class _RowKernel:
         cache = self.cache
         if self.thread_regs and loaded:
             L.append(f"{ind2}#pragma unroll")   # constant indices: the array stays in registers
-        L.append(f"{ind2}for (long long j = {start}; j < {self.spec.rowlen}LL; "
+        elif self.strategy == "split":   # loads in flight: a warp reads one 128-byte line each
+            L.append(f"{ind2}#pragma unroll 4")
+        live = "live && " if self.strategy == "split" else ""
+        L.append(f"{ind2}for (long long j = {start}; {live}j < {self.spec.rowlen}LL; "
                  f"j += {self.jstep}) {{")
         smap = {i: f"({self.acc})sc_cache[{cache[i]} + j]" for i in loaded if i not in first}
         L.extend(elem_lines(self.spec, need, _load, elem_index(self.spec, "j"), "", smap, i3))

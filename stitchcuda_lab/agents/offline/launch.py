@@ -23,6 +23,11 @@ MAX_ROW_REGS = 8   # float4 per thread per cached operand that may stay in regis
 # elements of its row one thread keeps in registers (one thread per row: a reduction over a
 # middle dim, such as RMS over 64 channels); past it the array spills to local memory
 THREAD_ROW_REGS = 64
+# rows a thread each fill the GPU from (an H100's 132 SMs hold 270K threads): below it, rows
+# that interleave (the channel innermost, the row over the pixels: a norm over H and W read
+# channels-last) are split among SPLIT_SEGMENTS threads each (``split``), 32 rows a block
+SPLIT_ROWS = 1 << 17
+SPLIT_MIN_LEN = 64
 C_CHUNK = 16384    # elements per OpenMP task of a C pointwise kernel
 
 
@@ -49,8 +54,12 @@ def default_params(spec: KernelSpec, lang: str = "cuda") -> dict:
     strategy = row_strategy(spec)
     # 256 threads up to 4096-element rows (measured on the H200: LayerNorm rows of 4096 ran
     # 23% faster than with 512), 512 for longer rows
-    block = {"block": 512 if spec.rowlen > 4096 else 256, "warp": 256, "thread": 256}[strategy]
-    cache = thread_row_operands(spec) if strategy == "thread" else cached_operands(spec)
+    # a split row: 16 warps on 32 rows, each with four loads in flight (backend_cuda), for
+    # a norm over 16K rows of 15876 (KernelBench's Conv2d_InstanceNorm read channels-last)
+    block = {"block": 512 if spec.rowlen > 4096 else 256, "warp": 256, "thread": 256,
+             "split": 512}[strategy]
+    cache = thread_row_operands(spec) if strategy == "thread" else \
+        [] if strategy == "split" else cached_operands(spec)
     return {"block": block, "vec": 4 if vec_ok(spec, strategy) else 1, "rows": strategy,
             "waves": WAVES, "cache": bool(cache)}
 
@@ -70,10 +79,13 @@ def launch_config(spec: KernelSpec, params: dict | None = None) -> dict:
         return {"blocks": max(1, ceildiv(spec.numel, per)), "block": b, "waves": int(p["waves"])}
     rows = spec.rows
     smem = cache_bytes(spec, p)
-    if p["rows"] == "block":
+    strategy = kernel_strategy(spec, p)
+    if strategy == "block":
         blocks = rows
-    elif p["rows"] == "warp":
+    elif strategy == "warp":
         blocks = ceildiv(rows, b // 32)
+    elif strategy == "split":
+        blocks = ceildiv(rows, 32)
     else:
         blocks = ceildiv(rows, b)
     out = {"blocks": max(1, blocks), "block": b, "waves": int(p["waves"])}
@@ -83,19 +95,25 @@ def launch_config(spec: KernelSpec, params: dict | None = None) -> dict:
 
 
 def row_strategy(spec: KernelSpec) -> str:
-    """Threads per row: a block (long rows), a warp, or one thread (short or interleaved rows)."""
-    if not spec.reduce[-1] or spec.rowlen <= 16:   # short rows (pooling windows): a thread each
+    """Threads per row: a block (long rows), a warp, or one thread (short or interleaved rows);
+    interleaved rows too few to fill the GPU a thread each and long enough to share are split
+    (``split``: 32 neighbouring rows a block, a row's elements dealt out to its threads)."""
+    if not spec.reduce[-1]:
+        return "split" if spec.rows < SPLIT_ROWS and spec.rowlen >= SPLIT_MIN_LEN else "thread"
+    if spec.rowlen <= 16:   # short rows (pooling windows): a thread each
         return "thread"
     return "block" if spec.rowlen > 1024 else "warp"
 
 
 def kernel_strategy(spec: KernelSpec, p: dict) -> str:
-    """The row strategy a kernel is generated with: the params' own when valid, one thread
-    per row when the rows are interleaved (the last dim is not reduced)."""
-    strategy = p["rows"] if p.get("rows") in ("block", "warp", "thread") else row_strategy(spec)
-    if strategy != "thread" and not spec.reduce[-1]:
-        strategy = "thread"
-    return strategy
+    """The row strategy a kernel is generated with: the params' own when valid. Interleaved
+    rows (the last dim not reduced) take a thread a row or ``split``, the lanes of a warp on
+    neighbouring rows (coalesced); contiguous rows take anything but ``split``."""
+    strategy = p["rows"] if p.get("rows") in ("block", "warp", "thread", "split") \
+        else row_strategy(spec)
+    if not spec.reduce[-1]:
+        return strategy if strategy in ("thread", "split") else "thread"
+    return row_strategy(spec) if strategy == "split" else strategy
 
 
 def auto_unroll(spec: KernelSpec, strategy: str, block: int) -> int:
@@ -168,7 +186,7 @@ def _reread_inputs(spec: KernelSpec) -> list[int]:
 
 def cache_bytes(spec: KernelSpec, p: dict) -> int:
     """Dynamic shared memory the row cache takes (0 without one or in registers)."""
-    strategy = p.get("rows") or row_strategy(spec)
+    strategy = kernel_strategy(spec, p)
     if not p.get("cache") or strategy != "block" or row_in_registers(spec, p):
         return 0
     return len(cached_operands(spec)) * round_up(spec.rowlen, 4) * 4

@@ -45,7 +45,8 @@ def channels_last_strides(shape: list[int]) -> list[int]:
     return strides
 
 
-def to_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str]) -> bool:
+def to_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str],
+                     split_rows: bool = False) -> bool:
     """Make a lowered spec (before ``passes.finish``) read the full-size operands in ``nhwc``
     and write its full-size outputs channels-last, its dims permuted channel-innermost; True
     when done. Left as it is (False) where no full-size input is in ``nhwc``, where a row kernel
@@ -58,11 +59,13 @@ def to_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str]) -> bool:
     if rank not in PERMUTATION or spec.kind not in ("pointwise", "rowwise"):
         return False
     # a row kernel reads its rows along the innermost dim with a block or a warp per row; with
-    # the channel innermost and not reduced (a norm over H and W) each row would be one thread
-    # walking a strided row: those keep NCHW (a copy in, a block per row), unless the rows are
-    # short and many (a mean over the depth: a thread a row, neighbouring threads on
-    # neighbouring channels, as coalesced as NCHW's thread a row)
-    if spec.kind == "rowwise" and not spec.reduce[1] and spec.rows < MANY_ROWS:
+    # the channel innermost and not reduced (a norm over H and W) the rows interleave: a
+    # thread a row, neighbouring threads on neighbouring channels (coalesced), where the rows
+    # are many (a mean over the depth); few, they are split among a block's warps
+    # (``split_rows``: the CUDA backend's ``split`` strategy). Without it they keep NCHW (a
+    # copy in, a block per row): a C kernel walks each row on one core, strided
+    if spec.kind == "rowwise" and not spec.reduce[1] and spec.rows < MANY_ROWS \
+            and not split_rows:
         return False
     if any(s.op == "scan" or ("idx" in s.outs and sum(spec.reduce) != 1) for s in spec.stmts):
         return False

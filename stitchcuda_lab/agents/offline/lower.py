@@ -39,10 +39,12 @@ LOAD_DTYPES = FLOAT_DTYPES + ("bool", "int64", "int32", "int8", "uint8", "int16"
 
 
 def build_spec(graph: Graph, ops: list[str], kname: str = "k0",
-               nhwc: set[str] | frozenset[str] = frozenset()) -> KernelSpec:
+               nhwc: set[str] | frozenset[str] = frozenset(),
+               split_rows: bool = False) -> KernelSpec:
     """One kernel for the given nodes (library GEMM/conv nodes in ``ops`` are skipped).
     ``nhwc``: nodes that will be channels-last at run time, read (and the full-size outputs
-    written) in that layout where the kernel allows it (``layout.to_channels_last``)."""
+    written) in that layout where the kernel allows it (``layout.to_channels_last``;
+    ``split_rows``: the backend spreads few interleaved rows over many threads)."""
     order = {n.name: i for i, n in enumerate(graph.nodes)}
     nodes = sorted((graph.node(o) for o in ops), key=lambda n: order[n.name])
     nodes = [n for n in nodes if not kept_in_library(n, graph)]
@@ -71,7 +73,7 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0",
                       targets=sorted({n.target for n in nodes if n.target != "getitem"}),
                       outputs=outputs)
     if nhwc and lw.split is None:
-        to_channels_last(spec, nhwc)
+        to_channels_last(spec, nhwc, split_rows)
     return finish(spec, lw.split)
 
 

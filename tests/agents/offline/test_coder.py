@@ -792,14 +792,17 @@ def test_a_deep_forwards_cuda_graph_goes_before_the_knobs_that_pay_most(settings
 
 
 @pytest.mark.parametrize("conv,flip_first", [("nn.ConvTranspose2d(4, 8, 3, stride=2)", True),
-                                             ("nn.Conv2d(4, 8, 1)", False)],
-                         ids=["transposed", "plain"])
+                                             ("nn.Conv2d(4, 8, 1)", False),
+                                             ("nn.Conv2d(24, 8, 1)", True)],
+                         ids=["transposed", "plain", "plain-of-many-channels"])
 def test_a_transposed_convolutions_other_layout_is_refined_before_a_kernels_row_cache(
         conv, flip_first, settings):
     """A refine round cut short reaches its first variants only. A transposed convolution
     gives the reference's bits in either layout, channels-last faster: that is measured
-    first. A plain one may run in exact fp32 NCHW, where channels-last fails the check: the
+    first; so does a plain one of more than 16 input channels (TF32 in either layout). One
+    of few channels may run in exact fp32 NCHW, where channels-last fails the check: the
     row kernel's register cache goes first there."""
+    cin = conv.split("(")[1].split(",")[0]
     problem = make_problem(f"""
         class Model(nn.Module):
             def __init__(self):
@@ -808,7 +811,7 @@ def test_a_transposed_convolutions_other_layout_is_refined_before_a_kernels_row_
             def forward(self, x):
                 return torch.softmax(self.conv(x), dim=-1)
         def get_inputs():
-            return [torch.randn(2, 4, 3, 1100)]   # rows a block reads
+            return [torch.randn(2, {cin}, 3, 1100)]   # rows a block reads
         def get_init_inputs():
             return []
     """)

@@ -447,7 +447,8 @@ def test_a_max_whose_indices_nothing_reads_is_a_plain_max_and_keeps_nan(settings
 # -- CUDA source: syntax-compiled by nvcc, every template and launch variant --------------------
 VARIANTS = [{}, {"vec": 1}, {"rows": "block", "block": 128}, {"rows": "warp", "ipt": 2},
             {"rows": "block", "cache": True}, {"rows": "block", "cache": True, "vec": 1},
-            {"rows": "block", "cache": True, "unroll": 3}, {"ipt": 3, "block": 128}]
+            {"rows": "block", "cache": True, "unroll": 3}, {"ipt": 3, "block": 128},
+            {"rows": "split"}, {"rows": "split", "block": 128}]
 
 
 def _all_cuda_sources() -> str:
@@ -533,14 +534,15 @@ def test_a_short_row_stays_in_registers_and_a_long_one_in_shared_memory():
     assert "float4 a_in0[1];" in emit_cuda(_row_spec(4096), {"cache": False, "unroll": 1})
 
 
-def _middle_spec(channels: int):
-    """An RMS norm over the channels of an NCHW tensor: rows interleaved, a thread each."""
+def _middle_spec(channels: int, side: int = 256):
+    """An RMS norm over the channels of an NCHW tensor: rows interleaved, a thread each (2 x
+    256 x 256 rows: enough to fill the GPU so)."""
     problem = make_problem(f"""
         class Model(nn.Module):
             def forward(self, x):
                 return x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + 1e-5)
         def get_inputs():
-            return [torch.rand(2, {channels}, 8, 8)]
+            return [torch.rand(2, {channels}, {side}, {side})]
         def get_init_inputs():
             return []
     """, name=f"rms{channels}")
@@ -568,6 +570,52 @@ def test_a_thread_keeps_a_short_strided_row_in_registers_for_its_second_pass(tmp
         assert "sc_cache" not in other and other.count("__ldg(in0") == 2
     assert not default_params(_middle_spec(THREAD_ROW_REGS + 1))["cache"]
     assert cuda_compile_errors({"rms64": src}, tmp_path) == ""
+
+
+def test_few_interleaved_rows_are_split_among_a_blocks_warps(tmp_path):
+    """Rows over a middle dim too few to fill the GPU a thread each (2 x 9 x 9 = 162 of 64
+    channels): 32 neighbouring rows a block (a warp's lanes on them: coalesced), each row's
+    elements dealt out to the block's warps, their partial states combined through shared
+    memory; the lanes past the last row read and write nothing."""
+    from stitchcuda_lab.agents.offline.launch import default_params, kernel_strategy, \
+        launch_config
+    spec = _middle_spec(64, side=9)
+    p = default_params(spec)
+    assert kernel_strategy(spec, p) == "split" and not p["cache"] and p["vec"] == 1
+    assert launch_config(spec, p)["blocks"] == 6   # ceil(162 / 32)
+    src = emit_cuda(spec, p)
+    assert "sc_split_reduce(" in src and src.count("live && j < 64LL") == 2
+    assert "const long long r = live ? r0 + lane : 161LL;" in src
+    # a contiguous row asked to split takes its own strategy; a wide one keeps a thread a row
+    assert kernel_strategy(_row_spec(512), {"rows": "split"}) == "warp"
+    assert kernel_strategy(_middle_spec(64), default_params(_middle_spec(64))) == "thread"
+    assert cuda_compile_errors({"split": src, "split128": emit_cuda(spec, {**p, "block": 128})},
+                               tmp_path) == ""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_split_rows_give_atens_reductions(device, settings):
+    """Reductions over a middle dim of few rows (111: not a multiple of the block's 32),
+    each kind the split strategy combines across warps: a sum, a max with its index (ties
+    to the first), a variance (Welford), a softmax and a log-softmax."""
+    problem = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                v, i = torch.max(x.round(), dim=1)
+                return (x.sum(1), v, i, torch.var(x, 1), torch.softmax(x, 1),
+                        torch.log_softmax(x * 3.0, 1))
+        def get_inputs():
+            return [torch.randn(3, 200, 37) * 2.0]
+        def get_init_inputs():
+            return []
+    """)
+    graph, plan, cand = generate(problem, settings.replace(device=device), device=device)
+    assert cand.kernels
+    if device == "cuda":
+        assert any("'rows': 'split'" in k.code for k in cand.kernels)
+    want, got, _, _ = run_both(problem, cand, device=device)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
 
 
 def test_a_scan_of_several_elements_a_thread_compiles_and_keeps_its_epilogue(tmp_path):

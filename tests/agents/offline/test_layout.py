@@ -291,3 +291,53 @@ def test_a_row_kernel_laid_out_channels_last_takes_that_layouts_row_strategy(set
     nchw = OfflineCoder().candidate(CONV_MIN, graph, gpu, {}, iteration=1)
     assert nchw.params["tasks"][task.id]["rows"] == "thread" and "layout (the plan" \
         not in nchw.notes
+
+# more input channels than our own dense convolution's: cuDNN's, channels-last
+CONV_WIDE_INSTANCE_NORM = make_problem("""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(20, 6, 3)
+            self.norm = nn.InstanceNorm2d(6, affine=True)
+        def forward(self, x):
+            return torch.relu(self.norm(self.conv(x))) / 2.0
+    def get_inputs():
+        return [torch.randn(2, 20, 19, 17)]
+    def get_init_inputs():
+        return []
+""", name="conv_wide_instance_norm")
+
+
+def test_a_norm_over_the_pixels_reads_channels_last_in_place_on_the_gpu(settings, tmp_path):
+    """An instance norm's rows (one a channel of an image) interleave channels-last: on the
+    GPU they are split among a block's warps, lanes on neighbouring channels, and read where
+    the convolution wrote them (on the CPU such a row walks one core's memory strided: NCHW,
+    copied, as in ``instance-norm-keeps-nchw``)."""
+    from stitchcuda_lab.agents.offline import OfflinePlanner
+    from stitchcuda_lab.graph import analyse
+
+    from .conftest import cuda_compile_errors
+
+    graph = dataclasses.replace(analyse(CONV_WIDE_INSTANCE_NORM, profile=False), device="cuda")
+    plan = OfflinePlanner().plan(CONV_WIDE_INSTANCE_NORM, graph, settings)
+    cand = OfflineCoder().candidate(CONV_WIDE_INSTANCE_NORM, graph, plan,
+                                    {"program": {"channels_last": True}}, iteration=1)
+    assert "read and write channels-last" in cand.notes and "rows=split" in cand.notes
+    assert not re.search(r"conv\w* = \w+\.contiguous\(\)", cand.module_source())
+    code = "\n".join(k.code for k in cand.kernels)
+    assert "sc_split_reduce(" in code
+    assert cuda_compile_errors({k.name: k.code for k in cand.kernels}, tmp_path) == ""
+
+
+@pytest.mark.gpu
+def test_laid_out_split_rows_match_eager_on_the_gpu(settings, monkeypatch):
+    """The same program run: the norm's split rows, read channels-last, give eager's (cuDNN
+    in fp32 for both: its TF32 kernels differ by layout)."""
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    for problem in (CONV_WIDE_INSTANCE_NORM, CONV_MIN, CONV3D_DEPTH_MEAN):
+        graph, plan, _ = generate(problem, settings.replace(device="cuda"), device="cuda")
+        cand = OfflineCoder().candidate(problem, graph, plan,
+                                        {"program": {"channels_last": True}}, iteration=1)
+        assert "read and write channels-last" in cand.notes, problem.name
+        want, got, _, _ = run_both(problem, cand, device="cuda")
+        assert_close(got, want)
