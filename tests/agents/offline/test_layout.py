@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shutil
 import subprocess
@@ -104,7 +105,7 @@ CONV_MIN = make_problem("""
             v, i = torch.min(self.conv(x), dim=1, keepdim=True)
             return torch.nn.functional.gelu(v.sum(dim=2, keepdim=True)), i
     def get_inputs():
-        return [torch.randn(2, 4, 5, 6)]
+        return [torch.randn(2, 4, 40, 6)]   # the sum's rows: 80 long, split on the GPU
     def get_init_inputs():
         return []
 """, name="conv_min")
@@ -279,6 +280,11 @@ def test_a_row_kernel_laid_out_channels_last_takes_that_layouts_row_strategy(set
     gpu = OfflinePlanner().plan(CONV_MIN, graph, settings)
     task = next(t for t in gpu.tasks if any(o.startswith("min") for o in t.ops))
     assert task.params["rows"] == "thread"
+    # the sum over H after it (few interleaved rows) is split; a saved session's plan with
+    # that default loads again (its knobs are checked then)
+    from stitchcuda_lab.plan import Plan
+    assert any(t.params.get("rows") == "split" for t in gpu.tasks)
+    assert Plan.from_dict(json.loads(json.dumps(gpu.to_dict()))).tasks
     cand = OfflineCoder().candidate(CONV_MIN, graph, gpu, {"program": {"channels_last": True}},
                                     iteration=1)
     assert "rows=warp for the channels-last layout" in cand.notes
