@@ -418,10 +418,12 @@ def _spawn_row(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int 
     deadline = getattr(args, "deadline", None)
     if deadline is not None:
         left = deadline - time.perf_counter()
-        if left < 10:
+        if left < MIN_PROBLEM_S:
             return {"problem": problem.name, "category": category_of(problem),
                     "status": "not_run", "correct": False,
-                    "error": f"the bench's --budget of {args.budget:.0f} s was spent"}
+                    "error": f"the bench's --budget of {args.budget:.0f} s was spent"
+                             + (f" ({left:.0f} s were left: too few for a verdict)"
+                                if left > 0 else "")}
         timeout = min(timeout, left)
     target = out_dir / "rows" / f"{problem.stem}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -574,6 +576,10 @@ def _footprints_main(argv: list[str]) -> None:
     print(json.dumps(sizes))
 
 
+# Less than this left of the budget, a problem is not started: KernelBench's Conv3d_LeakyReLU
+# started with 20 s left on an H100 shared by 8 problems and was still validating when cut
+# ("timeout", where it had not been run at all)
+MIN_PROBLEM_S = 30.0
 # A problem's share of the budget is never cut below this (a first candidate's verdict takes
 # about this long on a shared H200), unless less than this is left at all.
 LEAST_SHARE = 45.0
