@@ -418,7 +418,7 @@ def _spawn_row(problem: Path, out_dir: Path, args: argparse.Namespace, gpu: int 
     deadline = getattr(args, "deadline", None)
     if deadline is not None:
         left = deadline - time.perf_counter()
-        if left < MIN_PROBLEM_S:
+        if left < min(MIN_PROBLEM_S, args.budget / 2):   # a small --budget: what it says
             return {"problem": problem.name, "category": category_of(problem),
                     "status": "not_run", "correct": False,
                     "error": f"the bench's --budget of {args.budget:.0f} s was spent"

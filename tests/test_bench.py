@@ -165,6 +165,7 @@ def test_budget_spent_marks_the_rest_not_run(tmp_path):
     assert row["status"] == "not_run" and "--budget of 5 s" in row["error"]
     assert row["suite"] == tmp_path.name
     # too little left for a verdict: not started either (it would be a "timeout")
+    args.budget = 500
     args.deadline = _time.perf_counter() + bench.MIN_PROBLEM_S - 5
     row = bench._spawn(tmp_path / "7_x.py", tmp_path, args, None)
     assert row["status"] == "not_run" and "too few for a verdict" in row["error"]

@@ -33,7 +33,7 @@ from .ir import KernelSpec, Operand, Stmt, deps_closure
 from .pool import pool_body_cuda
 from .scan import scan_body_cuda, scan_stmt
 from .launch import (auto_unroll, cached_operands, default_params, kernel_strategy,
-                     row_in_registers, row_strategy, thread_row_operands, vec_ok, vec_operands)
+                     row_in_registers, thread_row_operands, vec_ok, vec_operands)
 
 CU_TYPES = {"float32": "float", "float64": "double", "float16": "__half",
             "bfloat16": "__nv_bfloat16", "bool": "bool", "int64": "long long", "int32": "int",
@@ -159,6 +159,11 @@ template <class V, class F> __device__ __forceinline__ V sc_block_reduce(V v, F 
     __syncthreads();
     return sm[0];
 }
+// the largest of some types' sizes: one shared array for all of a kernel's split reductions
+template <class T> __host__ __device__ constexpr unsigned sc_size_max() { return sizeof(T); }
+template <class T, class U, class... R> __host__ __device__ constexpr unsigned sc_size_max() {
+    return sizeof(T) > sc_size_max<U, R...>() ? sizeof(T) : sc_size_max<U, R...>();
+}
 // a row split among the warps of a block, lane l of each on row l (``split``): the warps'
 // partial states combined in warp order, the result seen by all of them
 template <class V, class F> __device__ __forceinline__ V sc_split_reduce(V v, F f, V (*sm)[32]) {
@@ -220,7 +225,7 @@ def emit_cuda(spec: KernelSpec, params: dict | None = None) -> str:
     """CUDA source with one ``extern "C" __global__`` kernel named ``spec.name``."""
     params = {**default_params(spec), **(params or {})}
     if spec.kind == "rowwise" and not params.get("unroll"):   # shown in the kernel's header
-        params["unroll"] = auto_unroll(spec, params.get("rows") or row_strategy(spec),
+        params["unroll"] = auto_unroll(spec, kernel_strategy(spec, params),
                                        int(params["block"]))
     sig = ", ".join(_ptr(o) for o in spec.operands)
     head = (f"// {spec.name}: {', '.join(spec.ops)}\n"
@@ -435,9 +440,13 @@ class _RowKernel:
         elif self.strategy == "split":
             # every thread of the block goes round the loop together (the combine syncs
             # them); a lane past the last row reads nothing and writes nothing
-            for s in self.reds:
-                L.append(f"{ind}__shared__ {state_type(s, self.acc)} "
-                         f"sm_{reduction_id(s)}[{B // 32}][32];")
+            # one array for every reduction, as large as the largest state: one each took
+            # past the 48 KB of static shared memory (seven fp64 states at 512 threads);
+            # sc_split_reduce syncs before it returns, so the next one may write it
+            if self.reds:
+                types = ", ".join(sorted({state_type(s, self.acc) for s in self.reds}))
+                L.append(f"{ind}__shared__ __align__(16) unsigned char "
+                         f"sc_split_sm[{B // 32} * 32 * sc_size_max<{types}>()];")
             L.append(f"{ind}const int lane = threadIdx.x & 31, p_w = threadIdx.x >> 5;")
             L.append(f"{ind}for (long long r0 = (long long)blockIdx.x * 32; r0 < {spec.rows}LL; "
                      "r0 += (long long)gridDim.x * 32) {")
@@ -482,7 +491,9 @@ class _RowKernel:
             elif self.strategy == "warp":
                 self.L.append(f"{ind2}{a} = sc_warp_reduce({a}, {comb});")
             elif self.strategy == "split":
-                self.L.append(f"{ind2}{a} = sc_split_reduce({a}, {comb}, sm_{reduction_id(s)});")
+                st = state_type(s, acc)
+                self.L.append(f"{ind2}{a} = sc_split_reduce({a}, {comb}, "
+                              f"reinterpret_cast<{st} (*)[32]>(sc_split_sm));")
             for role, v in s.outs.items():
                 ct = "long long" if role == "idx" else acc
                 self.L.append(f"{ind2}const {ct} {v} = {a}{FIELDS[role]};")

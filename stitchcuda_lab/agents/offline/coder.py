@@ -48,6 +48,7 @@ MAX_VARIANTS = 4
 AS_IS_LAUNCHES = 64
 AS_IS = "as_is"   # the program entry of that variant: every op as PyTorch runs it
 AS_IS_LABEL = "every op in PyTorch, replayed through a CUDA graph"
+RELAID = "relaid"   # the program entry: its kernels' knobs were chosen for channels-last
 # the key of the program-wide choices among a candidate's per-task parameters (the layout
 # of its convolutions), so that a variant carries them like any task's
 PROGRAM = "program"
@@ -136,6 +137,9 @@ class OfflineCoder:
         # what will be channels-last when the kernels run: the convolutions' outputs, then
         # the full-size outputs of kernels that read them so (``layout.py``)
         nhwc: set[str] = set(convs)
+        # a program's first channels-last build takes that layout's launch defaults where
+        # the NCHW plan's stood (``_relaid_params``); its variants vary what it then used
+        relay = bool(convs) and not program.get(RELAID)
         for t in tasks:
             if t.kind not in KERNEL_TASKS:
                 continue
@@ -159,14 +163,16 @@ class OfflineCoder:
                 except (Unsupported, KeyError) as e:
                     notes.append(f"{t.id}: kept in the library ({e})")
                     continue
+                kp = p
                 if lang == "cuda":
-                    p = _relaid_params(graph, part, spec, p, notes)
-                    code = emit_cuda(spec, p)
-                    launch = launch_config(spec, p)
+                    kp = _relaid_params(graph, part, spec, p, notes) if relay else \
+                        {**default_params(spec), **p}
+                    code = emit_cuda(spec, kp)
+                    launch = launch_config(spec, kp)
                 else:
                     code = emit_c(spec, p)
                     launch = {}
-                used[t.id] = p
+                used[t.id] = kp
                 nhwc.update(o.node for o in spec.operands if o.role != "in" and o.layout)
                 calls.append(KernelCall(spec=spec, task_id=t.id, launch=launch))
                 kernels.append(KernelSource(name=kname, lang=lang, code=code, entry=[kname]))
@@ -194,6 +200,8 @@ class OfflineCoder:
             notes.append("the forward is captured in a CUDA graph per input signature and "
                          "replayed; each call returns a fresh clone of the static output")
         channels_last = bool(convs)
+        if relay and lang == "cuda":
+            program[RELAID] = True
         if channels_last or overrides.get(PROGRAM):
             used[PROGRAM] = program
         if channels_last:
@@ -258,7 +266,8 @@ class OfflineCoder:
             # convolutions) gets PyTorch's layout first: the safe one
             if flip and cl:
                 out.append(("convolutions NCHW (PyTorch's layout) after a failed verdict",
-                            with_(PROGRAM, channels_last=False, both_layouts=True)))
+                            with_(PROGRAM, channels_last=False, both_layouts=True,
+                                  **{RELAID: False})))
             if as_is:
                 out.append((f"{AS_IS_LABEL}, after a failed verdict", as_is_variant))
             scalar = {k: dict(v) for k, v in base.items()}
@@ -276,17 +285,12 @@ class OfflineCoder:
         if flip:
             pool.append(("convolutions NCHW (PyTorch's layout)" if cl else
                          "convolutions channels-last (the NHWC layout torch.compile picks)",
-                         with_(PROGRAM, channels_last=not cl, both_layouts=True)))
+                         with_(PROGRAM, channels_last=not cl, both_layouts=True,
+                               **{RELAID: False})))
         # the knobs known to pay most for one kernel (a row kept in registers, a scan's chunk
         # depth) go first: a refine round cut short on the GPU (16 of 20 KernelBench level-2
-        # problems) reaches only its first variants. After the other layout where every
-        # convolution is transposed: cuDNN runs those on TF32 tensor cores in either layout
-        # (the same bits), channels-last faster, which moves the program more than one
-        # kernel's knob; so where every convolution is 2-d with more input channels than
-        # ``DENSE_MAX_CHANNELS`` (cuDNN picks TF32 kernels in either layout: the reference's
-        # error on KernelBench's such problems was 2-5x the tolerance). One of few input
-        # channels may run in exact fp32 NCHW, where channels-last picks TF32 kernels and
-        # fails the check; 3-d ones ran slower channels-last
+        # problems) reaches only its first variants; after the other layout where it moves
+        # the program more than one kernel's knob does (``_tf32_either_way``)
         head = len(pool) if flip and all(_tf32_either_way(g, c)
                                          for c in channels_last_convs(g, library)) else first
         dense_at = head
@@ -312,13 +316,8 @@ class OfflineCoder:
                     if blk != cur.get("block"):
                         pool.append((f"{t.id}.block={blk}", with_(t.id, block=blk)))
                 if "rows" in cur and not scan:
-                    # interleaved rows: a thread each or split among a block's warps (a
-                    # short contiguous row's thread has nothing to split)
-                    other = {"thread": ("split",) if _interleaved(g, t.ops) else (),
-                             "split": ("thread",)}.get(cur.get("rows"), ("block", "warp"))
-                    for rows in other:
-                        if rows != cur.get("rows"):
-                            pool.append((f"{t.id}.rows={rows}", with_(t.id, rows=rows)))
+                    pool += [(f"{t.id}.rows={rows}", with_(t.id, rows=rows))
+                             for rows in _other_rows(g, t.ops, str(cur.get("rows")))]
                 if "vec" in cur and not scan:   # scans have no float4 path (nor "vec")
                     pool.append((f"{t.id}.vec={1 if cur.get('vec', 1) == 4 else 4}",
                                  with_(t.id, vec=1 if cur.get("vec", 1) == 4 else 4)))
@@ -359,12 +358,14 @@ def _around(graph: Graph, members: list[str], convs: set[str]) -> list[list[str]
 
 
 def _relaid_params(graph: Graph, part: list[str], spec, p: dict, notes: list[str]) -> dict:
-    """A kernel's launch knobs, its spec's defaults under ``p``. A kernel laid out
-    channels-last (``layout.to_channels_last``: its dims permuted, the channel innermost) has
-    other rows than the plan's NCHW kernel: a reduction over the channels walks them strided
-    in NCHW (a thread a row) and contiguously here (a warp a row). Knobs still at the NCHW
-    kernel's defaults are that layout's, not a choice: they take this spec's defaults; a
-    knob set otherwise (a person's edit, a refine variant) is kept."""
+    """A kernel's launch knobs in a program's first channels-last build, its spec's defaults
+    under ``p``. A kernel laid out channels-last (``layout.to_channels_last``: its dims
+    permuted, the channel innermost) has other rows than the plan's NCHW kernel: a reduction
+    over the channels walks them strided in NCHW (a thread a row) and contiguously here (a
+    warp a row). Knobs still at the NCHW kernel's defaults are that layout's, not a choice:
+    they take this spec's defaults; a knob set otherwise (a person's edit) is kept. The
+    program then says so (``RELAID``): its refine variants' knobs are kept as they are set,
+    the NCHW default among them."""
     mine = default_params(spec)
     if not any(o.layout for o in spec.operands):
         return {**mine, **p}
@@ -377,13 +378,19 @@ def _relaid_params(graph: Graph, part: list[str], spec, p: dict, notes: list[str
     return {**mine, **p, **relaid}
 
 
-def _interleaved(graph: Graph, ops: list[str]) -> bool:
-    """Whether a row task's rows interleave (its innermost dim is not reduced)."""
+def _other_rows(graph: Graph, ops: list[str], rows: str) -> list[str]:
+    """The row strategies a refine round tries instead of ``rows``: interleaved rows a thread
+    each or split among a block's warps (a short contiguous row's thread has nothing to
+    split), contiguous ones a block or a warp each."""
+    if rows == "split":
+        return ["thread"]
+    if rows != "thread":
+        return [r for r in ("block", "warp") if r != rows]
     try:
         spec = build_spec(graph, [o for o in ops if not kept_in_library(graph.node(o), graph)])
     except (Unsupported, KeyError):
-        return False
-    return spec.kind == "rowwise" and not spec.reduce[-1]
+        return []
+    return ["split"] if spec.kind == "rowwise" and not spec.reduce[-1] else []
 
 
 def _library_convs(graph: Graph, tasks: list, params: dict[str, dict]) -> set[str]:
@@ -410,7 +417,8 @@ def _dense_variants(pool: list, at: int, t, cur: dict, base: dict[str, dict], wi
         # for a plain output, inside it where what follows averages the errors away (a
         # global mean over the outputs)
         nhwc = with_(tid, conv="library")
-        nhwc[PROGRAM] = {**nhwc.get(PROGRAM, {}), "channels_last": True, "both_layouts": True}
+        nhwc[PROGRAM] = {**nhwc.get(PROGRAM, {}), "channels_last": True, "both_layouts": True,
+                         RELAID: False}
         first.append((f"{tid} convolution in cuDNN channels-last (TF32, the layout "
                       "torch.compile picks)", nhwc))
     pool[at:at] = first
@@ -491,7 +499,11 @@ def _transposed(graph: Graph, name: str) -> bool:
 
 def _tf32_either_way(graph: Graph, name: str) -> bool:
     """A transposed convolution, or a plain 2-d one of more than ``DENSE_MAX_CHANNELS`` input
-    channels a group: cuDNN runs it on TF32 tensor cores NCHW as channels-last."""
+    channels a group: cuDNN runs it on TF32 tensor cores NCHW as channels-last (the same
+    bits for a transposed one; the reference's error on KernelBench's plain ones was 2-5x
+    the tolerance), channels-last faster. One of few input channels may run in exact fp32
+    NCHW, where channels-last picks TF32 kernels and fails the check; 3-d ones ran slower
+    channels-last."""
     if _transposed(graph, name):
         return True
     n = graph.node(name)

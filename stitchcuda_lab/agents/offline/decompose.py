@@ -126,20 +126,21 @@ def _drop_same_shape_broadcasts(g: Graph) -> None:
             item = g.node(u)
             src = refs[int(item.args[1])]
             for m in g.nodes:
-                m.args = _swap(m.args, u, src)
-                m.kwargs = _swap(m.kwargs, u, src)
-            g.outputs = _swap(g.outputs, u, src)
+                m.args = replace_refs(m.args, u, src)
+                m.kwargs = replace_refs(m.kwargs, u, src)
+            g.outputs = replace_refs(g.outputs, u, src)
             g.nodes.remove(item)
         g.nodes.remove(n)
 
 
-def _swap(x: Any, old: str, new: str) -> Any:
+def replace_refs(x: Any, old: str, new: str) -> Any:
+    """``x`` (args, kwargs, outputs) with every reference to node ``old`` naming ``new``."""
     if isinstance(x, dict):
         if set(x) == {"node"}:
             return {"node": new} if x["node"] == old else x
-        return {k: _swap(v, old, new) for k, v in x.items()}
+        return {k: replace_refs(v, old, new) for k, v in x.items()}
     if isinstance(x, list):
-        return [_swap(v, old, new) for v in x]
+        return [replace_refs(v, old, new) for v in x]
     return x
 
 

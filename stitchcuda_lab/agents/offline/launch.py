@@ -25,7 +25,7 @@ MAX_ROW_REGS = 8   # float4 per thread per cached operand that may stay in regis
 THREAD_ROW_REGS = 64
 # rows a thread each fill the GPU from (an H100's 132 SMs hold 270K threads): below it, rows
 # that interleave (the channel innermost, the row over the pixels: a norm over H and W read
-# channels-last) are split among SPLIT_SEGMENTS threads each (``split``), 32 rows a block
+# channels-last) are split among the warps of a block (``split``), 32 rows a block
 SPLIT_ROWS = 1 << 17
 SPLIT_MIN_LEN = 64
 C_CHUNK = 16384    # elements per OpenMP task of a C pointwise kernel

@@ -59,6 +59,11 @@
   fuse into the first reduction's kernel; a softmax over such a dim is ``exp(x - x)`` and a
   log-softmax ``x - x`` (1 and 0, NaN where ``x`` is not finite, as ATen gives);
 
+- a view that only merges or splits neighbouring dims of a contiguous tensor moves out of a
+  pointwise chain's way (``regroup.py``): the chain before it is computed in the view's
+  shape, or the chain after it in the shape viewed, so that a softmax over ``x.view(b, c,
+  -1)`` fuses with what comes before and after it;
+
 - ops whose results reach no output are dropped (``_drop_dead``): a forward that computes a
   value and never returns it (a model kept from an earlier version, a branch of a debugging
   aid) costs eager its time and the candidate nothing, as under Inductor. Ops that write in
@@ -77,7 +82,8 @@ from typing import Any
 
 from ... import aten
 from ...graph import Graph, Node
-from .decompose import Builder, arg, decompose, ref, unique_name
+from .decompose import Builder, arg, decompose, ref, replace_refs, unique_name
+from .regroup import views_through_pointwise
 from .expand import node_role
 from .helpers import DROPOUTS, contiguous_strides, dropout_of_zero, node_ref
 from .lower import MAX_FULL_REDUCTION
@@ -98,23 +104,13 @@ def _pair(v: Any, default: list[int] | None = None) -> list[int] | None:
     return None
 
 
-def _replace_refs(x: Any, old: str, new: str) -> Any:
-    if isinstance(x, dict):
-        if set(x) == {"node"}:
-            return {"node": new} if x["node"] == old else x
-        return {k: _replace_refs(v, old, new) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_replace_refs(v, old, new) for v in x]
-    return x
-
-
 def _use_instead(g: Graph, old: str, new: str, but: Node | None = None) -> None:
     """Every read of ``old`` (the graph's outputs too) reads ``new``, but ``but``'s."""
     for m in g.nodes:
         if m is not but:
-            m.args = _replace_refs(m.args, old, new)
-            m.kwargs = _replace_refs(m.kwargs, old, new)
-    g.outputs = _replace_refs(g.outputs, old, new)
+            m.args = replace_refs(m.args, old, new)
+            m.kwargs = replace_refs(m.kwargs, old, new)
+    g.outputs = replace_refs(g.outputs, old, new)
 
 
 def _view(name: str, src: Node, shape: list[int]) -> Node:
@@ -149,6 +145,7 @@ def rewrite(graph: Graph) -> Graph:
         _diag_matmul(g)
         _split_bias(g)
         _pool_epilogue(g)
+        views_through_pointwise(g)
         _reverse_scans(g)
         _split_long_rows(g)
         _split_long_norm(g)
@@ -332,8 +329,8 @@ def _split_bias(g: Graph) -> None:
                    lowers_to=["aten.add.Tensor"])
         for u in users:
             un = g.node(u)
-            un.args = _replace_refs(un.args, n.name, add.name)
-            un.kwargs = _replace_refs(un.kwargs, n.name, add.name)
+            un.args = replace_refs(un.args, n.name, add.name)
+            un.kwargs = replace_refs(un.kwargs, n.name, add.name)
         if len(n.args) > 2:
             n.args[2] = None
         else:
@@ -496,8 +493,8 @@ def _pool_epilogue(g: Graph) -> None:
         six = [N, C, H // kh, kh, W // kw, kw]
         v6 = _view(unique_name(g, f"{lib.name}_pool_view"), lib, six)
         first = g.node(members[0])
-        first.args = _replace_refs(first.args, lib.name, v6.name)
-        first.kwargs = _replace_refs(first.kwargs, lib.name, v6.name)
+        first.args = replace_refs(first.args, lib.name, v6.name)
+        first.kwargs = replace_refs(first.kwargs, lib.name, v6.name)
         extra: list[Node] = []
         for m in members:
             mn = g.node(m)
@@ -514,8 +511,8 @@ def _pool_epilogue(g: Graph) -> None:
                 lifted = pad4[:2] + [1, 1, 1, 1]
                 vv = _view(unique_name(g, f"{r}_pool_view"), rn, lifted)
                 extra.append(vv)
-                mn.args = _replace_refs(mn.args, r, vv.name)
-                mn.kwargs = _replace_refs(mn.kwargs, r, vv.name)
+                mn.args = replace_refs(mn.args, r, vv.name)
+                mn.kwargs = replace_refs(mn.kwargs, r, vv.name)
         p.lowers_to = list(dict.fromkeys(
             (["aten.amax.default"] if kind == "max" else ["aten.mean.dim"]) + [p.target]
             + p.lowers_to))
@@ -595,11 +592,11 @@ def _reverse_scans(g: Graph) -> None:
         c.lowers_to = list(dict.fromkeys(c.lowers_to + ["aten.flip.default"]))
         for u in users.get(outer.name, []):
             if u == "output":
-                g.outputs = _replace_refs(g.outputs, outer.name, c.name)
+                g.outputs = replace_refs(g.outputs, outer.name, c.name)
                 continue
             un = g.node(u)
-            un.args = _replace_refs(un.args, outer.name, c.name)
-            un.kwargs = _replace_refs(un.kwargs, outer.name, c.name)
+            un.args = replace_refs(un.args, outer.name, c.name)
+            un.kwargs = replace_refs(un.kwargs, outer.name, c.name)
         g.nodes.remove(inner)
         g.nodes.remove(outer)
 
@@ -885,8 +882,8 @@ def _chain_as(g: Graph, x: Node, reduction: Node, shape: list[int], at: int) -> 
                                              name=f"{r}_cut")
     for c in chain:
         for r, node in views.items():
-            c.args = _replace_refs(c.args, r, node.name)
-            c.kwargs = _replace_refs(c.kwargs, r, node.name)
+            c.args = replace_refs(c.args, r, node.name)
+            c.kwargs = replace_refs(c.kwargs, r, node.name)
         c.shape, c.stride = list(shape), contiguous_strides(list(shape))
     return x
 

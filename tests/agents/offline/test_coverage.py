@@ -403,7 +403,8 @@ def test_the_refine_round_first_measures_a_dense_convolution_against_cudnn(setti
     assert labels[0] == f"{task.id} convolution in cuDNN"
     # then cuDNN's channels-last (TF32: it passes where what follows averages its error away)
     assert labels[1].startswith(f"{task.id} convolution in cuDNN channels-last")
-    assert found[1][1]["program"] == {"channels_last": True, "both_layouts": True}
+    assert found[1][1]["program"] == {"channels_last": True, "both_layouts": True,
+                                         "relaid": False}
     assert f"{task.id}.px=4" in labels and f"{task.id}.px=1" in labels
     after = [label for label, _ in OfflineCoder().variants(
         cuda, plan, {task.id: {**task.params, "conv": "library"}}, 1, None)]

@@ -593,6 +593,36 @@ def test_few_interleaved_rows_are_split_among_a_blocks_warps(tmp_path):
                                tmp_path) == ""
 
 
+def test_a_split_kernel_of_many_reductions_fits_its_shared_memory(tmp_path):
+    """Seven fp64 reductions over the same split rows share one shared array as large as the
+    largest state: one array each took 56 KB at 512 threads, past the 48 KB a kernel's
+    static shared memory may take (the assembler refused it), and the refine round tries
+    1024."""
+    from stitchcuda_lab.agents.offline.launch import default_params, kernel_strategy
+    problem = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                y = (x - x.mean(1, keepdim=True)) / x.std(1, keepdim=True)
+                z = torch.softmax(y, 1) * torch.logsumexp(y * 2, 1, keepdim=True) \
+                    + y.var(1, keepdim=True)
+                return torch.max(z * x.amax(1, keepdim=True), dim=1)
+        def get_inputs():
+            return [torch.randn(3, 200, 37, dtype=torch.float64)]
+        def get_init_inputs():
+            return []
+    """, name="many_split")
+    graph = rewrite(analyse(problem, device="cpu", profile=False))
+    groups, _ = fusion_groups(graph)
+    assert len(groups) == 1
+    spec = build_spec(graph, groups[0], "k0")
+    p = default_params(spec)
+    assert kernel_strategy(spec, p) == "split" and spec.acc == "double"
+    sources = {f"b{b}": emit_cuda(spec, {**p, "block": b}) for b in (512, 1024)}
+    assert all(src.count("sc_split_sm[") == 1 and src.count("sc_split_reduce(") >= 7
+               for src in sources.values())
+    assert cuda_compile_errors(sources, tmp_path, cubin=True) == ""
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_split_rows_give_atens_reductions(device, settings):
     """Reductions over a middle dim of few rows (111: not a multiple of the block's 32),

@@ -294,6 +294,16 @@ def test_a_row_kernel_laid_out_channels_last_takes_that_layouts_row_strategy(set
         "program": {"channels_last": True}, task.id: {**task.params, "rows": "block"}},
         iteration=1)
     assert kept.params["tasks"][task.id]["rows"] == "block"
+    # the channels-last program's own variants: a knob set back to the NCHW default (vec=1)
+    # is what its kernel is built with, not re-laid again
+    base = {k: dict(v) for k, v in cand.params["tasks"].items()}
+    assert base["program"]["relaid"] is True
+    scalar = OfflineCoder().candidate(CONV_MIN, graph, gpu, {
+        **base, task.id: {**base[task.id], "vec": 1}}, iteration=2)
+    assert scalar.params["tasks"][task.id]["vec"] == 1 and "'vec': 1" in scalar.kernels[0].code
+    flip = [p for label, p in OfflineCoder().variants(graph, gpu, base, 1, None)
+            if label.startswith("convolutions ")]
+    assert flip and flip[0]["program"]["relaid"] is False
     nchw = OfflineCoder().candidate(CONV_MIN, graph, gpu, {}, iteration=1)
     assert nchw.params["tasks"][task.id]["rows"] == "thread" and "layout (the plan" \
         not in nchw.notes
