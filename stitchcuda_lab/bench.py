@@ -247,7 +247,9 @@ def _row(path: Path, session, modes: str, work: dict[str, Any], ceiling: dict | 
                    # no kernel of its own and every op kept (a deep model's own forward
                    # replayed through a CUDA graph): PyTorch's kernels, launched otherwise
                    kernel_of_ours=bool(cand.kernels or cand.replaced),
-                   cuda_graph=bool(cand.params.get("cuda_graph")))
+                   cuda_graph=bool(cand.params.get("cuda_graph")),
+                   channels_last=bool((cand.params.get("tasks") or {}).get(
+                       "program", {}).get("channels_last")))
     else:
         # a problem cut short before any candidate's verdict says so: no candidate lost
         status = "no_passing_candidate" if session.state.verdicts else "no_verdict"
@@ -819,6 +821,8 @@ def _row_cells(r: dict, modes: list[str]) -> list[str]:
             " (reference kept)"
     elif _graph_only(r):
         status += " (PyTorch's own ops in a CUDA graph)"
+    elif r.get("correct") and _keeps_every_op(r) and r.get("channels_last"):
+        status += " (PyTorch's own ops, channels-last)"
     if r.get("cut_short"):
         status += f" (cut short: {str(r['cut_short'])[:100]})"
     if load_changed(r.get("flags")):

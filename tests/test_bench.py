@@ -155,6 +155,13 @@ def test_summary_by_suite_counts_what_the_yardstick_asks():
                    kernel_of_ours=True, cuda_graph=False)]
     g = bench.summarise(graphed)
     assert (g["own_kernel"], g["graph_only"]) == (1, 1)
+    # PyTorch's own convolution on channels-last tensors: said so, no kernel of ours
+    laid = [row("5_j.py", "level1", 2.0, 2.0, 1.0, kernel_of_ours=False, cuda_graph=False,
+                channels_last=True)]
+    assert bench.summarise(laid)["own_kernel"] == 0
+    assert "| 5_j.py | pass (PyTorch's own ops, channels-last) |" in bench.markdown(
+        {"environment": {}, "modes": "default", "command": "x", "rows": laid,
+         "summary": bench.summarise(laid), "complete": True})
 
 
 def test_budget_spent_marks_the_rest_not_run(tmp_path):

@@ -245,7 +245,8 @@ class OfflineCoder:
         tc = [t for t in plan.tasks if t.kind == "tensor_core_gemm" and lang == "cuda"
               and t.status not in ("skipped", "failed")]
         if not ktasks and not tc:
-            return [(AS_IS_LABEL, as_is_variant)] if as_is else []
+            return ([(AS_IS_LABEL, as_is_variant)] if as_is else []) + \
+                _layout_only(graph, plan, base, lang)
         failed = feedback is not None and feedback.status != "pass"
         out: list[tuple[str, dict]] = []
 
@@ -495,6 +496,26 @@ def _transposed(graph: Graph, name: str) -> bool:
     n = graph.node(name)
     return n.opname.startswith("conv_transpose") or (
         n.opname in ("convolution", "_convolution") and len(n.args) > 6 and n.args[6] is True)
+
+
+def _layout_only(graph: Graph, plan: Plan, base: dict[str, dict],
+                 lang: str) -> list[tuple[str, dict]]:
+    """A program with no kernel of ours to vary (a lone convolution, KernelBench level 1's):
+    on the GPU, its convolutions in the other layout, once, where cuDNN runs them on TF32
+    tensor cores either way (``_tf32_either_way``): a transposed 3-d one ran in 0.95 ms
+    channels-last against 1.88 NCHW on the H200, the same bits. The input's copy to
+    channels-last is the price; the verdict weighs it."""
+    g = rewrite(graph)
+    convs = channels_last_convs(g, _library_convs(g, plan.tasks, base))
+    if lang != "cuda" or not convs or base.get(PROGRAM, {}).get("both_layouts") \
+            or not all(_tf32_either_way(g, c) for c in convs):
+        return []
+    cl = built_channels_last(base, g, lang)
+    return [("convolutions NCHW (PyTorch's layout)" if cl else
+             "convolutions channels-last (cuDNN's own, the layout torch.compile picks)",
+             {**{k: dict(v) for k, v in base.items()},
+              PROGRAM: {**base.get(PROGRAM, {}), "channels_last": not cl,
+                        "both_layouts": True, RELAID: False}})]
 
 
 def _tf32_either_way(graph: Graph, name: str) -> bool:

@@ -860,3 +860,42 @@ def test_a_program_of_many_kernels_builds_them_in_groups(settings, monkeypatch):
     assert len({id(m) for m in mod._K.values()}) == 1 and set(mod._K) == {
         k.name for k in cand.kernels}
     assert rubric._Source(cand.module_source()).loaded >= {k.name for k in cand.kernels}
+
+
+@pytest.mark.parametrize("conv,offered", [
+    ("nn.ConvTranspose3d(6, 4, 3, stride=2, padding=1)", True),
+    ("nn.Conv3d(6, 4, 3)", False)], ids=["transposed", "plain-3d"])
+def test_a_lone_convolution_is_refined_in_the_other_layout(conv, offered, settings):
+    """A program with no kernel of ours (KernelBench level 1's lone convolutions kept the
+    reference) still has one variant on the GPU: its convolution in cuDNN's channels-last,
+    where cuDNN runs it on TF32 tensor cores either way; a plain 3-d one ran slower so. The
+    program is PyTorch's own op on channels-last tensors, and gives eager's values."""
+    problem = make_problem(f"""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = {conv}
+            def forward(self, x):
+                return self.conv(x)
+        def get_inputs():
+            return [torch.randn(2, 6, 4, 5, 6)]
+        def get_init_inputs():
+            return []
+    """)
+    graph = dataclasses.replace(analyse(problem, profile=False), device="cuda")
+    plan = OfflinePlanner().plan(problem, graph, settings)
+    first = OfflineCoder().code(problem, graph, plan, settings, iteration=0)[0]
+    assert not first.kernels
+    ok = Verdict(status="pass", correct=True, timings={"ours": 1.0, "eager": 1.0})
+    vs = OfflineCoder().code(problem, graph, plan, settings, iteration=1, previous=first,
+                             feedback=ok)
+    assert bool(vs) is offered
+    if offered:
+        cand = vs[0]
+        assert cand.params["tasks"]["program"]["channels_last"] is True
+        assert "memory_format=torch.channels_last_3d" in cand.module_source()
+        want, got, _, _ = run_both(problem, cand)
+        assert_close(got, want)
+        again = OfflineCoder().code(problem, graph, plan, settings, iteration=2,
+                                    previous=cand, feedback=ok)
+        assert not again   # measured once
