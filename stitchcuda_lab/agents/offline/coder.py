@@ -523,8 +523,9 @@ def _tf32_either_way(graph: Graph, name: str) -> bool:
     channels a group: cuDNN runs it on TF32 tensor cores NCHW as channels-last (the same
     bits for a transposed one; the reference's error on KernelBench's plain ones was 2-5x
     the tolerance), channels-last faster. One of few input channels may run in exact fp32
-    NCHW, where channels-last picks TF32 kernels and fails the check; 3-d ones ran slower
-    channels-last."""
+    NCHW, where channels-last picks TF32 kernels and fails the check; plain (not transposed)
+    3-d ones ran slower channels-last. Both assume cuDNN's TF32 switch at PyTorch's default
+    (on), as the reference runs."""
     if _transposed(graph, name):
         return True
     n = graph.node(name)
