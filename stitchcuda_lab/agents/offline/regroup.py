@@ -25,7 +25,9 @@ from .decompose import Builder, replace_refs, unique_name
 from .expand import node_role
 from .helpers import contiguous_strides, node_ref
 
-VIEWS = ("aten.view.default", "aten.reshape.default", "aten._unsafe_view.default")
+# the ops that only give a contiguous tensor other dims (the shapes say how: ``_regrouping``)
+VIEWS = ("aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
+         "aten.flatten.using_ints", "aten.unflatten.int")
 
 
 def views_through_pointwise(g: Graph) -> None:

@@ -153,3 +153,22 @@ def test_a_view_of_the_library_output_keeps_the_chain_where_it_fuses(body, toget
                    for t in tasks), [t.ops for t in tasks]   # (startswith takes a tuple too)
     want, got, _, _ = run_both(problem, cand)
     assert_close(got, want)
+
+
+def test_a_softmax_over_flattened_pixels_fuses_as_over_a_view(settings):
+    """``flatten(2)`` and ``unflatten(2, ...)`` regroup dims as ``view`` does."""
+    problem = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                y = torch.softmax(torch.relu(x).flatten(2), dim=2).unflatten(2, (4, 5))
+                return y * 2.0
+        def get_inputs():
+            return [torch.randn(2, 3, 4, 5)]
+        def get_init_inputs():
+            return []
+    """)
+    graph, plan, cand = generate(problem, settings)
+    assert _tasks_with(plan, "relu", "softmax", "mul") and len(
+        _tasks_with(plan, "relu", "softmax", "mul")) == 1, plan.tasks
+    want, got, _, _ = run_both(problem, cand)
+    assert_close(got, want)
