@@ -109,7 +109,7 @@ def _computed(n: Node, g: Graph) -> bool:
     return n.op == "call_function" and node_role(n, g) not in (None, "view")
 
 
-def _pointwise(n: Node, g: Graph) -> bool:
+def follows_broadcasting(n: Node, g: Graph) -> bool:
     """A pointwise op whose inputs line up with its output by broadcasting alone (batch norm
     in eval mode is pointwise, but its statistics follow dim 1)."""
     return node_role(n, g) == "pointwise" and "batch_norm" not in n.opname
@@ -140,7 +140,7 @@ def _chain(g: Graph, start: list[Node], full: list[int], stop: set[str], down: b
         if m.name in seen:
             continue
         seen.add(m.name)
-        if not _pointwise(m, g) or list(m.shape or []) != full:
+        if not follows_broadcasting(m, g) or list(m.shape or []) != full:
             return None
         chain.append(m)
         nxt = users.get(m.name, []) if down else m.inputs()
@@ -148,7 +148,8 @@ def _chain(g: Graph, start: list[Node], full: list[int], stop: set[str], down: b
             if r == "output" or r in seen:
                 continue
             n = g.node(r)
-            if n.op == "call_function" and _pointwise(n, g) and list(n.shape or []) == full:
+            if n.op == "call_function" and follows_broadcasting(n, g) \
+                    and list(n.shape or []) == full:
                 todo.append(n)
     return chain
 

@@ -83,7 +83,7 @@ from typing import Any
 from ... import aten
 from ...graph import Graph, Node
 from .decompose import Builder, arg, decompose, ref, replace_refs, unique_name
-from .regroup import views_through_pointwise
+from .regroup import follows_broadcasting, views_through_pointwise
 from .expand import node_role
 from .helpers import DROPOUTS, contiguous_strides, dropout_of_zero, node_ref
 from .lower import MAX_FULL_REDUCTION
@@ -847,7 +847,7 @@ def _chain_as(g: Graph, x: Node, reduction: Node, shape: list[int], at: int) -> 
     todo, seen = [x], {x.name}
     while todo:
         m = todo.pop()
-        if not _follows_broadcasting(m, g) or list(m.shape or []) != full:
+        if not follows_broadcasting(m, g) or list(m.shape or []) != full:
             return None
         chain.append(m)
         for r in m.inputs():
@@ -855,7 +855,7 @@ def _chain_as(g: Graph, x: Node, reduction: Node, shape: list[int], at: int) -> 
                 continue
             seen.add(r)
             src = g.node(r)
-            if src.op == "call_function" and _follows_broadcasting(src, g) \
+            if src.op == "call_function" and follows_broadcasting(src, g) \
                     and list(src.shape or []) == full and "output" not in users.get(r, []):
                 todo.append(src)
     names = {c.name for c in chain}
@@ -886,12 +886,6 @@ def _chain_as(g: Graph, x: Node, reduction: Node, shape: list[int], at: int) -> 
             c.kwargs = replace_refs(c.kwargs, r, node.name)
         c.shape, c.stride = list(shape), contiguous_strides(list(shape))
     return x
-
-
-def _follows_broadcasting(n: Node, g: Graph) -> bool:
-    """A pointwise op whose inputs line up with its output by broadcasting alone (batch norm
-    in eval mode is pointwise, but its per-channel statistics follow dim 1)."""
-    return node_role(n, g) == "pointwise" and "batch_norm" not in n.opname
 
 
 def _leaf_in_cut(leaf: list, full: list[int], shape: list[int], at: int) -> list[int] | None:
