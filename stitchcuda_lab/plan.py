@@ -75,6 +75,8 @@ PARAM_RULES: dict[str, tuple[Any, str, Any]] = {
     "rows": (lambda v: v in ("block", "warp", "thread", "split"), "block, warp, thread or split",
              "warp"),
     "cache": (lambda v: isinstance(v, bool), "true or false (row cache)", True),
+    "tc": (lambda v: isinstance(v, bool), "true or false (a dense convolution on tensor cores, "
+           "3xTF32)", True),
     "chunk": (_int_in(64, 1 << 30), "a whole number of at least 64 (elements per C task)",
               16384),
 }

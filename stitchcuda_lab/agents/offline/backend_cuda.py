@@ -30,7 +30,8 @@ from .codegen import (FIELDS, REDUCTIONS, RowValues, acc_name, elem_index, elem_
                       state_type, update)
 from .helpers import contiguous_strides, round_up
 from .ir import KernelSpec, Operand, Stmt, deps_closure
-from .pool import pool_body_cuda
+from .conv_tc import TC_PRELUDE
+from .pool import dense_tile, pool_body_cuda
 from .scan import scan_body_cuda, scan_stmt
 from .launch import (auto_unroll, cached_operands, default_params, kernel_strategy,
                      row_in_registers, thread_row_operands, vec_ok, vec_operands)
@@ -210,20 +211,21 @@ def _store(o: Operand, idx: str, val: str) -> str:
     return f"{o.name}[{idx}] = ({CU_TYPES[o.dtype]})({val});"
 
 
-def _header(spec: KernelSpec) -> str:
+def _header(spec: KernelSpec, tc: bool = False) -> str:
     inc = ""
     dts = {o.dtype for o in spec.operands}
     if "float16" in dts:
         inc += "#include <cuda_fp16.h>\n"
     if "bfloat16" in dts:
         inc += "#include <cuda_bf16.h>\n"
-    pre = PRELUDE + (REDUCE_PRELUDE if spec.kind == "rowwise" else "")
+    pre = PRELUDE + (REDUCE_PRELUDE if spec.kind == "rowwise" else "") + (TC_PRELUDE if tc else "")
     return inc + pre
 
 
 def emit_cuda(spec: KernelSpec, params: dict | None = None) -> str:
     """CUDA source with one ``extern "C" __global__`` kernel named ``spec.name``."""
     params = {**default_params(spec), **(params or {})}
+    tc = False
     if spec.kind == "rowwise" and not params.get("unroll"):   # shown in the kernel's header
         params["unroll"] = auto_unroll(spec, kernel_strategy(spec, params),
                                        int(params["block"]))
@@ -235,12 +237,15 @@ def emit_cuda(spec: KernelSpec, params: dict | None = None) -> str:
         body = _pointwise(spec, params)
     elif spec.kind == "pool":
         body = pool_body_cuda(spec, _load, _store, params)
+        tile = dense_tile(spec, params)
+        if tile is not None and tile.get("tc"):   # conv_tc.py: four warps, its helpers
+            params["block"], tc = tile["threads"], True
     elif scan_stmt(spec) is not None:
         body = scan_body_cuda(spec, _load, _store, int(params["block"]),
                               int(params.get("ipt") or 1))
     else:
         body = _RowKernel(spec, params).body()
-    return (_header(spec) + "\n" + head + f'extern "C" __global__ void __launch_bounds__('
+    return (_header(spec, tc) + "\n" + head + f'extern "C" __global__ void __launch_bounds__('
             f'{int(params["block"])}) {spec.name}({sig})\n{{\n' + body + "}\n")
 
 

@@ -73,7 +73,8 @@ def launch_config(spec: KernelSpec, params: dict | None = None) -> dict:
         tile = conv_tile(spec)   # a depthwise convolution's tiles, else a thread per output
         blocks = dense["blocks"] if dense else \
             tile["planes"] * tile["per_plane"] if tile else ceildiv(spec.numel, b)
-        return {"blocks": max(1, blocks), "block": b, "waves": int(p["waves"])}
+        return {"blocks": max(1, blocks), "block": int((dense or {}).get("threads", b)),
+                "waves": int(p["waves"])}
     if spec.kind == "pointwise":
         per = b * int(p["vec"]) * int(p["ipt"])
         return {"blocks": max(1, ceildiv(spec.numel, per)), "block": b, "waves": int(p["waves"])}

@@ -36,6 +36,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from .codegen import Load, Store, elem_lines, offset, update
+from .conv_tc import tc_lines, tc_tile
 from .helpers import ceildiv, contiguous_strides, node_ref, round_up
 from .ir import KernelSpec, Stmt, Unsupported
 from .passes import coalesce
@@ -363,10 +364,13 @@ class _Pool:
         ``p_co0 + p_cc``, ``p_oh``, ``p_ow0 + p_p``), not from the flat index: a bias read
         per channel was a division and a remainder per output (64 a thread), and by the
         coordinates it is one load per channel, hoisted out of the row's outputs."""
+        return self._at_coords(o, ["p_n", "(p_co0 + p_cc)", "p_oh", "(p_ow0 + p_p)"])
+
+    def _at_coords(self, o, coords: list[str]) -> str:
+        """An operand's index from the output's coordinates ``coords`` (4-d)."""
         if self._at_out(o) == "p_i":   # laid out as the output: its flat index
             return "p_i"
         dims = self.spec.dims
-        coords = ["p_n", "(p_co0 + p_cc)", "p_oh", "(p_ow0 + p_p)"]
         terms = [c if st == 1 else f"({self.it}){c} * {st}{self.sf}"
                  for c, st, d in zip(coords, o.strides, dims) if st and d > 1]
         return " + ".join(terms) if terms else "0"
@@ -544,7 +548,8 @@ def pool_body_cuda(spec: KernelSpec, load: Load, store: Store, params: dict | No
     pl = _Pool(spec, load, store, index_type(spec))
     dense = dense_tile(spec, params)
     if dense is not None:
-        return "\n".join(pl.dense_lines(dense)) + "\n"
+        lines = tc_lines(pl, dense) if dense.get("tc") else pl.dense_lines(dense)
+        return "\n".join(lines) + "\n"
     tile = conv_tile(spec)
     if tile is not None:
         return "\n".join(pl.tiled_lines(tile)) + "\n"
@@ -597,6 +602,9 @@ def dense_tile(spec: KernelSpec, params: dict | None = None) -> dict | None:
         return None
     p = params or {}
     w = s.window
+    tc = tc_tile(spec, w) if p.get("tc") else None
+    if tc is not None:   # fp32 on tensor cores (conv_tc.py); else the SIMT tile below
+        return tc
     size = 8 if spec.acc == "double" else 4
     taps = w["cin"] * math.prod(w["k"])
     # 16 x 4 fp32 accumulators, no spills (ptxas for sm_90): 128 registers a thread for 8

@@ -7,6 +7,8 @@ it is a ``gpu`` test."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -400,12 +402,14 @@ def test_the_refine_round_first_measures_a_dense_convolution_against_cudnn(setti
     base = {task.id: dict(task.params)}
     found = OfflineCoder().variants(cuda, plan, base, 1, None)
     labels = [label for label, _ in found]
+    assert labels[0] == f"{task.id} convolution on tensor cores (3xTF32)"
+    labels, found = labels[1:], found[1:]
     assert labels[0] == f"{task.id} convolution in cuDNN"
     # then cuDNN's channels-last (TF32: it passes where what follows averages its error away)
     assert labels[1].startswith(f"{task.id} convolution in cuDNN channels-last")
     assert found[1][1]["program"] == {"channels_last": True, "both_layouts": True,
                                          "relaid": False}
-    assert f"{task.id}.px=4" in labels and f"{task.id}.px=1" in labels
+    assert f"{task.id}.px=1" in labels   # the round holds four
     after = [label for label, _ in OfflineCoder().variants(
         cuda, plan, {task.id: {**task.params, "conv": "library"}}, 1, None)]
     assert after[0] == f"{task.id} convolution fused again"
@@ -448,6 +452,81 @@ def test_a_dense_convolutions_cuda_tile_masks_channels_and_columns_past_the_edge
     # 2 x 30 rows x 9 groups of 4 columns, 128 a block; two chunks of 8 channels
     assert launch_config(spec, {"cot": 8, "px": 4})["blocks"] == 5 * 2
     assert "p_b % 2LL" in src
+
+
+# dense convolutions on tensor cores (conv_tc.py): (in channels, out channels, kernel, stride,
+# padding, dilation, input H x W) - 72 taps in one chunk, 32 channels a block with a tail of
+# masked channels, two K chunks (16 x 3 x 3 = 144 taps), stride, dilation, a stem's 7x7
+TC_SHAPES = [(8, 64, 3, 1, 0, 1, (37, 41)), (3, 10, 3, 2, 1, 1, (33, 30)),
+             (16, 70, 3, 1, 1, 1, (20, 23)), (8, 48, 3, 1, 2, 2, (19, 26)),
+             (3, 32, 7, 2, 3, 1, (40, 36))]
+
+
+def _tc_problem(cin, cout, k, s, p, d, hw, name="tc"):
+    return problem_from_source(
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        f"        self.conv = nn.Conv2d({cin}, {cout}, {k}, stride={s}, padding={p}, "
+        f"dilation={d})\n\n"
+        "    def forward(self, x):\n        return torch.tanh(self.conv(torch.relu(x) - 0.25))\n\n"
+        f"def get_inputs():\n    return [torch.randn(3, {cin}, {hw[0]}, {hw[1]})]\n\n"
+        "def get_init_inputs():\n    return []\n", name=name)
+
+
+def _tc_candidate(problem, settings, device: str):
+    from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
+    from stitchcuda_lab.graph import analyse
+
+    graph = dataclasses.replace(analyse(problem, device=device, profile=False,
+                                        settings=settings), device="cuda")
+    plan = OfflinePlanner().plan(problem, graph, settings)
+    (task,) = [t for t in plan.tasks if "conv2d" in t.ops]
+    assert "cot" in task.params
+    return OfflineCoder().candidate(problem, graph, plan, {task.id: {**task.params, "tc": True}})
+
+
+@pytest.mark.parametrize("shape", TC_SHAPES)
+def test_a_dense_convolution_on_tensor_cores_compiles_without_spills(shape, settings, tmp_path):
+    """Each tiling's kernel to machine code: its shared memory within the static 48 KB and
+    its accumulators and fragments in registers (a spill is a slow kernel, not a wrong one)."""
+    cand = _tc_candidate(_tc_problem(*shape), settings, "cpu")
+    (conv,) = [k for k in cand.kernels if "mma.sync" in k.code]
+    assert "sc_tf32_split" in conv.code and "__launch_bounds__(128)" in conv.code
+    assert cuda_compile_errors({"tc": conv.code}, tmp_path, cubin=True) == ""
+    if shutil.which("nvcc"):
+        (tmp_path / "tc.cu").write_text(conv.code)
+        out = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-o",
+                              str(tmp_path / "tc.cubin"), str(tmp_path / "tc.cu")],
+                             capture_output=True, text=True, timeout=600, check=True).stderr
+        assert "0 bytes spill stores" in out, out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", TC_SHAPES)
+def test_a_dense_convolution_on_tensor_cores_matches_eager_on_cuda(shape, settings):
+    """3xTF32 keeps fp32's accuracy: against cuDNN in fp32 arithmetic (run_both) within the
+    fp32 tolerance, prologue and epilogue fused, on two draws."""
+    problem = _tc_problem(*shape)
+    cand = _tc_candidate(problem, settings.replace(device="cuda"), "cuda")
+    for seed in (0, 1):
+        want, got, _, _ = run_both(problem, cand, device="cuda", seed=seed)
+        assert_close(got, want)
+
+
+def test_the_refine_round_first_tries_a_dense_convolution_on_tensor_cores(settings):
+    from stitchcuda_lab.agents.offline import OfflineCoder
+
+    _, cuda, plan = _planned_for_the_gpu("conv_few_input_channels", settings)
+    (task,) = [t for t in plan.tasks if "conv2d" in t.ops]
+    found = OfflineCoder().variants(cuda, plan, {task.id: dict(task.params)}, 1, None)
+    assert found[0][0] == f"{task.id} convolution on tensor cores (3xTF32)"
+    assert found[0][1][task.id]["tc"] is True
+    # from a tensor-core best: back to the SIMT tile, and no tile knobs it would not read
+    after = [label for label, _ in OfflineCoder().variants(
+        cuda, plan, {task.id: {**task.params, "tc": True}}, 1, None)]
+    assert after[0] == f"{task.id} convolution on the SIMT tile"
+    assert not [label for label in after if ".px=" in label or ".cot=" in label], after
 
 
 def test_a_pointwise_convolution_stays_a_gemm_in_cudnn():
