@@ -344,6 +344,9 @@ class Job:
         self.wide_met: set[tuple[str, bool]] = set()
         self.no_hand_over = False   # CPU: this problem's inputs cannot be handed over
         self.out_bytes = 0     # the largest outputs of a trial, for the rounds' size
+        # where the trials' time went (ms): the reference's side (draws, forwards, widened
+        # draws), the candidate's calls, reading and judging its outputs
+        self.trial_ms = {"reference": 0.0, "candidate": 0.0, "judge": 0.0}
         self.no_float64 = False   # the float64 reference ran out of memory in this job
         self.peek = False   # CPU: the judge reads timed calls' outputs from the sandbox (open)
         self.sampler: sampler.Sampler | None = None   # CPU: where its threads are (open)
@@ -545,6 +548,7 @@ class Job:
         ticks = self.sandbox.child_cpu_ticks()
         trials, traced, outs, refs = self.trials()
         phase("trials")
+        phases.update({f"phase:trials.{k}": v for k, v in self.trial_ms.items()})
         result = self.judge_trials(trials, traced, outs, refs, loaded)
         phase("judge")
         if result["status"] != "pass":
@@ -679,6 +683,13 @@ class Job:
         trials, outs, refs = [], [], []
         traced: dict[str, Any] = {}
         far_sign = secrets.randbelow(2) == 0   # the few places' first sign; the whole's other
+        split = time.perf_counter()
+
+        def spent(part: str) -> None:
+            nonlocal split
+            now = time.perf_counter()
+            self.trial_ms[part] += (now - split) * 1e3
+            split = now
         for t in range(n + 4):
             seed = fresh_seed()
             while t in (far_few, far_whole, small) and widens_few(seed) != (t == far_few):
@@ -703,9 +714,11 @@ class Job:
             sizes = [r.numel() * r.element_size() for r in ref_out]
             self.out_bytes = max(self.out_bytes, sum(sizes))
             let_go_if_large(in_bytes + sum(sizes), self.device)   # the draws' memory, for the sandbox
+            spent("reference")
             reply = self.ask_trial(seed, how, in_bytes,
                                    {"op": "trial", "sizes": sizes, "first": t == 0,
                                     "trace": t == traced_trial, "second": t < 2})
+            spent("candidate")
             # the second call's outputs are read in place: compared with the first's at once,
             # before any other command (one copy of GBs fewer beside the candidate's)
             taken = (self.from_arena(reply.get("outputs")),
@@ -749,6 +762,7 @@ class Job:
             traced["aten_ops"] = _merge(traced.get("aten_ops", {}), reply.get("aten_ops"))
             if t == traced_trial:   # a profiled trial without its trace is switched-off evidence
                 traced["trace"] = self.read_trace(reply.get("trace"))
+            spent("judge")
         let_go_if_large(self.out_bytes, self.device)   # the trials' memory, for the timed calls
         return trials, traced, outs, refs
 

@@ -65,6 +65,10 @@ def test_pass_reports_trials_errors_tolerance_and_timings(module_worker, fast_op
     assert v.atol == v.rtol == 1e-4 and v.max_abs_err is not None and v.max_abs_err <= 1e-4
     assert {"eager", "eager_wall", "ours", "ours_wall", "build"} <= set(v.timings)
     assert v.speedup_vs_eager == pytest.approx(v.timings["eager"] / v.timings["ours"])
+    # the trials' time by side: the reference's, the candidate's calls, the judging
+    parts = [v.timings[f"phase:trials.{k}"] for k in ("reference", "candidate", "judge")]
+    assert all(p > 0 for p in parts)
+    assert sum(parts) == pytest.approx(v.timings["phase:trials"], rel=0.05, abs=5.0)
     assert v.speedup_vs_compile is None  # compile_modes "" measures no compile baseline
     assert v.candidate_id == "c1" and v.device == "cpu"
     assert v.aten_ops == {"aten.empty_like.default": 18}  # 9 trials x (call + determinism rerun)
