@@ -86,6 +86,10 @@ def tc_lines(pl, t: dict) -> list[str]:   # noqa: ANN001  (pool._Pool: imported 
           f"{i1}const long long p_q = p_b / {t['nco']}LL;",
           f"{i1}const {it} p_n = ({it})(p_q / {t['tpi']}LL);",
           f"{i1}const int p_px0 = (int)(p_q % {t['tpi']}LL) * {np_};",
+          f"{i1}const int p_pl = threadIdx.x % {np_}, p_kr = threadIdx.x / {np_};",
+          f"{i1}const bool p_live = p_px0 + p_pl < {OH * OW};",
+          f"{i1}const int p_y0 = ((p_px0 + p_pl) / {OW}) * {st[0]} - {p[0]};",
+          f"{i1}const int p_y1 = ((p_px0 + p_pl) % {OW}) * {st[1]} - {p[1]};",
           f"{i1}float p_acc[{mi_n}][{ni_n}][4];",
           f"{i1}#pragma unroll",
           f"{i1}for (int p_u = 0; p_u < {mi_n * ni_n * 4}; ++p_u) "
@@ -94,15 +98,16 @@ def tc_lines(pl, t: dict) -> list[str]:   # noqa: ANN001  (pool._Pool: imported 
           f"{i2}__syncthreads();   // the previous chunk (or tile's outputs) is consumed"]
     if not once:
         L += ws(i2)
+    # a thread keeps one pixel of the run (its window's corner computed once a tile) and
+    # walks the taps: consecutive threads read consecutive pixels of a tap's input row
     L += [f"{i2}#pragma unroll 4",
-          f"{i2}for (int p_e = threadIdx.x; p_e < {kc * np_}; p_e += {TC_THREADS}) {{",
-          f"{i3}const int p_kl = p_e / {np_}, p_pl = p_e % {np_};",
-          f"{i3}const int p_k = p_kc0 + p_kl, p_px = p_px0 + p_pl;",
+          f"{i2}for (int p_kl = p_kr; p_kl < {kc}; p_kl += {TC_THREADS // np_}) {{",
+          f"{i3}const int p_k = p_kc0 + p_kl;",
           f"{i3}float p_val = 0.0f;   // zero padding, and the K and pixel tails",
-          f"{i3}if (p_k < {taps} && p_px < {OH * OW}) {{",
+          f"{i3}if (p_k < {taps} && p_live) {{",
           f"{i4}const int p_c = p_k / {k[0] * k[1]}, p_r = p_k % {k[0] * k[1]};",
-          f"{i4}const int p_x0 = (p_px / {OW}) * {st[0]} - {p[0]} + (p_r / {k[1]}) * {d[0]};",
-          f"{i4}const int p_x1 = (p_px % {OW}) * {st[1]} - {p[1]} + (p_r % {k[1]}) * {d[1]};",
+          f"{i4}const int p_x0 = p_y0 + (p_r / {k[1]}) * {d[0]};",
+          f"{i4}const int p_x1 = p_y1 + (p_r % {k[1]}) * {d[1]};",
           f"{i4}if (p_x0 >= 0 && p_x0 < {H} && p_x1 >= 0 && p_x1 < {W}) {{"]
     L += pl._win_offsets(i4 + "    ", f"p_n * {cin}{sf} + p_c")
     L += elem_lines(spec, pl.pre, pl.load, pl._at_win, ind=i4 + "    ")
