@@ -130,7 +130,7 @@ def _regrouping(v: Node, g: Graph) -> tuple[Node, list[int], list[int]] | None:
     return src, full, shape
 
 
-def _chain(g: Graph, start: list[Node], full: list[int], stop: set[str], down: bool,
+def chain_of(g: Graph, start: list[Node], full: list[int], stop: set[str], down: bool,
            users: dict[str, list[str]]) -> list[Node] | None:
     """The pointwise ops of shape ``full`` reached from ``start`` (its producers going up,
     its users going down), not through ``stop``; None where one of them cannot follow."""
@@ -154,8 +154,8 @@ def _chain(g: Graph, start: list[Node], full: list[int], stop: set[str], down: b
     return chain
 
 
-def _recast(g: Graph, chain: list[Node], full: list[int], shape: list[int],
-            keep: set[str]) -> bool:
+def recast(g: Graph, chain: list[Node], full: list[int], shape: list[int],
+           keep: set[str], suffix: str = "_regrouped") -> bool:
     """The chain's ops computed in ``shape``: each input not in ``keep`` or the chain viewed
     in it (a reshape before the first op reading it). False, and nothing changed, where an
     input does not regroup (a strided one, a broadcast across a run)."""
@@ -169,7 +169,8 @@ def _recast(g: Graph, chain: list[Node], full: list[int], shape: list[int],
         if math.prod(leaf.shape) == 1 and len(leaf.shape) <= len(shape):
             as_shape[r] = list(leaf.shape)   # one value: it broadcasts in any shape
             continue
-        new = regrouped(list(leaf.shape), full, shape)
+        # of the chain's own shape: it follows any reshape that keeps the elements' order
+        new = list(shape) if list(leaf.shape) == full else regrouped(list(leaf.shape), full, shape)
         if new is None or (leaf.stride is not None
                            and list(leaf.stride) != contiguous_strides(list(leaf.shape))):
             return False
@@ -180,7 +181,7 @@ def _recast(g: Graph, chain: list[Node], full: list[int], shape: list[int],
             continue
         first = min((c for c in chain if r in c.inputs()), key=lambda c: order[c.name])
         view = Builder(g, first).add("aten.view.default", [{"node": r}, new], new,
-                                     g.node(r).dtype or "float32", name=f"{r}_regrouped")
+                                     g.node(r).dtype or "float32", name=f"{r}{suffix}")
         for c in chain:
             c.args, c.kwargs = replace_refs(c.args, r, view.name), \
                 replace_refs(c.kwargs, r, view.name)
@@ -199,7 +200,7 @@ def _hoist(g: Graph, v: Node) -> bool:
     users = g.users()
     if users.get(x.name, []) != [v.name]:
         return False
-    chain = _chain(g, [x], full, set(), False, users)
+    chain = chain_of(g, [x], full, set(), False, users)
     if not chain:
         return False
     names = {c.name for c in chain}
@@ -211,7 +212,7 @@ def _hoist(g: Graph, v: Node) -> bool:
             or any(_computed(g.node(r), g) for c in chain for r in c.inputs()
                    if r not in names):
         return False
-    if not _recast(g, chain, full, shape, set()):
+    if not recast(g, chain, full, shape, set()):
         return False
     for m in g.nodes:
         m.args, m.kwargs = replace_refs(m.args, v.name, x.name), \
@@ -232,14 +233,14 @@ def _sink(g: Graph, v: Node) -> bool:
     readers = users.get(v.name, [])
     if not readers or "output" in readers:
         return False
-    chain = _chain(g, [g.node(r) for r in readers], full, {v.name}, True, users)
+    chain = chain_of(g, [g.node(r) for r in readers], full, {v.name}, True, users)
     if not chain or not _computed(s, g):
         return False   # nothing to join: the view's input is the library's or an input
     names = {c.name for c in chain}
     if any(u != "output" and _computed(g.node(u), g) for c in chain
            for u in users.get(c.name, []) if u not in names):
         return False   # a reader after the chain would fuse with it in the view's shape
-    if not _recast(g, chain, full, shape, {v.name}):
+    if not recast(g, chain, full, shape, {v.name}):
         return False
     for c in chain:
         c.args, c.kwargs = replace_refs(c.args, v.name, s.name), \

@@ -83,7 +83,7 @@ from typing import Any
 from ... import aten
 from ...graph import Graph, Node
 from .decompose import Builder, arg, decompose, ref, replace_refs, unique_name
-from .regroup import follows_broadcasting, views_through_pointwise
+from .regroup import chain_of, recast, views_through_pointwise
 from .expand import node_role
 from .helpers import DROPOUTS, contiguous_strides, dropout_of_zero, node_ref
 from .lower import MAX_FULL_REDUCTION
@@ -811,7 +811,7 @@ def _split_long_rows(g: Graph) -> None:
         lead, length, parts = found
         b = Builder(g, n)
         shape, k = _cut(list(x.shape), len(lead), parts, length)
-        cut = _chain_as(g, x, n, shape, len(lead)) or b.add(
+        cut = _chain_as(g, x, n, shape) or b.add(
             "aten.view.default", [ref(x), shape], shape, n.dtype, name=f"{n.name}_rows")
         partial = b.add(target, _reduction_args(n, cut, k), lead + [parts], n.dtype,
                         name=f"{n.name}_parts")
@@ -833,79 +833,25 @@ def _cut(full: list[int], at: int, parts: int, length: int) -> tuple[list[int], 
     return full[:at] + [parts, length // parts], 1
 
 
-def _chain_as(g: Graph, x: Node, reduction: Node, shape: list[int], at: int) -> Node | None:
-    """``x`` computed in ``shape`` (its elements in the same order: ``_cut``'s of x's shape at
-    dim ``at``), where it is a pointwise chain read only by ``reduction``: the chain's nodes
-    take the new shape and its inputs are viewed in it, so the parts' reduction reads the
-    chain's inputs in one kernel (a loss's ``(a - b) ** 2`` summed in parts) instead of a
+def _chain_as(g: Graph, x: Node, reduction: Node, shape: list[int]) -> Node | None:
+    """``x`` computed in ``shape`` (its elements in the same order: ``_cut``'s of x's shape),
+    where it is a pointwise chain read only by ``reduction``: the chain's nodes take the new
+    shape and its inputs are viewed in it (``regroup.recast``), so the parts' reduction reads
+    the chain's inputs in one kernel (a loss's ``(a - b) ** 2`` summed in parts) instead of a
     kernel writing ``x`` whole for a view of it to read. Its inputs may be of x's shape,
-    single values, or (where the cut keeps x's other dims) anything that broadcasts to x.
-    None (the graph unchanged) elsewhere."""
+    single values, or anything that broadcasts to x along whole runs of the cut. None (the
+    graph unchanged) elsewhere."""
     users = g.users()
     full = list(x.shape or [])
-    chain: list[Node] = []
-    todo, seen = [x], {x.name}
-    while todo:
-        m = todo.pop()
-        if not follows_broadcasting(m, g) or list(m.shape or []) != full:
-            return None
-        chain.append(m)
-        for r in m.inputs():
-            if r in seen:
-                continue
-            seen.add(r)
-            src = g.node(r)
-            if src.op == "call_function" and follows_broadcasting(src, g) \
-                    and list(src.shape or []) == full and "output" not in users.get(r, []):
-                todo.append(src)
+    returned = {r for r, us in users.items() if "output" in us and r != x.name}
+    chain = chain_of(g, [x], full, returned, False, users)   # a returned link is an input
+    if chain is None:
+        return None
     names = {c.name for c in chain}
     if set(users.get(x.name, [])) != {reduction.name} or any(
             not set(users.get(c.name, [])) <= names for c in chain if c is not x):
         return None   # a link of the chain is read elsewhere (or returned) in its own shape
-    leaves = sorted({r for c in chain for r in c.inputs() if r not in names})
-    as_cut = {}
-    for r in leaves:
-        leaf = g.node(r)
-        view = _leaf_in_cut(list(leaf.shape or [None]), full, shape, at)
-        if view is None or (leaf.stride is not None and leaf.shape is not None
-                            and leaf.stride != contiguous_strides(list(leaf.shape))):
-            return None   # a strided leaf (an expand, a transpose) is not viewed as the cut
-        as_cut[r] = view
-    # reshape: a view of the inputs as they are drawn (contiguous), a copy of one that is not;
-    # each before the first link that reads it (after the leaf itself, in graph order)
-    views: dict[str, Node] = {}
-    for r, cut_shape in as_cut.items():
-        if cut_shape != list(g.node(r).shape or []):
-            first = min((c for c in chain if r in c.inputs()), key=g.nodes.index)
-            views[r] = Builder(g, first).add("aten.reshape.default", [{"node": r}, cut_shape],
-                                             cut_shape, g.node(r).dtype or "float32",
-                                             name=f"{r}_cut")
-    for c in chain:
-        for r, node in views.items():
-            c.args = replace_refs(c.args, r, node.name)
-            c.kwargs = replace_refs(c.kwargs, r, node.name)
-        c.shape, c.stride = list(shape), contiguous_strides(list(shape))
-    return x
-
-
-def _leaf_in_cut(leaf: list, full: list[int], shape: list[int], at: int) -> list[int] | None:
-    """The shape an input of a chain over ``full`` takes in the cut ``shape`` (None where it
-    has none): x's own shape becomes the cut; a single value stays as it is; where the cut
-    splits dim ``at`` and keeps the others, a broadcast input is padded to x's rank and has
-    its dim ``at`` split too (or two 1s where it is broadcast along it)."""
-    if None in leaf or len(leaf) > len(full):
-        return None
-    if leaf == full:
-        return list(shape)
-    if math.prod(leaf) == 1 and len(leaf) <= len(shape):
-        return list(leaf)
-    if len(shape) != len(full) + 1:
-        return None      # the reduced dims were flattened: only whole-shape inputs follow
-    padded = [1] * (len(full) - len(leaf)) + leaf
-    if any(d not in (1, f) for d, f in zip(padded, full)):
-        return None
-    mid = shape[at:at + 2] if padded[at] != 1 else [1, 1]
-    return padded[:at] + mid + padded[at + 1:]
+    return x if recast(g, chain, full, shape, set(), suffix="_cut") else None
 
 
 def _split_long_norm(g: Graph) -> None:
