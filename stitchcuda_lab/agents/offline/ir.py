@@ -61,6 +61,9 @@ class KernelSpec:
     targets: list[str]         # their aten targets
     outputs: dict = field(default_factory=dict)   # graph node -> operand index written
     npasses: int = 0
+    # a pool read and written channels-last (``layout.to_channels_last``): its outputs are
+    # walked channel innermost, in memory order, its dims left in NCHW order
+    channels_inner: bool = False
 
     @property
     def numel(self) -> int:

@@ -53,9 +53,12 @@ def to_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str],
     does not reduce over the channels, where an expression indexes an operand with strides of
     its own (a gather), or where the kernel's meaning depends on the order of its dims: a scan,
     an index result over several dims (an argmax over one dim, ``torch.min(x, dim=1)``'s
-    indices, is the position along it in either order), a pool window, a group norm's channel
-    split (lowered elsewhere: not passed here)."""
+    indices, is the position along it in either order), a convolution's window, a group
+    norm's channel split (lowered elsewhere: not passed here). A max or average pool keeps its
+    dims and walks its outputs channel innermost instead (``_pool_channels_last``)."""
     rank = len(spec.dims)
+    if rank in PERMUTATION and spec.kind == "pool":
+        return _pool_channels_last(spec, nhwc)
     if rank not in PERMUTATION or spec.kind not in ("pointwise", "rowwise"):
         return False
     # a row kernel reads its rows along the innermost dim with a block or a warp per row; with
@@ -95,4 +98,39 @@ def to_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str],
     spec.reduce = [spec.reduce[p] for p in perm]
     for o in spec.operands:
         o.strides = [o.strides[p] for p in perm]
+    return True
+
+
+def _dense(o, shape: list[int]) -> bool:
+    """``o`` of ``shape``, laid out contiguously (NCHW) where its size is more than one."""
+    return o.shape == shape and all(st == d or size == 1 for st, d, size in
+                                    zip(o.strides, contiguous_strides(shape), shape))
+
+
+def _pool_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str]) -> bool:
+    """A max or average pool (not a convolution's window) whose input is channels-last: the
+    window's full-size operands read where they lie, the outputs written channels-last, and
+    the outputs walked channel innermost (``ir.KernelSpec.channels_inner``), so that a warp
+    reads 32 neighbouring channels of each tap of its windows (128 bytes) and writes them
+    side by side. The pool's window math is the same; only the order of the outputs and the
+    operands' strides change."""
+    s = next((t for t in spec.stmts if t.op == "pool"), None)
+    if s is None or s.window.get("kind") == "conv" or len(spec.dims) - s.window["nd"] != 2:
+        return False
+    if any(t.op == "expr" and re.search(rf"\b{o.name}\[", t.expr)
+           for t in spec.stmts for o in spec.operands):
+        return False   # a gather: strides written into the expression
+    win = {t.operand for t in spec.stmts if t.op == "load" and t.level == "win"}
+    in_shape = list(spec.dims[:2]) + list(s.window["in"])
+    laid = [o for i, o in enumerate(spec.operands) if o.role != "out" and o.node in nhwc
+            and _dense(o, in_shape if i in win else spec.dims)]
+    if not any(spec.operands.index(o) in win for o in laid):
+        return False
+    laid += [o for o in spec.operands if o.role == "out" and _dense(o, spec.dims)]
+    rank = len(spec.dims)
+    for o in laid:
+        o.strides = [st if size != 1 else 0
+                     for st, size in zip(channels_last_strides(o.shape), o.shape)]
+        o.layout = FORMATS[rank]
+    spec.channels_inner = True
     return True

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from .codegen import Load, Store, elem_lines, offset, update
 from .conv_tc import tc_lines, tc_tile
 from .helpers import ceildiv, contiguous_strides, node_ref, round_up
+from .layout import channels_last_strides
 from .ir import KernelSpec, Stmt, Unsupported
 from .passes import coalesce
 
@@ -245,6 +246,9 @@ class _Pool:
 
     def _at_out(self, o) -> str:
         dims = self.spec.dims
+        if self.spec.channels_inner and o.strides == [
+                st if d != 1 else 0 for st, d in zip(channels_last_strides(dims), dims)]:
+            return "p_f"   # laid out as the outputs are walked
         if all(a == b or d == 1 for a, b, d in zip(o.strides, contiguous_strides(dims), dims)):
             return "p_i"
         return offset(o.strides, dims, "p_i", list(range(len(dims))), self.sf)
@@ -258,21 +262,12 @@ class _Pool:
 
     def lines(self, ind: str) -> list[str]:
         spec, w, it, sf, acc = self.spec, self.w, self.it, self.sf, self.spec.acc
-        dims, nd, kind = spec.dims, w["nd"], w["kind"]
-        r = len(dims)
+        nd, kind = w["nd"], w["kind"]
         sp, ss = self.sp, self.ss
-        L = [f"{ind}const {it} p_i = ({it})i;"]
-        if sp == it:
-            L.append(f"{ind}{it} p_t = p_i;")
-            rem = "p_t"
-        else:   # one 64-bit division to the plane, 32-bit math inside it
-            plane = math.prod(dims[r - nd:])
-            L.append(f"{ind}const {it} p_t = p_i / {plane}{sf};")
-            L.append(f"{ind}{sp} p_r = ({sp})(p_i - p_t * {plane}{sf});")
-            rem = "p_r"
-        for q in reversed(range(nd)):
-            D = dims[r - nd + q]
-            L.append(f"{ind}const {sp} p_o{q} = {rem} % {D}{ss}; {rem} /= {D}{ss};")
+        if spec.channels_inner:   # channels-last: the outputs walked in memory order
+            L = self._channels_inner_lines(ind)
+        else:
+            L = [f"{ind}const {it} p_i = ({it})i;"] + self._nchw_lines(ind)
         L += self._plane_lines(ind)
         for q in range(nd if not w.get("adaptive") else 0):
             L.append(f"{ind}const {sp} p_s{q} = p_o{q} * {w['s'][q]}{ss} - {w['p'][q]}{ss};")
@@ -318,6 +313,44 @@ class _Pool:
         else:
             L.append(f"{ind}const {acc} {v} = p_a;")
         return L + self._out_lines(ind)
+
+    def _nchw_lines(self, ind: str) -> list[str]:
+        """Given the flat index ``p_i``: the output's spatial coordinates and the plane."""
+        dims, nd, it, sf, sp, ss = self.spec.dims, self.w["nd"], self.it, self.sf, self.sp, self.ss
+        r = len(dims)
+        if sp == it:
+            L = [f"{ind}{it} p_t = p_i;"]
+            rem = "p_t"
+        else:   # one 64-bit division to the plane, 32-bit math inside it
+            plane = math.prod(dims[r - nd:])
+            L = [f"{ind}const {it} p_t = p_i / {plane}{sf};",
+                 f"{ind}{sp} p_r = ({sp})(p_i - p_t * {plane}{sf});"]
+            rem = "p_r"
+        for q in reversed(range(nd)):
+            D = dims[r - nd + q]
+            L.append(f"{ind}const {sp} p_o{q} = {rem} % {D}{ss}; {rem} /= {D}{ss};")
+        return L
+
+    def _channels_inner_lines(self, ind: str) -> list[str]:
+        """The coordinates of output ``i`` counted channel innermost (``p_f``, its place in
+        a channels-last output), the plane (batch, channel) in ``p_t`` and the NCHW flat
+        index in ``p_i``, as the rest of the pool reads them."""
+        spec, it, sf, sp, ss = self.spec, self.it, self.sf, self.sp, self.ss
+        dims, nd = spec.dims, self.w["nd"]
+        r, C = len(dims), dims[1]
+        L = [f"{ind}const {it} p_f = ({it})i;",
+             f"{ind}{it} p_t = p_f / {C}{sf};",
+             f"{ind}const {it} p_ch = p_f - p_t * {C}{sf};"]
+        for q in reversed(range(nd)):
+            D = dims[r - nd + q]
+            L.append(f"{ind}const {sp} p_o{q} = ({sp})(p_t % {D}{sf}); p_t /= {D}{sf};")
+        L.append(f"{ind}p_t = p_t * {C}{sf} + p_ch;   // the plane: (batch, channel)")
+        flat = "p_o0"
+        for q in range(1, nd):
+            flat = f"({flat}) * {dims[r - nd + q]}{ss} + p_o{q}"
+        plane = math.prod(dims[r - nd:])
+        L.append(f"{ind}const {it} p_i = p_t * {plane}{sf} + ({it})({flat});")
+        return L
 
     def _plane_lines(self, ind: str) -> list[str]:
         """Given ``p_t``, the plane (the leading dims' flat index): each window operand's

@@ -357,3 +357,58 @@ def test_laid_out_split_rows_match_eager_on_the_gpu(settings, monkeypatch):
         assert "read and write channels-last" in cand.notes, problem.name
         want, got, _, _ = run_both(problem, cand, device="cuda")
         assert_close(got, want)
+
+
+# pools after a convolution run channels-last (KernelBench's ConvTranspose2d_MaxPool_Hardtanh,
+# Conv2d_..._MaxPool_Mish, ConvTranspose3d_AvgPool): max with padding and dilation, average
+# with its padded count, 3-d, and an epilogue reading a per-channel bias and a full-size input
+POOLS = {
+    "max2d": ("torch.nn.functional.max_pool2d(torch.relu(y), 3, 2, 1, 2)", 2, "(2, 3, 11, 9)", ""),
+    "avg2d": ("torch.nn.functional.avg_pool2d(y, 3, 2, 1) * self.b", 2, "(2, 3, 10, 7)", ""),
+    "max3d": ("torch.nn.functional.max_pool3d(y, 2) + r", 3, "(2, 3, 6, 5, 8)",
+              ", torch.randn(2, 40, 3, 2, 4)"),
+    "avg3d": ("torch.clamp(torch.nn.functional.avg_pool3d(y, 2), -0.5, 0.5)", 3, "(2, 3, 5, 6, 4)",
+              ""),
+}
+
+
+def _pool_problem(name):
+    body, nd, shape, extra = POOLS[name]
+    conv = "ConvTranspose2d" if nd == 2 else "Conv3d"
+    return make_problem(f"""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.{conv}(3, 40, 3, padding=1)
+                self.b = nn.Parameter(torch.randn(40, 1, 1))
+            def forward(self, x, r=None):
+                y = self.conv(x)
+                return {body}
+        def get_inputs():
+            return [torch.randn{shape}{extra}]
+        def get_init_inputs():
+            return []
+    """, name=f"pool_{name}")
+
+
+@pytest.mark.parametrize("name", sorted(POOLS))
+def test_a_pool_after_a_channels_last_convolution_reads_it_in_place(name, settings, tmp_path):
+    """The pool walks its outputs channel innermost (neighbouring threads on neighbouring
+    channels of each window tap) and writes them channels-last: no copy to NCHW before it,
+    the same values as eager (C here; the CUDA kernel is the same lowering, compiled)."""
+    from .conftest import cuda_compile_errors
+    problem = _pool_problem(name)
+    cand = nhwc_candidate(problem, settings)
+    pools = [k for k in cand.kernels if "pool" in k.code.split("\n{", 1)[0]]
+    assert pools and all("p_f" in k.code for k in pools), [k.code[:300] for k in cand.kernels]
+    assert "read and write channels-last" in cand.notes
+    for seed in (0, 1):
+        want, got, _, _ = run_both(problem, cand, seed=seed)
+        assert_close(got, want)
+    from stitchcuda_lab.agents.offline import OfflinePlanner
+    graph = dataclasses.replace(generate(problem, settings)[0], device="cuda")
+    plan = OfflinePlanner().plan(problem, graph, settings)
+    cuda = OfflineCoder().candidate(problem, graph, plan, {"program": {"channels_last": True}},
+                                    iteration=1)
+    assert any("p_f" in k.code for k in cuda.kernels if k.lang == "cuda"), cuda.notes
+    assert cuda_compile_errors({k.name: k.code for k in cuda.kernels}, tmp_path) == ""
