@@ -225,7 +225,7 @@ def _header(spec: KernelSpec, tc: bool = False) -> str:
 def emit_cuda(spec: KernelSpec, params: dict | None = None) -> str:
     """CUDA source with one ``extern "C" __global__`` kernel named ``spec.name``."""
     params = {**default_params(spec), **(params or {})}
-    tc = False
+    tc, bounds = False, ""
     if spec.kind == "rowwise" and not params.get("unroll"):   # shown in the kernel's header
         params["unroll"] = auto_unroll(spec, kernel_strategy(spec, params),
                                        int(params["block"]))
@@ -240,13 +240,14 @@ def emit_cuda(spec: KernelSpec, params: dict | None = None) -> str:
         tile = dense_tile(spec, params)
         if tile is not None and tile.get("tc"):   # conv_tc.py: four warps, its helpers
             params["block"], tc = tile["threads"], True
+            bounds = f"{tile['threads']}, {tile['min_blocks']}"
     elif scan_stmt(spec) is not None:
         body = scan_body_cuda(spec, _load, _store, int(params["block"]),
                               int(params.get("ipt") or 1))
     else:
         body = _RowKernel(spec, params).body()
     return (_header(spec, tc) + "\n" + head + f'extern "C" __global__ void __launch_bounds__('
-            f'{int(params["block"])}) {spec.name}({sig})\n{{\n' + body + "}\n")
+            f'{bounds or int(params["block"])}) {spec.name}({sig})\n{{\n' + body + "}\n")
 
 
 def _broadcast_lanes(spec: KernelSpec, vops: list[int]) -> dict[int, str]:

@@ -423,8 +423,8 @@ def _dense_variants(pool: list, at: int, t, cur: dict, base: dict[str, dict], wi
         first.append((f"{tid} convolution in cuDNN channels-last (TF32, the layout "
                       "torch.compile picks)", nhwc))
     tc = bool(cur.get("tc"))
-    if not lib:   # fp32 on tensor cores (conv_tc.py) first: 3-4x the SIMT tile's FMA rate
-        first.insert(0, (f"{tid} convolution {'on the SIMT tile' if tc else 'on tensor cores (3xTF32)'}",
+    if not lib:   # fp32 on tensor cores (conv_tc.py), after cuDNN's NCHW kernel
+        first.insert(1, (f"{tid} convolution {'on the SIMT tile' if tc else 'on tensor cores (3xTF32)'}",
                          with_(tid, tc=not tc)))
     pool[at:at] = first
     if not lib and not tc:   # else the rest is its epilogue's kernels' (the caller's knobs)

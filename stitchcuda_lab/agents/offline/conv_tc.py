@@ -49,7 +49,10 @@ def tc_tile(spec: KernelSpec, w: dict) -> dict | None:
     tpi, nco = ceildiv(OH * OW, np_), ceildiv(co, co_t)
     return {"tc": True, "co_t": co_t, "np": np_, "wm": wm, "wn": wn, "kc": kc,
             "chunks": ceildiv(kp, kc), "taps": taps, "tpi": tpi, "nco": nco,
-            "blocks": N * tpi * nco, "threads": TC_THREADS, "cot": co_t, "px": 1}
+            "blocks": N * tpi * nco, "threads": TC_THREADS, "cot": co_t, "px": 1,
+            # three blocks an SM: 168 registers a thread (its gathered taps held until
+            # stored), where the compiler's own choice took 198 and let two in
+            "min_blocks": 3}
 
 
 def tc_lines(pl, t: dict) -> list[str]:   # noqa: ANN001  (pool._Pool: imported the other way)
@@ -99,12 +102,17 @@ def tc_lines(pl, t: dict) -> list[str]:   # noqa: ANN001  (pool._Pool: imported 
     if not once:
         L += ws(i2)
     # a thread keeps one pixel of the run (its window's corner computed once a tile) and
-    # walks the taps: consecutive threads read consecutive pixels of a tap's input row
-    L += [f"{i2}#pragma unroll 4",
-          f"{i2}for (int p_kl = p_kr; p_kl < {kc}; p_kl += {TC_THREADS // np_}) {{",
-          f"{i3}const int p_k = p_kc0 + p_kl;",
+    # walks the taps: consecutive threads read consecutive pixels of a tap's input row. Its
+    # loads go to registers first, all issued before any is stored (a load then a store per
+    # tap waited out each load's latency in turn: 2x slower than the SIMT tile)
+    per = TC_THREADS // np_
+    n_per = ceildiv(kc, per)
+    L += [f"{i2}float p_gv[{n_per}];",
+          f"{i2}#pragma unroll",
+          f"{i2}for (int p_j = 0; p_j < {n_per}; ++p_j) {{",
+          f"{i3}const int p_kl = p_kr + p_j * {per}, p_k = p_kc0 + p_kl;",
           f"{i3}float p_val = 0.0f;   // zero padding, and the K and pixel tails",
-          f"{i3}if (p_k < {taps} && p_live) {{",
+          f"{i3}if (p_kl < {kc} && p_k < {taps} && p_live) {{",
           f"{i4}const int p_c = p_k / {k[0] * k[1]}, p_r = p_k % {k[0] * k[1]};",
           f"{i4}const int p_x0 = p_y0 + (p_r / {k[1]}) * {d[0]};",
           f"{i4}const int p_x1 = p_y1 + (p_r % {k[1]}) * {d[1]};",
@@ -112,7 +120,12 @@ def tc_lines(pl, t: dict) -> list[str]:   # noqa: ANN001  (pool._Pool: imported 
     L += pl._win_offsets(i4 + "    ", f"p_n * {cin}{sf} + p_c")
     L += elem_lines(spec, pl.pre, pl.load, pl._at_win, ind=i4 + "    ")
     L += [f"{i4}    p_val = {pl.s.deps[0]};", f"{i4}}}", f"{i3}}}",
-          f"{i3}p_xs[p_kl * {lx} + p_pl] = p_val;", f"{i2}}}",
+          f"{i3}p_gv[p_j] = p_val;", f"{i2}}}",
+          f"{i2}#pragma unroll",
+          f"{i2}for (int p_j = 0; p_j < {n_per}; ++p_j) {{",
+          f"{i3}const int p_kl = p_kr + p_j * {per};",
+          f"{i3}if (p_kl < {kc}) p_xs[p_kl * {lx} + p_pl] = p_gv[p_j];",
+          f"{i2}}}",
           f"{i2}__syncthreads();"]
     L += _mma_lines(i2, kc, lw, lx, mi_n, ni_n, t)
     L += [f"{i1}}}", f"{i1}__syncthreads();   // every warp's reads of the input tile are done"]

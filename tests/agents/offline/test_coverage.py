@@ -7,6 +7,7 @@ it is a ``gpu`` test."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -402,9 +403,9 @@ def test_the_refine_round_first_measures_a_dense_convolution_against_cudnn(setti
     base = {task.id: dict(task.params)}
     found = OfflineCoder().variants(cuda, plan, base, 1, None)
     labels = [label for label, _ in found]
-    assert labels[0] == f"{task.id} convolution on tensor cores (3xTF32)"
-    labels, found = labels[1:], found[1:]
     assert labels[0] == f"{task.id} convolution in cuDNN"
+    assert labels[1] == f"{task.id} convolution on tensor cores (3xTF32)"
+    labels, found = labels[:1] + labels[2:], found[:1] + found[2:]
     # then cuDNN's channels-last (TF32: it passes where what follows averages its error away)
     assert labels[1].startswith(f"{task.id} convolution in cuDNN channels-last")
     assert found[1][1]["program"] == {"channels_last": True, "both_layouts": True,
@@ -489,17 +490,19 @@ def _tc_candidate(problem, settings, device: str):
 @pytest.mark.parametrize("shape", TC_SHAPES)
 def test_a_dense_convolution_on_tensor_cores_compiles_without_spills(shape, settings, tmp_path):
     """Each tiling's kernel to machine code: its shared memory within the static 48 KB and
-    its accumulators and fragments in registers (a spill is a slow kernel, not a wrong one)."""
+    its accumulators, fragments and gathered taps in registers at three blocks an SM (a
+    spill is a slow kernel, not a wrong one)."""
     cand = _tc_candidate(_tc_problem(*shape), settings, "cpu")
     (conv,) = [k for k in cand.kernels if "mma.sync" in k.code]
-    assert "sc_tf32_split" in conv.code and "__launch_bounds__(128)" in conv.code
+    assert "sc_tf32_split" in conv.code and "__launch_bounds__(128, 3)" in conv.code
     assert cuda_compile_errors({"tc": conv.code}, tmp_path, cubin=True) == ""
     if shutil.which("nvcc"):
         (tmp_path / "tc.cu").write_text(conv.code)
         out = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-o",
                               str(tmp_path / "tc.cubin"), str(tmp_path / "tc.cu")],
                              capture_output=True, text=True, timeout=600, check=True).stderr
-        assert "0 bytes spill stores" in out, out
+        spilled = [int(b) for b in re.findall(r"(\d+) bytes spill stores", out)]
+        assert spilled and max(spilled) <= 16, out   # a word or so at three blocks an SM
 
 
 @pytest.mark.gpu
@@ -514,18 +517,18 @@ def test_a_dense_convolution_on_tensor_cores_matches_eager_on_cuda(shape, settin
         assert_close(got, want)
 
 
-def test_the_refine_round_first_tries_a_dense_convolution_on_tensor_cores(settings):
+def test_the_refine_round_tries_a_dense_convolution_on_tensor_cores_after_cudnn(settings):
     from stitchcuda_lab.agents.offline import OfflineCoder
 
     _, cuda, plan = _planned_for_the_gpu("conv_few_input_channels", settings)
     (task,) = [t for t in plan.tasks if "conv2d" in t.ops]
     found = OfflineCoder().variants(cuda, plan, {task.id: dict(task.params)}, 1, None)
-    assert found[0][0] == f"{task.id} convolution on tensor cores (3xTF32)"
-    assert found[0][1][task.id]["tc"] is True
+    assert found[1][0] == f"{task.id} convolution on tensor cores (3xTF32)"
+    assert found[1][1][task.id]["tc"] is True
     # from a tensor-core best: back to the SIMT tile, and no tile knobs it would not read
     after = [label for label, _ in OfflineCoder().variants(
         cuda, plan, {task.id: {**task.params, "tc": True}}, 1, None)]
-    assert after[0] == f"{task.id} convolution on the SIMT tile"
+    assert after[1] == f"{task.id} convolution on the SIMT tile"
     assert not [label for label in after if ".px=" in label or ".cot=" in label], after
 
 
