@@ -191,6 +191,14 @@ class Harness:
         # goes back before this call draws
         self.last_call, self.letting_go = [], []
         gc.enable()
+        split: dict[str, float] = {}
+        clock = time.perf_counter()
+
+        def spent(part: str) -> None:   # where this trial's time went, for the verdict's phases
+            nonlocal clock
+            now = time.perf_counter()
+            split[part] = split.get(part, 0.0) + (now - clock) * 1e3
+            clock = now
         let_go_if_large(sum(n for n in cmd.get("sizes", []) if isinstance(n, int)), self.device)
         handed = cmd.get("inputs")
         inputs = self.draw_trial(cmd) if handed is None else [
@@ -199,8 +207,10 @@ class Harness:
         # of GBs held through it (on the host a copy costs less than a draw)
         saved = None if handed is None and self.device.startswith("cuda") else [
             x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        spent("inputs")
         poison(self.device, cmd.get("sizes", []))
         reseed(cmd)
+        spent("poison")
         trace_path = None
         with torch.no_grad(), nan_filled_empty():
             if cmd.get("trace"):
@@ -214,6 +224,7 @@ class Harness:
         out = _plain(out)
         if self.device.startswith("cuda"):
             torch.cuda.current_stream().synchronize()
+        spent("traced_call" if trace_path else "call")
         snap = [o.detach().clone() for o in out]
         self.check_flags()
         started = new_threads(self.threads)
@@ -236,12 +247,15 @@ class Harness:
                           "output")
         # sent as soon as checked, and each copy let go once it is needed no more: inputs of
         # GBs were held five times over in this process
+        spent("checks")
         (entries,) = self.send([snap], f"t{cmd['tag']}")
         del snap
+        spent("send")
         saved = self.draw_trial(cmd) if saved is None else saved
         if any(isinstance(a, torch.Tensor) and not same(a, b) for a, b in zip(inputs, saved)):
             raise Refused("input_mutation", "the forward changed its inputs")
         inputs = []   # let go (not del: the traced call's closure holds the name)
+        spent("inputs")
         # determinism: a second call on the same inputs
         reseed(cmd)
         with torch.no_grad(), self.tracer, nan_filled_empty():
@@ -260,7 +274,9 @@ class Harness:
                      if isinstance(t, torch.Tensor))
         del saved, out, out2
         let_go_if_large(nbytes, self.device)
-        return {"outputs": entries, "second": second, "trace": trace_path, "aten_ops": ops}
+        spent("second")
+        return {"outputs": entries, "second": second, "trace": trace_path, "aten_ops": ops,
+                "split": split}
 
     def draw_trial(self, cmd: dict) -> list:
         """A checked call's inputs from the command's seed, scaled as it says."""

@@ -719,6 +719,7 @@ class Job:
                                    {"op": "trial", "sizes": sizes, "first": t == 0,
                                     "trace": t == traced_trial, "second": t < 2})
             spent("candidate")
+            self.sandbox_split(reply.get("split"))
             # the second call's outputs are read in place: compared with the first's at once,
             # before any other command (one copy of GBs fewer beside the candidate's)
             taken = (self.from_arena(reply.get("outputs")),
@@ -765,6 +766,19 @@ class Job:
             spent("judge")
         let_go_if_large(self.out_bytes, self.device)   # the trials' memory, for the timed calls
         return trials, traced, outs, refs
+
+    def sandbox_split(self, split: Any) -> None:
+        """The sandbox's own account of a trial's time (its draws, the call, its checks, the
+        outputs' sending, the second call), added to the verdict's phases. Said by the
+        candidate's process, so only read as known names and bounded numbers, and never
+        judged: where the candidate's side of the trials went, for whoever reads a timing."""
+        if not isinstance(split, dict):
+            return
+        for part in SANDBOX_PARTS:
+            ms = split.get(part)
+            if isinstance(ms, (int, float)) and not isinstance(ms, bool) and 0 <= ms < 1e7:
+                key = f"sandbox.{part}"
+                self.trial_ms[key] = self.trial_ms.get(key, 0.0) + float(ms)
 
     def rng(self, seed: int) -> int:
         """The seed both sides start a forward on the draw of ``seed`` from."""
@@ -1769,6 +1783,10 @@ class Job:
         if self.sandbox.child_cpu_ticks() > ticks:
             raise Reject("subprocess", "child processes of the candidate ran during the "
                          "checked or timed calls")
+
+
+# the parts of a trial the sandbox reports (``Sandbox.trial``; ``Job.sandbox_split``)
+SANDBOX_PARTS = ("inputs", "poison", "call", "traced_call", "checks", "send", "second")
 
 
 # --- entry points ----------------------------------------------------------------------------

@@ -69,6 +69,11 @@ def test_pass_reports_trials_errors_tolerance_and_timings(module_worker, fast_op
     parts = [v.timings[f"phase:trials.{k}"] for k in ("reference", "candidate", "judge")]
     assert all(p > 0 for p in parts)
     assert sum(parts) == pytest.approx(v.timings["phase:trials"], rel=0.05, abs=5.0)
+    # ... and the sandbox's own account of its side, within it
+    sandbox = {k.split(".", 2)[2]: ms for k, ms in v.timings.items()
+               if k.startswith("phase:trials.sandbox.")}
+    assert {"inputs", "call", "traced_call", "checks", "send", "second"} <= set(sandbox)
+    assert 0 < sum(sandbox.values()) <= v.timings["phase:trials.candidate"]
     assert v.speedup_vs_compile is None  # compile_modes "" measures no compile baseline
     assert v.candidate_id == "c1" and v.device == "cpu"
     assert v.aten_ops == {"aten.empty_like.default": 18}  # 9 trials x (call + determinism rerun)
@@ -595,3 +600,18 @@ def test_the_candidates_process_never_flushes_the_cache_on_the_cpu(module_worker
     v = module_worker.verify(POINTWISE, FLUSH_PROBE, replaced=None, options=fast_options,
                              timeout=120)
     assert v.status == "pass", (v.status, v.reason, v.build_log[-500:])
+
+
+def test_the_sandboxs_account_of_its_trials_is_read_as_known_bounded_numbers():
+    """The candidate's process says where its side of a trial went: only the known parts,
+    finite non-negative numbers under 10^7 ms, are added up; anything else is dropped."""
+    import types
+
+    from stitchcuda_lab.verifier.verify import Job
+
+    job = types.SimpleNamespace(trial_ms={"candidate": 5.0})
+    Job.sandbox_split(job, {"call": 2.5, "send": True, "second": -1, "inputs": float("nan"),
+                            "checks": 1e12, "evil": 3.0, "poison": "7"})
+    Job.sandbox_split(job, {"call": 1.5})
+    Job.sandbox_split(job, ["call", 4.0])
+    assert job.trial_ms == {"candidate": 5.0, "sandbox.call": 4.0}
