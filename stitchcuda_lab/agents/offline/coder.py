@@ -27,7 +27,7 @@ from .hand_edit import hand_edited, refine_hand_edit
 from .helpers import contiguous_strides
 from .ir import Unsupported
 from .launch import default_params, launch_config
-from .lower import build_spec
+from .lower import build_spec, split_views
 from .pool import DENSE_MAX_CHANNELS, dense_form
 from .planner import SPLIT_TARGETS
 from .rewrite import draws_random, rewrite
@@ -159,7 +159,8 @@ class OfflineCoder:
             for part in parts:
                 kname = f"k{len(calls)}_{t.id}"
                 try:
-                    spec = build_spec(graph, part, kname, nhwc=nhwc, split_rows=lang == "cuda")
+                    spec = build_spec(graph, part, kname, nhwc=nhwc, split_rows=lang == "cuda",
+                                      views=split_views(graph, nhwc) if nhwc else None)
                 except (Unsupported, KeyError) as e:
                     notes.append(f"{t.id}: kept in the library ({e})")
                     continue

@@ -45,8 +45,41 @@ def channels_last_strides(shape: list[int]) -> list[int]:
     return strides
 
 
+def split_view_strides(src: list[int], view: list[int]) -> list[int] | None:
+    """Element strides of ``view`` (a shape) taken of a dense channels-last tensor of shape
+    ``src`` where the view only splits its spatial dims (the batch and the channels kept whole,
+    as a pool lifted to ``[N, C, OH, kh, OW, kw]``, ``rewrite._pool_epilogue``); None for any
+    other view (one that merges dims, or splits the channels).
+
+    >>> split_view_strides([2, 3, 4, 6], [2, 3, 2, 2, 3, 2])
+    [72, 1, 36, 18, 6, 3]
+    """
+    if len(src) not in FORMATS or len(view) <= len(src) or view[:2] != src[:2]:
+        return None
+    outer = channels_last_strides(src)
+    strides: list[int] = []
+    j = 0
+    for d, size in enumerate(src):
+        run: list[int] = []
+        prod = 1
+        while j < len(view) and (prod < size or (not run and size == 1)):
+            run.append(view[j])
+            prod *= view[j]
+            j += 1
+        if prod != size or (d < 2 and len(run) != 1):
+            return None
+        step = outer[d]
+        inner = []
+        for part in reversed(run):   # the innermost part of a split dim keeps its stride
+            inner.append(step if part != 1 else 0)
+            step *= part
+        strides += reversed(inner)
+    return strides if j == len(view) else None
+
+
 def to_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str],
-                     split_rows: bool = False) -> bool:
+                     split_rows: bool = False,
+                     views: dict[str, list[int]] | None = None) -> bool:
     """Make a lowered spec (before ``passes.finish``) read the full-size operands in ``nhwc``
     and write its full-size outputs channels-last, its dims permuted channel-innermost; True
     when done. Left as it is (False) where no full-size input is in ``nhwc``, where a row kernel
@@ -59,7 +92,9 @@ def to_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str],
     rank = len(spec.dims)
     if rank in PERMUTATION and spec.kind == "pool":
         return _pool_channels_last(spec, nhwc)
-    if rank not in PERMUTATION or spec.kind not in ("pointwise", "rowwise"):
+    views = {n: st for n, st in (views or {}).items() if len(st) == rank}
+    if spec.kind not in ("pointwise", "rowwise") or (
+            rank not in PERMUTATION and not any(o.node in views for o in spec.operands)):
         return False
     # a row kernel reads its rows along the innermost dim with a block or a warp per row; with
     # the channel innermost and not reduced (a norm over H and W) the rows interleave: a
@@ -80,8 +115,10 @@ def to_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str],
     dense = contiguous_strides(spec.dims)
     full = [o for o in spec.operands if o.shape == spec.dims and all(
         st == d or size == 1 for st, d, size in zip(o.strides, dense, spec.dims))]
-    if not any(o.role != "out" and o.node in nhwc for o in full):
+    if not any(o.role != "out" and (o.node in nhwc or o.node in views) for o in full):
         return False
+    if rank not in PERMUTATION:   # a view splitting a channels-last tensor's spatial dims
+        return _split_view_channels_last(spec, full, views)
     # a row's result kept with its dims (``mean(dim=2, keepdim=True)``) is written
     # channels-last too, so that a reduction over its channels after it reads it in place
     kept = [d if not r else 1 for d, r in zip(spec.dims, spec.reduce)]
@@ -133,4 +170,35 @@ def _pool_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str]) -> bo
                      for st, size in zip(channels_last_strides(o.shape), o.shape)]
         o.layout = FORMATS[rank]
     spec.channels_inner = True
+    return True
+
+
+def _split_view_channels_last(spec: KernelSpec, full: list, views: dict[str, list[int]]) -> bool:
+    """A kernel over a view that splits a channels-last tensor's spatial dims (a pool lifted
+    to ``[N, C, OH, kh, OW, kw]`` and reduced over kh and kw): the view read where it lies
+    (``views``: its strides), the outputs of the unsplit rank written channels-last, and the
+    kernel's dims permuted channel innermost, so neighbouring rows (a thread each: a pool's
+    windows are many and short) are neighbouring channels. Other operands keep their own
+    strides."""
+    rank = len(spec.dims)
+    for o in full:
+        if o.role != "out" and o.node in views:
+            o.strides = [st if size != 1 else 0 for st, size in zip(views[o.node], o.shape)]
+            o.layout = "split"
+    for o in spec.operands:
+        if o.role != "out" or len(o.shape) not in FORMATS:
+            continue
+        own = contiguous_strides(o.shape)
+        # the output's dims of size > 1 are the kernel's dims with a stride, in order
+        moved = dict(zip([st for st, d in zip(own, o.shape) if d > 1],
+                         [st for st, d in zip(channels_last_strides(o.shape), o.shape) if d > 1]))
+        if sorted(st for st in o.strides if st) != sorted(moved) or not moved:
+            continue   # not a dense NCHW tensor of its own: left as it is
+        o.strides = [moved[st] if st else 0 for st in o.strides]
+        o.layout = FORMATS[len(o.shape)]
+    perm = [0] + list(range(2, rank)) + [1]
+    spec.dims = [spec.dims[p] for p in perm]
+    spec.reduce = [spec.reduce[p] for p in perm]
+    for o in spec.operands:
+        o.strides = [o.strides[p] for p in perm]
     return True

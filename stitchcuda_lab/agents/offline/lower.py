@@ -27,7 +27,7 @@ from ...aten import FLOAT_DTYPES
 from .expand import expand, kept_in_library, node_role, row_geometry
 from .helpers import contiguous_strides, node_ref
 from .ir import KernelSpec, Operand, Stmt, Unsupported
-from .layout import to_channels_last
+from .layout import split_view_strides, to_channels_last
 from .pointwise import lit
 from .passes import finish
 
@@ -40,11 +40,13 @@ LOAD_DTYPES = FLOAT_DTYPES + ("bool", "int64", "int32", "int8", "uint8", "int16"
 
 def build_spec(graph: Graph, ops: list[str], kname: str = "k0",
                nhwc: set[str] | frozenset[str] = frozenset(),
-               split_rows: bool = False) -> KernelSpec:
+               split_rows: bool = False,
+               views: dict[str, list[int]] | None = None) -> KernelSpec:
     """One kernel for the given nodes (library GEMM/conv nodes in ``ops`` are skipped).
     ``nhwc``: nodes that will be channels-last at run time, read (and the full-size outputs
     written) in that layout where the kernel allows it (``layout.to_channels_last``;
-    ``split_rows``: the backend spreads few interleaved rows over many threads)."""
+    ``split_rows``: the backend spreads few interleaved rows over many threads; ``views``:
+    views of those that split their spatial dims, with their strides, ``split_views``)."""
     order = {n.name: i for i, n in enumerate(graph.nodes)}
     nodes = sorted((graph.node(o) for o in ops), key=lambda n: order[n.name])
     nodes = [n for n in nodes if not kept_in_library(n, graph)]
@@ -73,7 +75,7 @@ def build_spec(graph: Graph, ops: list[str], kname: str = "k0",
                       targets=sorted({n.target for n in nodes if n.target != "getitem"}),
                       outputs=outputs)
     if nhwc and lw.split is None:
-        to_channels_last(spec, nhwc, split_rows)
+        to_channels_last(spec, nhwc, split_rows, views)
     return finish(spec, lw.split)
 
 
@@ -375,3 +377,20 @@ class Lowering:
                                      strides=astr, role="out"))
         self.stmts.append(Stmt(op="store", var=v, operand=idx, level=self.level[v], deps=[v]))
         return idx
+
+
+VIEWS = ("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
+
+
+def split_views(graph: Graph, nhwc: set[str] | frozenset[str]) -> dict[str, list[int]]:
+    """Views of tensors that will be channels-last (``nhwc``) splitting only their spatial
+    dims, with the strides they then have (``layout.split_view_strides``): a kernel reads them
+    where they lie, and the program takes them of the channels-last tensor itself."""
+    out = {}
+    for n in graph.calls():
+        src = node_ref(n.args[0]) if n.target in VIEWS and n.args else None
+        if src in nhwc and n.shape is not None and graph.node(src).shape is not None:
+            strides = split_view_strides(list(graph.node(src).shape), list(n.shape))
+            if strides is not None:
+                out[n.name] = strides
+    return out

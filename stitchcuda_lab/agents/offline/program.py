@@ -260,6 +260,9 @@ def _forward_body(graph: Graph, inputs: list, calls: list[KernelCall], lang: str
     # writes them channels-last (``layout.py``)
     written = {o.node for c in calls for o in c.spec.operands
                if o.role == "inout" and not o.layout}
+    # views a kernel reads where they lie, splitting a channels-last tensor's spatial dims
+    # (``layout.split_view_strides``): taken of that tensor as it is
+    laid_views = {o.node for c in calls for o in c.spec.operands if o.layout == "split"}
     body = [f"{var(n.name)} = {_access(n.fqn)}" for n in graph.placeholders()
             if n.kind in ("param", "buffer", "const")]
     tensor_inputs = [n for n in inputs if n.shape is not None]
@@ -291,7 +294,12 @@ def _forward_body(graph: Graph, inputs: list, calls: list[KernelCall], lang: str
             if not tail:
                 nhwc.add(n.name)
             continue
-        if fed and not aten.computes(n.target):
+        if fed and n.name in laid_views:
+            for x in sorted(fed):   # free where it is so: the kernel's strides assume it
+                fmt = CHANNELS_LAST[len(graph.node(x).shape or [])]
+                body.append(f"{var(x)} = {var(x)}.contiguous(memory_format=torch.{fmt})")
+            nhwc.add(n.name)   # any other reader copies it to NCHW first
+        elif fed and not aten.computes(n.target):
             # views and copies read strides: they see the contiguous layout they were traced on
             for x in sorted(fed):
                 body.append(f"{var(x)} = {var(x)}.contiguous()")
@@ -327,6 +335,9 @@ def _kernel_call(graph: Graph, c: KernelCall, lang: str,
     argv = []
     for o in spec.operands:
         src = graph.node(o.node)
+        if o.layout == "split":   # a view of a channels-last tensor, taken as it lies
+            argv.append(var(o.node))
+            continue
         if o.layout:   # read or written channels-last where it lies (layout.py)
             v = var(o.node)
             if o.role == "out":

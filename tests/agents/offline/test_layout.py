@@ -412,3 +412,75 @@ def test_a_pool_after_a_channels_last_convolution_reads_it_in_place(name, settin
                                     iteration=1)
     assert any("p_f" in k.code for k in cuda.kernels if k.lang == "cuda"), cuda.notes
     assert cuda_compile_errors({k.name: k.code for k in cuda.kernels}, tmp_path) == ""
+
+
+# a pool of disjoint windows after a convolution's pointwise chain is lifted to a view of the
+# convolution's output, [N, C, OH, kh, OW, kw], reduced over kh and kw (rewrite._pool_epilogue):
+# KernelBench's ConvTranspose2d_MaxPool_Hardtanh_Mean and Conv2d_Subtract_HardSwish_MaxPool_Mish
+LIFTED = {
+    "max": ("torch.nn.functional.max_pool2d(torch.nn.functional.hardswish(y - 0.5), 2)",
+            "torch.nn.functional.mish(p).mean(dim=(2, 3), keepdim=True)"),
+    "avg": ("torch.nn.functional.avg_pool2d(torch.relu(y), (2, 3))", "torch.tanh(p) * 2.0"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIFTED))
+def test_a_lifted_pool_reads_the_channels_last_convolution_through_its_view(name, settings,
+                                                                           tmp_path):
+    """The view that splits the spatial dims is taken of the channels-last output as it lies
+    (no copy to NCHW before it), the pool's rows walked channel innermost, its result written
+    channels-last for the kernel after it; the same values as eager."""
+    pool, after = LIFTED[name]
+    problem = make_problem(f"""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.ConvTranspose2d(3, 64, 3, stride=1, padding=1)
+            def forward(self, x):
+                y = self.conv(x)
+                p = {pool}
+                return {after}
+        def get_inputs():   # over a million windows: a thread each, channels-last on a CPU too
+            return [torch.randn(4, 3, 128, 192)]
+        def get_init_inputs():
+            return []
+    """, name=f"lifted_{name}")
+    cand = nhwc_candidate(problem, settings)
+    fwd = cand.program.split("def forward", 2)[-1]
+    assert "_pool_view = torch.ops.aten.view.default(" in fwd
+    # no copy to NCHW before the view (a mean over H and W after it may keep NCHW on a CPU)
+    assert "conv_transpose2d = conv_transpose2d.contiguous()" not in fwd, fwd
+    assert "conv_transpose2d = conv_transpose2d.contiguous(memory_format=torch.channels_last)" \
+        in fwd
+    pooled = next(k for k in cand.kernels if "max_pool2d" in k.code or "avg_pool2d" in k.code)
+    assert "reduced: [" in pooled.code and "read and write channels-last" in cand.notes
+    for seed in (0, 1):
+        want, got, _, _ = run_both(problem, cand, seed=seed)
+        assert_close(got, want)
+    # the GPU's program: the same layout, and its kernels compile
+    from stitchcuda_lab.agents.offline import OfflinePlanner
+
+    from .conftest import cuda_compile_errors
+    graph = dataclasses.replace(generate(problem, settings)[0], device="cuda")
+    plan = OfflinePlanner().plan(problem, graph, settings)
+    cuda = OfflineCoder().candidate(problem, graph, plan, {"program": {"channels_last": True}},
+                                    iteration=1)
+    assert "conv_transpose2d = conv_transpose2d.contiguous()" not in cuda.program
+    assert "read and write channels-last" in cuda.notes
+    assert cuda_compile_errors({k.name: k.code for k in cuda.kernels}, tmp_path) == ""
+
+
+def test_a_view_that_splits_a_channels_last_tensors_spatial_dims_has_its_strides():
+    from stitchcuda_lab.agents.offline.layout import split_view_strides
+
+    for shape, view in (([2, 3, 4, 6], [2, 3, 2, 2, 3, 2]), ([2, 5, 4, 6, 2], [2, 5, 2, 2, 6, 1, 2]),
+                        ([1, 3, 4, 1], [1, 3, 2, 2, 1])):
+        fmt = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
+        x = torch.empty(shape).contiguous(memory_format=fmt)
+        want = [st if d != 1 else 0 for st, d in zip(x.view(view).stride(), view)]
+        got = split_view_strides(shape, view)
+        assert [st if d != 1 else 0 for st, d in zip(got, view)] == want, (shape, view)
+    # merging dims, splitting the channels or the batch: not a split of the spatial dims
+    assert split_view_strides([2, 3, 4, 6], [2, 3, 24]) is None
+    assert split_view_strides([2, 4, 4, 6], [2, 2, 2, 4, 6]) is None
+    assert split_view_strides([2, 3, 4, 6], [2, 3, 4, 6]) is None
