@@ -428,8 +428,9 @@ def _dense_variants(pool: list, at: int, t, cur: dict, base: dict[str, dict], wi
         first.insert(1, (f"{tid} convolution {'on the SIMT tile' if tc else 'on tensor cores (3xTF32)'}",
                          with_(tid, tc=not tc)))
     pool[at:at] = first
-    if not lib and not tc:   # else the rest is its epilogue's kernels' (the caller's knobs)
-        for knob, vals in (("px", (1, 4)), ("cot", (8, 32)), ("block", (256,))):
+    if not lib:   # else the rest is its epilogue's kernels' (the caller's knobs)
+        # the SIMT tile's shape (the tensor-core kernel's is fixed: conv_tc.tc_tile)
+        for knob, vals in () if tc else (("px", (1, 4)), ("cot", (8, 32)), ("block", (256,))):
             pool += [(f"{tid}.{knob}={v}", with_(tid, **{knob: v})) for v in vals
                      if v != cur.get(knob)]
         pool.append((f"{tid} in the library (fusion boundary)", with_(tid, off=True)))

@@ -33,8 +33,9 @@ _PAD = 8              # row padding of the shared tiles: fragment reads hit 32 b
 
 def tc_tile(spec: KernelSpec, w: dict) -> dict | None:
     """The tiling of the tensor-core kernel for a dense window ``w`` (fp32 only), or None."""
-    if spec.acc != "float":
-        return None
+    N, _, OH, OW = spec.dims
+    if spec.acc != "float" or OH * OW >= 2 ** 31 or math.prod(w["in"]) >= 2 ** 31:
+        return None   # the pixel runs' and the planes' index math is 32-bit
     co = w["channels"]
     taps = w["cin"] * math.prod(w["k"])
     co_t = 64 if co > 32 else 32
@@ -45,7 +46,6 @@ def tc_tile(spec: KernelSpec, w: dict) -> dict | None:
     kc = kp
     while kc > 8 and (kc * lw + max(kc * lx, co_t * lx)) * 4 > TC_SMEM:
         kc -= 8
-    N, _, OH, OW = spec.dims
     tpi, nco = ceildiv(OH * OW, np_), ceildiv(co, co_t)
     return {"tc": True, "co_t": co_t, "np": np_, "wm": wm, "wn": wn, "kc": kc,
             "chunks": ceildiv(kp, kc), "taps": taps, "tpi": tpi, "nco": nco,

@@ -92,7 +92,10 @@ def to_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str],
     rank = len(spec.dims)
     if rank in PERMUTATION and spec.kind == "pool":
         return _pool_channels_last(spec, nhwc)
-    views = {n: st for n, st in (views or {}).items() if len(st) == rank}
+    # a split view's rank is past the tensor's own (4 or 5): a 5-d view of a 4-d tensor
+    # would take the 5-d permutation below and read the view as NCHW
+    views = {n: st for n, st in (views or {}).items()
+             if len(st) == rank and rank not in PERMUTATION}
     if spec.kind not in ("pointwise", "rowwise") or (
             rank not in PERMUTATION and not any(o.node in views for o in spec.operands)):
         return False

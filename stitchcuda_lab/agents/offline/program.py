@@ -335,8 +335,18 @@ def _kernel_call(graph: Graph, c: KernelCall, lang: str,
     argv = []
     for o in spec.operands:
         src = graph.node(o.node)
-        if o.layout == "split":   # a view of a channels-last tensor, taken as it lies
-            argv.append(var(o.node))
+        if o.layout == "split":
+            # a view of a channels-last tensor whose strides the kernel was written for: taken
+            # again of its source made channels-last (free where it already is so), since the
+            # view's or the source's name may have been rebound to an NCHW copy for an earlier
+            # reader (a flatten, a permute) between the view and this kernel
+            view = graph.node(o.node)
+            src = graph.node(view.args[0]["node"])
+            fmt = CHANNELS_LAST[len(src.shape or [])]
+            v = f"{var(o.node)}_sv"
+            body.append(f"{v} = torch.ops.aten.view.default({var(src.name)}.contiguous("
+                        f"memory_format=torch.{fmt}), {list(view.shape or [])!r})")
+            argv.append(v)
             continue
         if o.layout:   # read or written channels-last where it lies (layout.py)
             v = var(o.node)

@@ -532,6 +532,19 @@ def test_the_refine_round_tries_a_dense_convolution_on_tensor_cores_after_cudnn(
     assert not [label for label in after if ".px=" in label or ".cot=" in label], after
 
 
+def test_a_tensor_core_tile_is_only_for_planes_below_two_to_the_31():
+    """The pixel runs' index math is 32-bit: a plane of 2^31 outputs keeps the SIMT tile."""
+    from stitchcuda_lab.agents.offline.lower import build_spec
+    from stitchcuda_lab.agents.offline.pool import dense_tile
+
+    x, w = {"node": "x"}, {"node": "w"}
+    for side, tc in ((32768, False), (4096, True)):
+        g = _graph([("c", "aten.conv2d.default", [x, w], [1, 8, 65536, side], "float32")],
+                   {"x": ([1, 8, 65538, side + 2], "float32"), "w": ([8, 8, 3, 3], "float32")})
+        tile = dense_tile(build_spec(g, ["c"], "k0"), {"tc": True})
+        assert tile is not None and bool(tile.get("tc")) is tc, side
+
+
 def test_a_pointwise_convolution_stays_a_gemm_in_cudnn():
     from stitchcuda_lab.agents.offline.expand import node_role
 

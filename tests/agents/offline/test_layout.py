@@ -484,3 +484,44 @@ def test_a_view_that_splits_a_channels_last_tensors_spatial_dims_has_its_strides
     assert split_view_strides([2, 3, 4, 6], [2, 3, 24]) is None
     assert split_view_strides([2, 4, 4, 6], [2, 2, 2, 4, 6]) is None
     assert split_view_strides([2, 3, 4, 6], [2, 3, 4, 6]) is None
+
+
+# a lifted view read by a kernel where another reader rebinds the view or its source to an
+# NCHW copy first (a flatten of the convolution's output, a permute of the view itself): the
+# kernel's strides are those of the channels-last layout, so its view is taken again of the
+# source made channels-last (a reviewer's finding: 0.85 off eager before)
+REBOUND = {
+    "source flattened first": """
+                f = y.view(y.shape[0], -1)
+                v = torch.nn.functional.hardswish(y.view(4, 64, 64, 2, 96, 2)).amax(dim=(3, 5))
+                return torch.tanh(v) * 2.0, f""",
+    "source flattened after": """
+                v = torch.nn.functional.hardswish(y.view(4, 64, 64, 2, 96, 2)).amax(dim=(3, 5))
+                f = y.view(y.shape[0], -1)
+                return torch.tanh(v) * 2.0, f""",
+    "view permuted first": """
+                v = y.view(4, 64, 64, 2, 96, 2)
+                q = v.permute(0, 2, 1, 3, 4, 5).reshape(4, 64, -1)
+                a = torch.nn.functional.hardswish(v).amax(dim=(3, 5))
+                return torch.tanh(a) * 2.0, q""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REBOUND))
+def test_a_split_view_is_read_right_whatever_else_reads_it_or_its_source(name, settings):
+    problem = make_problem(f"""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.ConvTranspose2d(3, 64, 3, stride=1, padding=1)
+            def forward(self, x):
+                y = self.conv(x){REBOUND[name]}
+        def get_inputs():
+            return [torch.randn(4, 3, 128, 192)]
+        def get_init_inputs():
+            return []
+    """, name="rebound")
+    cand = nhwc_candidate(problem, settings)
+    assert "_sv = torch.ops.aten.view.default(" in cand.program, cand.program
+    want, got, _, _ = run_both(problem, cand)
+    assert_close(got, want)
