@@ -391,27 +391,36 @@ def _pool_problem(name):
     """, name=f"pool_{name}")
 
 
+def _matches_eager_and_compiles_for_the_gpu(problem, cand, settings, tmp_path):
+    """``cand`` (the CPU's channels-last program) against eager on two draws; then the GPU's
+    channels-last program of ``problem``, laid out as well, its kernels compiled. Returns it."""
+    from stitchcuda_lab.agents.offline import OfflinePlanner
+
+    from .conftest import cuda_compile_errors
+    for seed in (0, 1):
+        want, got, _, _ = run_both(problem, cand, seed=seed)
+        assert_close(got, want)
+    graph = dataclasses.replace(generate(problem, settings)[0], device="cuda")
+    plan = OfflinePlanner().plan(problem, graph, settings)
+    cuda = OfflineCoder().candidate(problem, graph, plan, {"program": {"channels_last": True}},
+                                    iteration=1)
+    assert "read and write channels-last" in cuda.notes
+    assert cuda_compile_errors({k.name: k.code for k in cuda.kernels}, tmp_path) == ""
+    return cuda
+
+
 @pytest.mark.parametrize("name", sorted(POOLS))
 def test_a_pool_after_a_channels_last_convolution_reads_it_in_place(name, settings, tmp_path):
     """The pool walks its outputs channel innermost (neighbouring threads on neighbouring
     channels of each window tap) and writes them channels-last: no copy to NCHW before it,
     the same values as eager (C here; the CUDA kernel is the same lowering, compiled)."""
-    from .conftest import cuda_compile_errors
     problem = _pool_problem(name)
     cand = nhwc_candidate(problem, settings)
     pools = [k for k in cand.kernels if "pool" in k.code.split("\n{", 1)[0]]
     assert pools and all("p_f" in k.code for k in pools), [k.code[:300] for k in cand.kernels]
     assert "read and write channels-last" in cand.notes
-    for seed in (0, 1):
-        want, got, _, _ = run_both(problem, cand, seed=seed)
-        assert_close(got, want)
-    from stitchcuda_lab.agents.offline import OfflinePlanner
-    graph = dataclasses.replace(generate(problem, settings)[0], device="cuda")
-    plan = OfflinePlanner().plan(problem, graph, settings)
-    cuda = OfflineCoder().candidate(problem, graph, plan, {"program": {"channels_last": True}},
-                                    iteration=1)
+    cuda = _matches_eager_and_compiles_for_the_gpu(problem, cand, settings, tmp_path)
     assert any("p_f" in k.code for k in cuda.kernels if k.lang == "cuda"), cuda.notes
-    assert cuda_compile_errors({k.name: k.code for k in cuda.kernels}, tmp_path) == ""
 
 
 # a pool of disjoint windows after a convolution's pointwise chain is lifted to a view of the
@@ -424,6 +433,23 @@ LIFTED = {
 }
 
 
+def _after_a_transposed_convolution(body: str, name: str):
+    """A problem whose forward is ``y = conv_transpose(x)`` then ``body`` (lines indented
+    16), on over a million pooling windows: a thread each, channels-last on a CPU too."""
+    return make_problem(f"""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.ConvTranspose2d(3, 64, 3, stride=1, padding=1)
+            def forward(self, x):
+                y = self.conv(x){body}
+        def get_inputs():
+            return [torch.randn(4, 3, 128, 192)]
+        def get_init_inputs():
+            return []
+    """, name=name)
+
+
 @pytest.mark.parametrize("name", sorted(LIFTED))
 def test_a_lifted_pool_reads_the_channels_last_convolution_through_its_view(name, settings,
                                                                            tmp_path):
@@ -431,20 +457,9 @@ def test_a_lifted_pool_reads_the_channels_last_convolution_through_its_view(name
     (no copy to NCHW before it), the pool's rows walked channel innermost, its result written
     channels-last for the kernel after it; the same values as eager."""
     pool, after = LIFTED[name]
-    problem = make_problem(f"""
-        class Model(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.conv = nn.ConvTranspose2d(3, 64, 3, stride=1, padding=1)
-            def forward(self, x):
-                y = self.conv(x)
+    problem = _after_a_transposed_convolution(f"""
                 p = {pool}
-                return {after}
-        def get_inputs():   # over a million windows: a thread each, channels-last on a CPU too
-            return [torch.randn(4, 3, 128, 192)]
-        def get_init_inputs():
-            return []
-    """, name=f"lifted_{name}")
+                return {after}""", f"lifted_{name}")
     cand = nhwc_candidate(problem, settings)
     fwd = cand.program.split("def forward", 2)[-1]
     assert "_pool_view = torch.ops.aten.view.default(" in fwd
@@ -454,20 +469,8 @@ def test_a_lifted_pool_reads_the_channels_last_convolution_through_its_view(name
         in fwd
     pooled = next(k for k in cand.kernels if "max_pool2d" in k.code or "avg_pool2d" in k.code)
     assert "reduced: [" in pooled.code and "read and write channels-last" in cand.notes
-    for seed in (0, 1):
-        want, got, _, _ = run_both(problem, cand, seed=seed)
-        assert_close(got, want)
-    # the GPU's program: the same layout, and its kernels compile
-    from stitchcuda_lab.agents.offline import OfflinePlanner
-
-    from .conftest import cuda_compile_errors
-    graph = dataclasses.replace(generate(problem, settings)[0], device="cuda")
-    plan = OfflinePlanner().plan(problem, graph, settings)
-    cuda = OfflineCoder().candidate(problem, graph, plan, {"program": {"channels_last": True}},
-                                    iteration=1)
+    cuda = _matches_eager_and_compiles_for_the_gpu(problem, cand, settings, tmp_path)
     assert "conv_transpose2d = conv_transpose2d.contiguous()" not in cuda.program
-    assert "read and write channels-last" in cuda.notes
-    assert cuda_compile_errors({k.name: k.code for k in cuda.kernels}, tmp_path) == ""
 
 
 def test_a_view_that_splits_a_channels_last_tensors_spatial_dims_has_its_strides():
@@ -509,18 +512,7 @@ REBOUND = {
 
 @pytest.mark.parametrize("name", sorted(REBOUND))
 def test_a_split_view_is_read_right_whatever_else_reads_it_or_its_source(name, settings):
-    problem = make_problem(f"""
-        class Model(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.conv = nn.ConvTranspose2d(3, 64, 3, stride=1, padding=1)
-            def forward(self, x):
-                y = self.conv(x){REBOUND[name]}
-        def get_inputs():
-            return [torch.randn(4, 3, 128, 192)]
-        def get_init_inputs():
-            return []
-    """, name="rebound")
+    problem = _after_a_transposed_convolution(REBOUND[name], "rebound")
     cand = nhwc_candidate(problem, settings)
     assert "_sv = torch.ops.aten.view.default(" in cand.program, cand.program
     want, got, _, _ = run_both(problem, cand)
