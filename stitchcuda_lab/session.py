@@ -157,7 +157,7 @@ class Session(Shown):
             planner, coder = planner or made[0], coder or made[1]
         if on_progress is not None:
             on_progress(f"validating {problem.origin} on {device}", None)
-        with gpulock.shared(settings.gpu_lock):   # GPU work, not timed: may overlap others'
+        with gpulock.shared(settings.gpu_lock, first=True):   # not timed: may overlap others'
             report = validate(problem, device=device, seed=settings.seed,
                               timeout=settings.timeout if isolate else None,
                               time_forward=time_forward)
@@ -781,7 +781,9 @@ class Session(Shown):
         return self._worker
 
     def _verify_options(self) -> VerifyOptions:
-        return VerifyOptions.from_settings(self.settings)
+        # the first iteration's jobs work towards the problem's first verdict: a GPU shared
+        # by several problems serves them before other problems' refine rounds (gpulock.py)
+        return VerifyOptions.from_settings(self.settings, first=self.state.iteration == 0)
 
     def _fraction(self, within: float) -> float:
         total = self.settings.iters + 1

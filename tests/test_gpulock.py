@@ -80,3 +80,30 @@ def test_nested_use_keeps_the_strongest_lock_and_no_lock_file_is_a_no_op(tmp_pat
             assert probe.stdout.strip() == "busy"
     with gpulock.exclusive(""), gpulock.shared(None):
         pass
+
+
+FIRST = '''
+import sys, time
+from stitchcuda_lab import gpulock
+with gpulock.exclusive(sys.argv[1], first=sys.argv[2] == "first"):
+    print(time.time(), flush=True)
+    time.sleep(0.3)
+'''
+
+
+def test_work_towards_a_first_verdict_is_served_before_later_iterations(tmp_path):
+    """Three refine-round jobs wait behind a timing; a problem's first job comes after them
+    and gets the GPU next (after the one already holding the queue), not last: the largest
+    problems of a bench timed out waiting to time their baselines behind refine rounds."""
+    lock = tmp_path / "gpu.lock"
+    holder = _holder(lock, "exclusive", 1.5)
+    waiters = {}
+    for name in ("later1", "later2", "later3", "first"):
+        waiters[name] = subprocess.Popen(
+            [sys.executable, "-c", FIRST, str(lock), "first" if name == "first" else "later"],
+            stdout=subprocess.PIPE, text=True)
+        time.sleep(0.25)
+    holder.wait()
+    got = {name: float(p.communicate(timeout=30)[0]) for name, p in waiters.items()}
+    order = sorted(got, key=got.get)
+    assert order.index("first") <= 1, order   # at most the one that held the queue before it

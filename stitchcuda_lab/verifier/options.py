@@ -2,7 +2,8 @@
 
 ``VerifyOptions`` is made from the Settings fields named in ``settings.VERIFIER_KNOBS`` (same
 names, types and defaults, declared once in settings.py), plus ``time`` (whether the job times
-the candidate at all), which is the job's own.
+the candidate at all) and ``first`` (whether it works towards the problem's first verdict,
+which a shared GPU serves first: ``gpulock``), which are the job's own.
 
 >>> VerifyOptions().trials == Settings().trials
 True
@@ -55,8 +56,10 @@ else:
     VerifyOptions = make_dataclass(
         "VerifyOptions",
         [(name, _KNOBS[name].type, field(default=_KNOBS[name].default))
-         for name in VERIFIER_KNOBS] + [("time", "bool", field(default=True))],
+         for name in VERIFIER_KNOBS] + [("time", "bool", field(default=True)),
+                                         ("first", "bool", field(default=False))],
         bases=(_Options,))
     VerifyOptions.__module__ = __name__      # make_dataclass's module= needs Python 3.12
     VerifyOptions.__doc__ = ("The Verifier knobs of one job: " + ", ".join(VERIFIER_KNOBS)
-                             + " (as in Settings), and time.")
+                             + " (as in Settings), time, and first (towards the problem's "
+                             "first verdict: served first on a shared GPU, gpulock.py).")

@@ -41,7 +41,7 @@ def run_prebuild(job: dict, state: WorkerState) -> dict:
     width = max(1, min(WIDTH, os.cpu_count() or 1, len(sources)))
     results: list[dict[str, Any]] = [{} for _ in sources]
     # candidate code runs here: the GPU is this job's alone, as for any verification
-    with gpulock.exclusive(opts.gpu_lock):
+    with gpulock.exclusive(opts.gpu_lock, first=opts.first):
         for start in range(0, len(sources), width):
             batch = range(start, min(start + width, len(sources)))
             _import_side_by_side(job, state, {i: sources[i] for i in batch}, limit, results)

@@ -1198,7 +1198,7 @@ class Job:
         # in rounds instead, the sandbox saw each round's end and which calls it asked for,
         # and knew the calls after the checked one safe
         checked = secrets.randbelow(n)
-        with gpulock.exclusive(self.opts.gpu_lock):
+        with gpulock.exclusive(self.opts.gpu_lock, first=self.opts.first):
             for i in range(n):   # remote_call flushes, as for any timed call
                 seeds.append(fresh_seed())
                 self.remote_call(seeds[-1], trace=True, keep=i == checked)
@@ -1212,7 +1212,7 @@ class Job:
             import torch
             timer = self.state.timer(self.opts.cpu_flush_mb)
             out = []
-            with gpulock.exclusive(self.opts.gpu_lock):
+            with gpulock.exclusive(self.opts.gpu_lock, first=self.opts.first):
                 for i in range(PROFILED_CALLS):   # flushed as local_call and Timer.call do
                     if not timer.cuda:
                         timer.flush()
@@ -1362,7 +1362,7 @@ class Job:
                     if fn is None:
                         fn = torch.compile(self.ref.model,
                                            mode=None if mode == "default" else mode)
-                    with gpulock.shared(lock):
+                    with gpulock.shared(lock, first=True):   # a baseline: needed first
                         self.local_call(timer, fn, fresh_seed())
                     fns[mode] = self.ref.compiled[mode] = fn
                 except Exception as e:  # noqa: BLE001  (a baseline that cannot compile is noted)
@@ -1373,7 +1373,7 @@ class Job:
             try:
                 for mode, fn in fns.items():
                     try:
-                        with gpulock.exclusive(lock):
+                        with gpulock.exclusive(lock, first=True):
                             res = self.timed(lambda seed, fn=fn: self.local_call(timer, fn, seed))
                     except Exception as e:  # noqa: BLE001
                         cached["_flags"].append(f"compile_failed:{mode}")
@@ -1804,7 +1804,7 @@ def run_verify(job: dict, state: WorkerState) -> dict:
         # a spare holds nothing of a candidate: waiting for one to start (seconds on a GPU
         # host) must not hold a shared GPU from the jobs of other problems
         j.take_sandbox()
-        held.enter_context(gpulock.exclusive(j.opts.gpu_lock))
+        held.enter_context(gpulock.exclusive(j.opts.gpu_lock, first=j.opts.first))
         return {"verdict": Verdict(**j.run()).to_dict(), "healthy": True}
     except Reject as r:
         return {"verdict": _status("rejected", r.name, r.detail, **j.base), "healthy": True}

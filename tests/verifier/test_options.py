@@ -10,7 +10,7 @@ from stitchcuda_lab.settings import VERIFIER_KNOBS, Settings
 from stitchcuda_lab.verifier.options import VerifyOptions
 
 SETTINGS = {f.name: f for f in dataclasses.fields(Settings)}
-JOB_ONLY = {"time"}     # what a job is told that no setting decides
+JOB_ONLY = {"time", "first"}   # what a job is told that no setting decides
 
 
 def test_every_option_is_a_setting_with_the_same_type_and_default():
@@ -27,7 +27,7 @@ def test_from_settings_copies_every_verifier_knob():
                "gpu_lock": "/tmp/gpu0.lock", "cpu_flush_mb": 16}
     assert set(changed) == set(VERIFIER_KNOBS)
     opts = VerifyOptions.from_settings(Settings(**changed), time=False)
-    assert opts.to_dict() == {**changed, "time": False}
+    assert opts.to_dict() == {**changed, "time": False, "first": False}
 
 
 @pytest.mark.parametrize("modes, expected", [("default", ["default"]), ("", []),
