@@ -29,11 +29,13 @@ HERE = Path(__file__).parent
 def _cases(folder: str) -> list:
     """The candidates of a folder; one whose header says ``# limit: why`` is a known limit of
     the Verifier (docs/RELIABILITY.md): expected to get past it, strictly (it fails the suite
-    the day it is caught, so the header and the doc are updated)."""
+    the day it is caught, so the header and the doc are updated), unless its header also says
+    ``# caught sometimes: why`` (a hole that the host's timing opens in most runs, not all)."""
     out = []
     for p in sorted((HERE / folder).glob("*.py")):
         limit = re.search(r"^# limit: (.+)$", p.read_text(), re.MULTILINE)
-        marks = [pytest.mark.xfail(strict=True, reason=limit.group(1))] if limit else []
+        sometimes = re.search(r"^# caught sometimes: (.+)$", p.read_text(), re.MULTILINE)
+        marks = [pytest.mark.xfail(strict=not sometimes, reason=limit.group(1))] if limit else []
         out.append(pytest.param(p, marks=marks, id=p.stem))
     return out
 
