@@ -787,7 +787,9 @@ TEMPLATE_TAIL = """
   0.1-0.5x eager, which the session never keeps.
 - **Threads that outvote.** Threads spinning in the candidate's own code can outvote one
   thread in PyTorch's kernels, since every thread is sampled at every stop
-  (`candidates/sampler_share_diluted_big.py`); a per-thread judgement would close it. (A
+  (`candidates/sampler_share_diluted_big.py`; it passes alone, and was caught in one loaded
+  run of the suite, where its spinning threads got fewer samples); a per-thread judgement
+  would close it. (A
   library with no build id copied into the candidate's folder, or one copied and deleted once
   loaded, used to count as its own code; only the libraries the judge handed over do now:
   `candidates/sampler_library_without_build_id_big.py`,
