@@ -792,6 +792,22 @@ def test_a_deep_forwards_cuda_graph_goes_before_the_knobs_that_pay_most(settings
     assert ".cache=" in labels[1][0]
 
 
+def _one_convolution(conv: str, forward: str, shape: str):
+    """A problem of one ``self.conv = conv`` returning ``forward`` of input ``randn(shape)``."""
+    return make_problem(f"""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = {conv}
+            def forward(self, x):
+                return {forward}
+        def get_inputs():
+            return [torch.randn({shape})]
+        def get_init_inputs():
+            return []
+    """)
+
+
 @pytest.mark.parametrize("conv,flip_first", [("nn.ConvTranspose2d(4, 8, 3, stride=2)", True),
                                              ("nn.Conv2d(4, 8, 1)", False),
                                              ("nn.Conv2d(24, 8, 1)", True)],
@@ -804,18 +820,8 @@ def test_a_transposed_convolutions_other_layout_is_refined_before_a_kernels_row_
     of few channels may run in exact fp32 NCHW, where channels-last fails the check: the
     row kernel's register cache goes first there."""
     cin = conv.split("(")[1].split(",")[0]
-    problem = make_problem(f"""
-        class Model(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.conv = {conv}
-            def forward(self, x):
-                return torch.softmax(self.conv(x), dim=-1)
-        def get_inputs():
-            return [torch.randn(2, {cin}, 3, 1100)]   # rows a block reads
-        def get_init_inputs():
-            return []
-    """)
+    # rows a block reads
+    problem = _one_convolution(conv, "torch.softmax(self.conv(x), dim=-1)", f"2, {cin}, 3, 1100")
     graph, plan = _cuda_plan(problem, settings)
     first = OfflineCoder().code(problem, graph, plan, settings, iteration=0)[0]
     ok = Verdict(status="pass", correct=True, timings={"ours": 1.0, "eager": 2.0})
@@ -870,18 +876,7 @@ def test_a_lone_convolution_is_refined_in_the_other_layout(conv, offered, settin
     reference) still has one variant on the GPU: its convolution in cuDNN's channels-last,
     where cuDNN runs it on TF32 tensor cores either way; a plain 3-d one ran slower so. The
     program is PyTorch's own op on channels-last tensors, and gives eager's values."""
-    problem = make_problem(f"""
-        class Model(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.conv = {conv}
-            def forward(self, x):
-                return self.conv(x)
-        def get_inputs():
-            return [torch.randn(2, 6, 4, 5, 6)]
-        def get_init_inputs():
-            return []
-    """)
+    problem = _one_convolution(conv, "self.conv(x)", "2, 6, 4, 5, 6")
     graph = dataclasses.replace(analyse(problem, profile=False), device="cuda")
     plan = OfflinePlanner().plan(problem, graph, settings)
     first = OfflineCoder().code(problem, graph, plan, settings, iteration=0)[0]

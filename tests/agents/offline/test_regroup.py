@@ -84,39 +84,29 @@ def test_a_view_stays_where_an_operand_or_a_reader_needs_its_shape(scale_shape, 
     assert_close(got, want)
 
 
-def test_a_chain_read_in_its_own_shape_is_not_hoisted(settings):
-    """The clamp is returned as it is too: computing it in the view's shape would change what
-    the forward returns; it stays, and so does the view."""
-    problem = make_problem("""
+@pytest.mark.parametrize("body,shape,node", [
+    # returned as it is too: computing it in the view's shape would change what the forward
+    # returns; it stays, and so does the view
+    ("y = torch.relu(x) * 2.0\n                return torch.softmax(y.view(2, 3, -1), dim=2), y",
+     "(2, 3, 4, 5)", "mul"),
+    # [2, 4, 3, 5] as [2, 5, 12]: no run of one dims is a run of the other's
+    ("return torch.softmax(torch.tanh(x).reshape(2, 5, 12), dim=1) * 3.0", "(2, 4, 3, 5)",
+     "tanh"),
+], ids=["read-in-its-own-shape", "not-a-regrouping"])
+def test_a_chain_stays_where_moving_the_view_would_change_it(body, shape, node, settings):
+    """A chain read in its own shape is not hoisted; a reshape that is not a regrouping of
+    runs of dims is left: the chain keeps the input's shape, and eager's values."""
+    problem = make_problem(f"""
         class Model(nn.Module):
             def forward(self, x):
-                y = torch.relu(x) * 2.0
-                return torch.softmax(y.view(2, 3, -1), dim=2), y
+                {body}
         def get_inputs():
-            return [torch.randn(2, 3, 4, 5)]
+            return [torch.randn{shape}]
         def get_init_inputs():
             return []
     """)
     g = rewrite(analyse(problem, profile=False))
-    assert g.node("mul").shape == [2, 3, 4, 5]
-    _, _, cand = generate(problem, settings)
-    want, got, _, _ = run_both(problem, cand)
-    assert_close(got, want)
-
-
-def test_a_reshape_that_is_not_a_regrouping_is_left(settings):
-    """[2, 4, 3, 5] as [2, 5, 12]: no run of one dims is a run of the other's."""
-    problem = make_problem("""
-        class Model(nn.Module):
-            def forward(self, x):
-                return torch.softmax(torch.tanh(x).reshape(2, 5, 12), dim=1) * 3.0
-        def get_inputs():
-            return [torch.randn(2, 4, 3, 5)]
-        def get_init_inputs():
-            return []
-    """)
-    g = rewrite(analyse(problem, profile=False))
-    assert g.node("tanh").shape == [2, 4, 3, 5]
+    assert g.node(node).shape == [int(d) for d in shape.strip("()").split(", ")]
     _, _, cand = generate(problem, settings)
     want, got, _, _ = run_both(problem, cand)
     assert_close(got, want)
