@@ -115,9 +115,7 @@ def to_channels_last(spec: KernelSpec, nhwc: set[str] | frozenset[str],
     if any(s.op == "expr" and re.search(rf"\b{o.name}\[", s.expr)
            for s in spec.stmts for o in spec.operands):
         return False
-    dense = contiguous_strides(spec.dims)
-    full = [o for o in spec.operands if o.shape == spec.dims and all(
-        st == d or size == 1 for st, d, size in zip(o.strides, dense, spec.dims))]
+    full = [o for o in spec.operands if _dense(o, spec.dims)]
     if not any(o.role != "out" and (o.node in nhwc or o.node in views) for o in full):
         return False
     if rank not in PERMUTATION:   # a view splitting a channels-last tensor's spatial dims
