@@ -6,7 +6,8 @@ without a whole bench run. For each problem file: eager PyTorch, torch.compile `
 the planner's program (iteration 0) and each single-knob variant of it (``OfflineCoder.variants``
 at iteration 1, uncapped), each timed with the Verifier's own ``time_forward`` (L2 flushed,
 CUDA events, median), with its largest error against float64 arithmetic in units of the
-tolerance (atol = rtol = 1e-4; below 1 passes).
+tolerance (atol = rtol = 1e-4; below 1 passes). PyTorch's own settings stay as they are (cuDNN's
+convolutions may take TF32, as in the bench's baselines).
 
 Candidates run in this process: this is a tool for the project's own generated code, not a
 verdict (``stitchcuda-lab bench`` is that, with the Verifier's isolation).
@@ -80,7 +81,6 @@ def bench_problem(path: Path, settings, trials: int, device: str = "cuda") -> li
     torch.manual_seed(42)
     ref = ns["Model"](*init).to(device)
     inputs = problem.make_inputs(device=device, seed=1)
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     with torch.no_grad():
         want = ref.double()(*[x.double() if torch.is_tensor(x) and x.is_floating_point()
                               else x for x in inputs])
