@@ -75,6 +75,9 @@ PARAM_RULES: dict[str, tuple[Any, str, Any]] = {
     "rows": (lambda v: v in ("block", "warp", "thread", "split"), "block, warp, thread or split",
              "warp"),
     "cache": (lambda v: isinstance(v, bool), "true or false (row cache)", True),
+    "cluster": (lambda v: v in (0, 2, 4, 8) and not isinstance(v, bool),
+                "0, 2, 4 or 8 (blocks of a Hopper thread-block cluster sharing a row; 0: none)",
+                8),
     "tc": (lambda v: isinstance(v, bool), "true or false (a dense convolution on tensor cores, "
            "3xTF32)", True),
     "chunk": (_int_in(64, 1 << 30), "a whole number of at least 64 (elements per C task)",

@@ -34,7 +34,8 @@ from .conv_tc import TC_PRELUDE
 from .pool import dense_tile, pool_body_cuda
 from .scan import scan_body_cuda, scan_stmt
 from .launch import (auto_unroll, cached_operands, default_params, kernel_strategy,
-                     row_in_registers, thread_row_operands, vec_ok, vec_operands)
+                     row_cluster, row_in_registers, slice_len, thread_row_operands, vec_ok,
+                     vec_operands)
 
 CU_TYPES = {"float32": "float", "float64": "double", "float16": "__half",
             "bfloat16": "__nv_bfloat16", "bool": "bool", "int64": "long long", "int32": "int",
@@ -180,6 +181,38 @@ template <class V, class F> __device__ __forceinline__ V sc_split_reduce(V v, F 
     __syncthreads();   // the array is written again by the next reduction
     return v;
 }
+// a row shared by the blocks of a thread-block cluster (Hopper, ``cluster``): each block's
+// state (the same in all its threads) put in its own shared slot, and every block combines
+// the slots of all of them in rank order, read through distributed shared memory, so each
+// gets the same bits. The second barrier keeps a slot alive until every block has read it.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define SC_CLUSTER(n) __cluster_dims__(n, 1, 1)
+__device__ __forceinline__ unsigned sc_cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ void sc_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+template <class V, class F> __device__ __forceinline__ V sc_cluster_reduce(V v, F f, V* slot,
+                                                                           unsigned cs) {
+    if (threadIdx.x == 0) *slot = v;
+    sc_cluster_sync();
+    V x = v;
+    for (unsigned k = 0; k < cs; ++k) {
+        unsigned long long at;
+        asm volatile("mapa.u64 %0, %1, %2;" : "=l"(at) : "l"(slot), "r"(k));
+        const V y = *reinterpret_cast<const V*>(at);
+        x = k ? f(x, y) : y;
+    }
+    sc_cluster_sync();
+    return x;
+}
+#else
+#define SC_CLUSTER(n)
+#endif
 #endif
 """
 
@@ -225,7 +258,7 @@ def _header(spec: KernelSpec, tc: bool = False) -> str:
 def emit_cuda(spec: KernelSpec, params: dict | None = None) -> str:
     """CUDA source with one ``extern "C" __global__`` kernel named ``spec.name``."""
     params = {**default_params(spec), **(params or {})}
-    tc, bounds = False, ""
+    tc, bounds, cluster = False, "", ""
     if spec.kind == "rowwise" and not params.get("unroll"):   # shown in the kernel's header
         params["unroll"] = auto_unroll(spec, kernel_strategy(spec, params),
                                        int(params["block"]))
@@ -245,9 +278,22 @@ def emit_cuda(spec: KernelSpec, params: dict | None = None) -> str:
         body = scan_body_cuda(spec, _load, _store, int(params["block"]),
                               int(params.get("ipt") or 1))
     else:
-        body = _RowKernel(spec, params).body()
+        body, cluster = _row_body(spec, params)
     return (_header(spec, tc) + "\n" + head + f'extern "C" __global__ void __launch_bounds__('
-            f'{bounds or int(params["block"])}) {spec.name}({sig})\n{{\n' + body + "}\n")
+            f'{bounds or int(params["block"])}){cluster} {spec.name}({sig})\n{{\n' + body + "}\n")
+
+
+def _row_body(spec: KernelSpec, params: dict) -> tuple[str, str]:
+    """A row kernel's body, and its cluster attribute where blocks share a row (``cluster``):
+    on a GPU without clusters (before Hopper) the same launch runs the plain body, the first
+    block of each group taking the whole row and the rest returning."""
+    cs = row_cluster(spec, params)
+    if not cs:
+        return _RowKernel(spec, params).body(), ""
+    shared = _RowKernel(spec, params, cs).body()
+    alone = _RowKernel(spec, {**params, "cluster": 0, "cache": False}, cs, alone=True).body()
+    return (f"#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n{shared}#else\n{alone}"
+            "#endif\n", f" SC_CLUSTER({cs})")
 
 
 def _broadcast_lanes(spec: KernelSpec, vops: list[int]) -> dict[int, str]:
@@ -377,8 +423,12 @@ class _RowKernel:
 
     ind, ind2 = "    ", "        "
 
-    def __init__(self, spec: KernelSpec, p: dict) -> None:
+    def __init__(self, spec: KernelSpec, p: dict, group: int = 0, alone: bool = False) -> None:
+        """``group``: blocks a row (a cluster's, ``launch.row_cluster``), sharing it unless
+        ``alone`` (no clusters: the group's first block takes the whole row)."""
         self.spec, self.ops, self.acc = spec, spec.operands, spec.acc
+        self.group, self.alone = group, alone
+        self.cs = 0 if alone else group   # blocks of a cluster, each on a slice of the row
         strategy = self.strategy = kernel_strategy(spec, p)
         self.vec = int(p["vec"]) == 4 and vec_ok(spec, strategy) and strategy != "split"
         self.vops = list(vec_operands(spec)) if self.vec else []
@@ -392,8 +442,8 @@ class _RowKernel:
             self.U = spec.rowlen // 4 // self.lanes      # the thread's whole share of the row
         self.cache = {}   # cached operand -> its offset in shared memory
         if p.get("cache") and strategy == "block" and not self.regs:
-            self.cache = {i: k * round_up(spec.rowlen, 4)
-                          for k, i in enumerate(cached_operands(spec))}
+            span = slice_len(spec, self.cs) if self.cs else round_up(spec.rowlen, 4)
+            self.cache = {i: k * span for k, i in enumerate(cached_operands(spec, self.cs))}
         if self.vec and any(i not in self.vops for i in self.cache):
             self.cache = {}   # every cached operand must take the same float4/scalar path each pass
         # one thread per row: the row in a local array indexed only by unrolled loops, so it
@@ -432,7 +482,9 @@ class _RowKernel:
             L.append(f"{ind}extern __shared__ float4 sc_cache4[];   "
                      "// the row, read from DRAM once")
             L.append(f"{ind}float* sc_cache = reinterpret_cast<float*>(sc_cache4);")
-        if self.strategy == "block":
+        if self.strategy == "block" and self.group:
+            self._group_head()
+        elif self.strategy == "block":
             for s in self.reds:
                 L.append(f"{ind}__shared__ {state_type(s, self.acc)} sm_{reduction_id(s)}[32];")
             L.append(f"{ind}for (long long r = blockIdx.x; r < {spec.rows}LL; r += gridDim.x) {{")
@@ -473,6 +525,30 @@ class _RowKernel:
             L.append(f"{ind2}float4 a_{self.ops[i].name}[{self.U}];   "
                      "// this thread's share of the row")
 
+    def _group_head(self) -> None:
+        """The row loop of a block strategy with ``group`` blocks a row: each of a cluster's
+        blocks on its slice ``[jlo, jhi)`` (float4s ``[qlo, qhi)``), or the group's first
+        block alone on the whole row."""
+        spec, ind, L, g = self.spec, self.ind, self.L, self.group
+        for s in self.reds:
+            st = state_type(s, self.acc)
+            L.append(f"{ind}__shared__ {st} sm_{reduction_id(s)}[32];")
+            if self.cs:
+                L.append(f"{ind}__shared__ {st} cl_{reduction_id(s)};   // the cluster's slot")
+        if self.alone:
+            L.append(f"{ind}if (blockIdx.x % {g}) return;   // no clusters: one block a row")
+            self.leader = "threadIdx.x == 0"
+        else:
+            n = slice_len(spec, g)
+            L.append(f"{ind}const unsigned sc_rank = sc_cluster_rank();")
+            L.append(f"{ind}const long long jlo = (long long)sc_rank * {n}, "
+                     f"jhi = jlo + {n} < {spec.rowlen}LL ? jlo + {n} : {spec.rowlen}LL;")
+            L.append(f"{ind}const long long qlo = jlo / 4, qhi = jhi / 4;")
+            self.leader = "threadIdx.x == 0 && sc_rank == 0"
+        L.append(f"{ind}for (long long r = blockIdx.x / {g}; r < {spec.rows}LL; "
+                 f"r += gridDim.x / {g}) {{")
+        self.j0, self.jstep = "threadIdx.x", str(self.B)
+
     def _reduce_pass(self, reds: list[Stmt]) -> None:
         """One element loop accumulating ``reds``, then their warp/block combine."""
         acc, ind2 = self.acc, self.ind2
@@ -494,6 +570,9 @@ class _RowKernel:
             if self.strategy == "block":
                 self.L.append(f"{ind2}{a} = sc_block_reduce({a}, {comb}, "
                               f"{identity(s, acc)}, sm_{reduction_id(s)});")
+                if self.cs:
+                    self.L.append(f"{ind2}{a} = sc_cluster_reduce({a}, {comb}, "
+                                  f"&cl_{reduction_id(s)}, {self.cs}u);")
             elif self.strategy == "warp":
                 self.L.append(f"{ind2}{a} = sc_warp_reduce({a}, {comb});")
             elif self.strategy == "split":
@@ -535,9 +614,9 @@ class _RowKernel:
         self.L.append(f"{self.ind2}{{")
         if self.vec:
             self._vec_loop(need, tail, vstores or [], priv or [], loaded, first)
-            start = f"jv + {self.j0}"
+            start = f"(jv > jlo ? jv : jlo) + {self.j0}" if self.cs else f"jv + {self.j0}"
         else:
-            start = self.j0
+            start = f"jlo + {self.j0}" if self.cs else self.j0
         self._scalar_loop(need, tail, start, loaded, first)
 
     def _vec_loop(self, need, tail, vstores, priv, loaded, first) -> None:
@@ -557,6 +636,8 @@ class _RowKernel:
             L.append(f"{i3}for (int u = 0; u < {U}; ++u) {a}_p[u] = {identity(s, acc)};")
         if self.regs:   # one group of U loads covers the thread's share of the row
             L.append(f"{i3}{{ const long long q0 = {self.j0};")
+        elif self.cs:   # the block's slice of the row
+            L.append(f"{i3}for (long long q0 = qlo + {self.j0}; q0 < qhi; q0 += {U * lanes}LL) {{")
         else:
             L.append(f"{i3}for (long long q0 = {self.j0}; q0 < {nv}LL; q0 += {U * lanes}LL) {{")
         used = {s.operand for s in need if s.op == "load"}
@@ -567,14 +648,16 @@ class _RowKernel:
         reuse = {i for i in vin if i in self.in_regs}
         self.in_regs.update(i for i in vin if i in self.regs)
         # no bounds test when every thread makes whole groups of U loads
-        guard = [f"{i5}if (q >= {nv}LL) break;"] if nv % (U * lanes) else []
+        guard = [f"{i5}if (q >= qhi) break;"] if self.cs else \
+            [f"{i5}if (q >= {nv}LL) break;"] if nv % (U * lanes) else []
+        at = "4 * (q - qlo)" if self.cs else "4 * q"   # in the row cache: the slice's own
         at_q = elem_index(self.spec, "(4 * q)")
         L.append(f"{i4}#pragma unroll")
         L.append(f"{i4}for (int u = 0; u < {U}; ++u) {{")
         L.append(f"{i5}const long long q = q0 + (long long)u * {lanes};")
         L.extend(guard)
         for i in (i for i in vin if i not in reuse):
-            src = (f"*reinterpret_cast<const float4*>(sc_cache + {self.cache[i]} + 4 * q)"
+            src = (f"*reinterpret_cast<const float4*>(sc_cache + {self.cache[i]} + {at})"
                    if i in loaded and i not in first else
                    f"__ldg(reinterpret_cast<const float4*>({ops[i].name} + {at_q(ops[i])}))")
             L.append(f"{i5}a_{ops[i].name}[u] = {src};")
@@ -585,7 +668,7 @@ class _RowKernel:
         L.extend(guard)
         for i in vin:
             if i in first:   # after all U loads are issued: the row cache is filled here
-                L.append(f"{i5}*reinterpret_cast<float4*>(sc_cache + {self.cache[i]} + 4 * q)"
+                L.append(f"{i5}*reinterpret_cast<float4*>(sc_cache + {self.cache[i]} + {at})"
                          f" = a_{ops[i].name}[u];")
         for lane in range(4):
             L.append(f"{i5}const long long j_{lane} = 4 * q + {lane};")
@@ -618,11 +701,12 @@ class _RowKernel:
         elif self.strategy == "split":   # loads in flight: a warp reads one 128-byte line each
             L.append(f"{ind2}#pragma unroll 4")
         live = "live && " if self.strategy == "split" else ""
-        L.append(f"{ind2}for (long long j = {start}; {live}j < {self.spec.rowlen}LL; "
-                 f"j += {self.jstep}) {{")
-        smap = {i: f"({self.acc})sc_cache[{cache[i]} + j]" for i in loaded if i not in first}
+        end = "jhi" if self.cs else f"{self.spec.rowlen}LL"
+        at = "(j - jlo)" if self.cs else "j"   # in the row cache: the slice's own
+        L.append(f"{ind2}for (long long j = {start}; {live}j < {end}; j += {self.jstep}) {{")
+        smap = {i: f"({self.acc})sc_cache[{cache[i]} + {at}]" for i in loaded if i not in first}
         L.extend(elem_lines(self.spec, need, _load, elem_index(self.spec, "j"), "", smap, i3))
-        L.extend(f"{i3}sc_cache[{cache[i]} + j] = (float){loaded[i]};" for i in sorted(first))
+        L.extend(f"{i3}sc_cache[{cache[i]} + {at}] = (float){loaded[i]};" for i in sorted(first))
         L.extend(i3 + t for t in tail([""], ["j"], need, scalar=True))
         L.append(f"{ind2}}}")
         L.append(f"{ind2}}}")

@@ -20,6 +20,11 @@ WAVES = 512   # grid cap in blocks per SM: in practice one block per chunk or ro
 MAX_UNROLL = 4   # float4 loads each thread has in flight before it uses the first
 CACHE_LIMIT = 160 * 1024   # bytes of dynamic shared memory a row cache may take (227 KB max)
 MAX_ROW_REGS = 8   # float4 per thread per cached operand that may stay in registers
+# a row too long for one block's cache is shared by the blocks of a thread-block cluster
+# (Hopper): each caches its slice, and their partial reductions meet through distributed
+# shared memory, so a softmax over rows of 393216 reads them from DRAM once, not twice
+CLUSTER_MOST = 8                # blocks of a cluster: the portable largest
+CLUSTER_SLICE = 200 * 1024      # bytes of a cluster block's row cache (227 KB max a block)
 # elements of its row one thread keeps in registers (one thread per row: a reduction over a
 # middle dim, such as RMS over 64 channels); past it the array spills to local memory
 THREAD_ROW_REGS = 64
@@ -58,10 +63,36 @@ def default_params(spec: KernelSpec, lang: str = "cuda") -> dict:
     # a norm over 16K rows of 15876 (KernelBench's Conv2d_InstanceNorm read channels-last)
     block = {"block": 512 if spec.rowlen > 4096 else 256, "warp": 256, "thread": 256,
              "split": 512}[strategy]
+    cs = row_cluster(spec, {"rows": strategy})
     cache = thread_row_operands(spec) if strategy == "thread" else \
-        [] if strategy == "split" else cached_operands(spec)
+        [] if strategy == "split" else cached_operands(spec, cs)
     return {"block": block, "vec": 4 if vec_ok(spec, strategy) else 1, "rows": strategy,
-            "waves": WAVES, "cache": bool(cache)}
+            "waves": WAVES, "cache": bool(cache), **({"cluster": cs} if cs else {})}
+
+
+def row_cluster(spec: KernelSpec, p: dict) -> int:
+    """Blocks of a thread-block cluster that share each row (``cluster``: 0 for a block a
+    row): the params' own where the kernel can take one (rows a block each, along the
+    innermost dim), else the fewest of 2, 4 or 8 whose slices of the row hold every input
+    that a later pass reads again in CLUSTER_SLICE of shared memory each, where one block's
+    CACHE_LIMIT does not; 0 where none does."""
+    if spec.kind != "rowwise" or not spec.reduce[-1] or scan_stmt(spec) is not None \
+            or kernel_strategy(spec, p) != "block":
+        return 0
+    if "cluster" in p:
+        cs = int(p["cluster"] or 0)
+        return cs if cs in (2, 4, 8) and cs <= spec.rowlen else 0
+    ops = _reread_inputs(spec)
+    if not ops or len(ops) * round_up(spec.rowlen, 4) * 4 <= CACHE_LIMIT:
+        return 0
+    return next((cs for cs in (2, 4, CLUSTER_MOST)
+                 if len(ops) * slice_len(spec, cs) * 4 <= CLUSTER_SLICE), 0)
+
+
+def slice_len(spec: KernelSpec, cs: int) -> int:
+    """Elements of a row each block of a ``cs``-block cluster takes (whole float4s; the last
+    block's slice may be shorter)."""
+    return round_up(ceildiv(spec.rowlen, max(1, cs)), 4)
 
 
 def launch_config(spec: KernelSpec, params: dict | None = None) -> dict:
@@ -81,8 +112,9 @@ def launch_config(spec: KernelSpec, params: dict | None = None) -> dict:
     rows = spec.rows
     smem = cache_bytes(spec, p)
     strategy = kernel_strategy(spec, p)
+    cs = row_cluster(spec, p)
     if strategy == "block":
-        blocks = rows
+        blocks = rows * max(1, cs)
     elif strategy == "warp":
         blocks = ceildiv(rows, b // 32)
     elif strategy == "split":
@@ -92,6 +124,8 @@ def launch_config(spec: KernelSpec, params: dict | None = None) -> dict:
     out = {"blocks": max(1, blocks), "block": b, "waves": int(p["waves"])}
     if smem:
         out["smem"] = smem
+    if cs:
+        out["cluster"] = cs   # the grid a multiple of it (program.py)
     return out
 
 
@@ -147,12 +181,15 @@ def vec_ok(spec: KernelSpec, strategy: str | None = None) -> bool:
         spec.operands[i].role != "inout" for i in vo)
 
 
-def cached_operands(spec: KernelSpec) -> list[int]:
+def cached_operands(spec: KernelSpec, cs: int = 0) -> list[int]:
     """fp32 per-element inputs read in more than one pass of a multi-pass row kernel: kept in
-    shared memory after their first read, so the row comes from DRAM once."""
+    shared memory after their first read, so the row comes from DRAM once (``cs``: the
+    blocks of a cluster sharing the row, each keeping its slice)."""
     if not spec.reduce[-1]:
         return []
     out = _reread_inputs(spec)
+    if cs > 1:
+        return out if len(out) * slice_len(spec, cs) * 4 <= CLUSTER_SLICE else []
     if len(out) * round_up(spec.rowlen, 4) * 4 > CACHE_LIMIT:
         return []
     return out
@@ -190,6 +227,9 @@ def cache_bytes(spec: KernelSpec, p: dict) -> int:
     strategy = kernel_strategy(spec, p)
     if not p.get("cache") or strategy != "block" or row_in_registers(spec, p):
         return 0
+    cs = row_cluster(spec, p)
+    if cs:
+        return len(cached_operands(spec, cs)) * slice_len(spec, cs) * 4
     return len(cached_operands(spec)) * round_up(spec.rowlen, 4) * 4
 
 
@@ -199,7 +239,7 @@ def row_in_registers(spec: KernelSpec, p: dict) -> bool:
     flight together) and reused by the later passes. No shared memory, so more blocks fit."""
     strategy = p.get("rows") or row_strategy(spec)
     if not p.get("cache") or strategy not in ("block", "warp") or int(p.get("vec", 1)) != 4 \
-            or not vec_ok(spec, strategy):
+            or not vec_ok(spec, strategy) or (strategy == "block" and row_cluster(spec, p)):
         return False
     ops = cached_operands(spec)
     vo = vec_operands(spec)

@@ -205,9 +205,13 @@ def _module_head(problem_source: str, problem_name: str, calls: list[KernelCall]
     if lang == "cuda" and calls:
         lines.append("_SM = runtime.sm_count() if torch.cuda.is_available() else 1")
         lines.append("_GRID = {")
-        lines += [f"    {c.spec.name!r}: max(1, min({c.launch['blocks']}, _SM * "
-                  f"{c.launch['waves']}))," for c in calls]
+        lines += [f"    {c.spec.name!r}: {_grid(c.launch)}," for c in calls]
         lines.append("}")
+        if any(c.launch.get("cluster") for c in calls):
+            # blocks that share a row through a cluster's shared memory (Hopper); before it,
+            # the kernel's first block of each group takes the row alone, with no row cache
+            lines.append("_CLUSTERS = torch.cuda.is_available() and "
+                         "torch.cuda.get_device_capability()[0] >= 9")
     lines += ["", "", _PLACE]
     if cuda_graph:
         lines.append(_GRAPHED)
@@ -379,10 +383,23 @@ def _kernel_call(graph: Graph, c: KernelCall, lang: str,
     if lang == "cuda":
         body.append(f"_K[{spec.name!r}].launch({spec.name!r}, grid=(_GRID[{spec.name!r}], 1, 1), "
                     f"block=({c.launch['block']}, 1, 1), args=({', '.join(argv)},)"
-                    + (f", shared_mem={int(c.launch['smem'])})" if c.launch.get("smem") else ")"))
+                    + (f", shared_mem={_smem(c.launch)})" if c.launch.get("smem") else ")"))
     else:
         body.append(f"_K[{spec.name!r}].call({spec.name!r}, {', '.join(argv)})")
     return body
+
+
+def _grid(launch: dict) -> str:
+    """The grid a kernel launches with: its blocks, at most ``waves`` a multiprocessor, and a
+    whole number of clusters where its blocks share rows (``launch.row_cluster``)."""
+    cap = f"max(1, min({launch['blocks']}, _SM * {launch['waves']}))"
+    cs = int(launch.get("cluster") or 0)
+    return f"max({cs}, {cap} // {cs} * {cs})" if cs else cap
+
+
+def _smem(launch: dict) -> str:
+    smem = int(launch["smem"])
+    return f"{smem} if _CLUSTERS else 0" if launch.get("cluster") else str(smem)
 
 
 def render_fallback(problem_source: str, problem_name: str, cuda_graph: bool,

@@ -126,12 +126,13 @@ def _nvrtc_library() -> ctypes.CDLL | None:
     return None
 
 
-def _nvrtc_errors(lib: ctypes.CDLL, source: str, name: str, cubin: bool = False) -> str:
+def _nvrtc_errors(lib: ctypes.CDLL, source: str, name: str, cubin: bool = False,
+                  arch: str = "90") -> str:
     prog = ctypes.c_void_p()
     if lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None,
                               None) != 0:
         return f"{name}: NVRTC could not take the source"
-    opts = [b"--gpu-architecture=" + (b"sm_90" if cubin else b"compute_90"), b"-std=c++17"]
+    opts = [f"--gpu-architecture={'sm' if cubin else 'compute'}_{arch}".encode(), b"-std=c++17"]
     status = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
     size = ctypes.c_size_t()
     lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
@@ -141,10 +142,12 @@ def _nvrtc_errors(lib: ctypes.CDLL, source: str, name: str, cubin: bool = False)
     return "" if status == 0 else f"{name}:\n{log.value.decode(errors='replace')[-4000:]}"
 
 
-def cuda_compile_errors(sources: dict[str, str], tmp_path: Path, cubin: bool = False) -> str:
+def cuda_compile_errors(sources: dict[str, str], tmp_path: Path, cubin: bool = False,
+                        arch: str = "90") -> str:
     """Each CUDA source (name -> code; one program each: kernel names repeat across them)
-    compiled to PTX for sm_90: the front end is where a template's mistake shows; ``cubin``:
-    to machine code, where the assembler checks the kernel's resources (its shared memory).
+    compiled to PTX for sm_90 (``arch``: another): the front end is where a template's
+    mistake shows; ``cubin``: to machine code, where the assembler checks the kernel's
+    resources (its shared memory).
     The compilers' errors, "" where all compile; skips the calling test where there is
     neither nvcc nor NVRTC."""
     if shutil.which("nvcc"):
@@ -152,7 +155,7 @@ def cuda_compile_errors(sources: dict[str, str], tmp_path: Path, cubin: bool = F
         for name, code in sources.items():
             files.append(tmp_path / f"{name}.cu")
             files[-1].write_text(code)
-        proc = subprocess.run(["nvcc", "-arch=sm_90" if cubin else "-arch=compute_90",
+        proc = subprocess.run(["nvcc", f"-arch={'sm' if cubin else 'compute'}_{arch}",
                                "-std=c++17", "-cubin" if cubin else "-ptx",
                                "--output-directory", str(tmp_path), *map(str, files)],
                               capture_output=True, text=True, timeout=900, check=False)
@@ -160,5 +163,5 @@ def cuda_compile_errors(sources: dict[str, str], tmp_path: Path, cubin: bool = F
     lib = _nvrtc_library()
     if lib is None:
         pytest.skip("neither nvcc nor NVRTC is installed (pip install nvidia-cuda-nvrtc-cu12)")
-    return "\n".join(e for e in (_nvrtc_errors(lib, code, f"{name}.cu", cubin)
+    return "\n".join(e for e in (_nvrtc_errors(lib, code, f"{name}.cu", cubin, arch)
                                  for name, code in sources.items()) if e)

@@ -3,6 +3,7 @@ the CUDA versions on a GPU, and an nvcc syntax check of the CUDA source everywhe
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 
 import pytest
@@ -532,6 +533,109 @@ def test_a_short_row_stays_in_registers_and_a_long_one_in_shared_memory():
     assert src.count("__ldg(reinterpret_cast<const float4*>(in0") == 2
     assert "float4 a_in0[4];" in src and "sc_wf<float> av2_p[4];" in src
     assert "float4 a_in0[1];" in emit_cuda(_row_spec(4096), {"cache": False, "unroll": 1})
+
+
+def test_a_row_too_long_for_a_blocks_cache_is_shared_by_a_cluster(tmp_path):
+    """A softmax over rows of 393216 floats (1.5 MB: KernelBench's level-1 Softmax) does not
+    fit one block's row cache, and its second pass read the row from DRAM again: the eight
+    blocks of a cluster take a slice each (196 KB of shared memory), cache it, and combine
+    their partial states through distributed shared memory; a row of 65535 (an L1 norm's,
+    256 KB) takes two. Rows one block caches, and single-pass reductions, keep a block a row.
+    Before Hopper the same launch runs the plain kernel, a group's first block on the row."""
+    from stitchcuda_lab.agents.offline.launch import (CACHE_LIMIT, default_params,
+                                                      launch_config, row_cluster)
+    spec = _row_spec(393216, "torch.softmax(x, dim=1)")
+    p = default_params(spec)
+    assert p["cluster"] == 8 and p["cache"] and p["vec"] == 4
+    assert launch_config(spec, p) == {"blocks": 64, "block": 512, "waves": 512,
+                                      "smem": 49152 * 4, "cluster": 8}
+    src = emit_cuda(spec, p)
+    shared, alone = src.split("#else\n    __shared__")[0], src.split("#else\n    __shared__")[1]
+    assert "__launch_bounds__(512) SC_CLUSTER(8) k0(" in src
+    assert "sc_cluster_reduce(av2, sc_sm_comb(), &cl_v2, 8u);" in shared
+    assert shared.count("__ldg(reinterpret_cast<const float4*>(in0") == 1   # DRAM once
+    assert "jlo = (long long)sc_rank * 49152" in shared and "4 * (q - qlo)" in shared
+    assert "if (blockIdx.x % 8) return;" in alone and "sc_cluster" not in alone
+    assert alone.count("__ldg(reinterpret_cast<const float4*>(in0") == 2
+    l1 = _row_spec(65535, "x / torch.sum(torch.abs(x), dim=1, keepdim=True)")
+    assert row_cluster(l1, default_params(l1)) == 2 and default_params(l1)["vec"] == 1
+    assert launch_config(l1, default_params(l1))["smem"] == 32768 * 4
+    fits = _row_spec(CACHE_LIMIT // 4, "torch.softmax(x, dim=1)")
+    assert "cluster" not in default_params(fits)
+    assert "cluster" not in default_params(_row_spec(393216, "x.sum(1)"))   # one pass
+    plain = emit_cuda(spec, {**p, "cluster": 0})
+    assert "SC_CLUSTER" not in plain.split("#endif\n\n")[-1] and "smem" not in \
+        launch_config(spec, {**p, "cluster": 0})
+    sources = {"sm": src, "l1": emit_cuda(l1, default_params(l1)), "plain": plain}
+    assert cuda_compile_errors(sources, tmp_path, cubin=True) == ""
+    assert cuda_compile_errors(sources, tmp_path, cubin=True, arch="80") == ""
+
+
+def test_a_clustered_programs_grid_is_whole_clusters(settings):
+    """The program launches a whole number of clusters (the grid's cap of blocks a
+    multiprocessor need not be one) and asks for the row cache's shared memory only where
+    clusters exist: before Hopper the kernel's plain body runs and a request of 196 KB would
+    be past what the GPU has."""
+    from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
+    problem = make_problem("""
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.log_softmax(x, dim=-1)
+        def get_inputs():
+            return [torch.randn(6, 300001)]
+        def get_init_inputs():
+            return []
+    """, name="long_rows")
+    graph = analyse(problem, device="cpu", profile=False, settings=settings)
+    graph = dataclasses.replace(graph, device="cuda")
+    plan = OfflinePlanner().plan(problem, graph, settings)
+    (task,) = [t for t in plan.tasks if t.kind != "keep"]
+    assert task.params["cluster"] == 8
+    src = OfflineCoder().candidate(problem, graph, plan, {}).module_source()
+    assert "'k0_t1': max(8, max(1, min(48, _SM * 512)) // 8 * 8)," in src
+    assert "shared_mem=150016 if _CLUSTERS else 0)" in src
+    assert "_CLUSTERS = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9" \
+        in src
+    labels = [lbl for lbl, _ in OfflineCoder().variants(graph, plan, {}, 1, None)]
+    assert "t1.cluster=0" in labels
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cluster", [None, 0, 2, 4, 8])
+def test_rows_shared_by_a_cluster_give_atens_results(cluster, settings):
+    """Long rows (odd lengths: a scalar tail in the last block's slice, a float4 path where
+    the rows are aligned) through every cluster size and none: a softmax, a log-softmax, an
+    L1 norm, a layer norm and an argmax (the first of equal maxima, across slices)."""
+    from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
+    for body, shape in (("torch.softmax(x * 3.0, dim=1)", "(5, 393216)"),
+                        ("torch.log_softmax(x, dim=1)", "(7, 100003)"),
+                        ("x / torch.sum(torch.abs(x), dim=1, keepdim=True)", "(9, 65535)"),
+                        ("F.layer_norm(x, (x.shape[-1],)) * 2.0", "(3, 262144)"),
+                        ("torch.argmax(x.round() - x.round().amax(1, keepdim=True), 1)",
+                         "(4, 200004)")):
+        problem = make_problem(f"""
+            class Model(nn.Module):
+                def forward(self, x):
+                    return {body}
+            def get_inputs():
+                return [torch.randn{shape} * 4.0]
+            def get_init_inputs():
+                return []
+        """, name="cluster_rows")
+        cuda = settings.replace(device="cuda")
+        graph = analyse(problem, device="cuda", profile=False, settings=cuda)
+        plan = OfflinePlanner().plan(problem, graph, cuda)
+        tasks = [t for t in plan.tasks if "rows" in t.params and t.params["rows"] == "block"]
+        over = {t.id: {**t.params, "cluster": cluster} for t in tasks if cluster is not None}
+        cand = OfflineCoder().candidate(problem, graph, plan, over)
+        if cluster:
+            assert any(f"SC_CLUSTER({cluster})" in k.code for k in cand.kernels), body
+        for seed in (0, 1):
+            want, got, _, _ = run_both(problem, cand, device="cuda", seed=seed)
+            if want.dtype == torch.int64:
+                assert torch.equal(got, want), body
+            else:
+                assert_close(got, want, atol=1e-5, rtol=1e-4)
 
 
 def _middle_spec(channels: int, side: int = 256):
