@@ -547,11 +547,11 @@ def test_a_row_too_long_for_a_blocks_cache_is_shared_by_a_cluster(tmp_path):
     spec = _row_spec(393216, "torch.softmax(x, dim=1)")
     p = default_params(spec)
     assert p["cluster"] == 8 and p["cache"] and p["vec"] == 4
-    assert launch_config(spec, p) == {"blocks": 64, "block": 512, "waves": 512,
-                                      "smem": 49152 * 4, "cluster": 8}
+    assert launch_config(spec, p) == {"blocks": 64, "block": 1024, "waves": 512,
+                                      "smem": 49152 * 4, "cluster": 8}   # an SM's threads
     src = emit_cuda(spec, p)
     shared, alone = src.split("#else\n    __shared__")[0], src.split("#else\n    __shared__")[1]
-    assert "__launch_bounds__(512) SC_CLUSTER(8) k0(" in src
+    assert "__launch_bounds__(1024) SC_CLUSTER(8) k0(" in src
     assert "sc_cluster_reduce(av2, sc_sm_comb(), &cl_v2, 8u);" in shared
     assert shared.count("__ldg(reinterpret_cast<const float4*>(in0") == 1   # DRAM once
     assert "jlo = (long long)sc_rank * 49152" in shared and "4 * (q - qlo)" in shared
