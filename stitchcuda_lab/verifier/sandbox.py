@@ -200,6 +200,7 @@ class Harness:
             split[part] = split.get(part, 0.0) + (now - clock) * 1e3
             clock = now
         let_go_if_large(sum(n for n in cmd.get("sizes", []) if isinstance(n, int)), self.device)
+        spent("release")   # a full collection of this process's objects, where it runs
         handed = cmd.get("inputs")
         inputs = self.draw_trial(cmd) if handed is None else [
             x.to(self.device) if isinstance(x, torch.Tensor) else x for x in take_over(handed)]
@@ -265,8 +266,10 @@ class Harness:
         if any_overlap(out2, out):
             raise Refused("cached_output", "a second call returned the first call's memory")
         self.held.add(out + out2)
+        spent("second")
         second = (self.send([[o.detach() for o in out2]], f"t{cmd['tag']}b", after=True)[0]
                   if cmd.get("second", True) else None)
+        spent("send")
         ops = dict(self.tracer.counts)
         self.tracer.counts.clear()
         # before the judge copies the outputs out, beside what this process holds
@@ -274,7 +277,7 @@ class Harness:
                      if isinstance(t, torch.Tensor))
         del saved, out, out2
         let_go_if_large(nbytes, self.device)
-        spent("second")
+        spent("release")
         return {"outputs": entries, "second": second, "trace": trace_path, "aten_ops": ops,
                 "split": split}
 

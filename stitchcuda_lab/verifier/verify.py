@@ -1786,7 +1786,8 @@ class Job:
 
 
 # the parts of a trial the sandbox reports (``Sandbox.trial``; ``Job.sandbox_split``)
-SANDBOX_PARTS = ("inputs", "poison", "call", "traced_call", "checks", "send", "second")
+SANDBOX_PARTS = ("release", "inputs", "poison", "call", "traced_call", "checks", "send",
+                 "second")
 
 
 # --- entry points ----------------------------------------------------------------------------

@@ -72,7 +72,7 @@ def test_pass_reports_trials_errors_tolerance_and_timings(module_worker, fast_op
     # ... and the sandbox's own account of its side, within it
     sandbox = {k.split(".", 2)[2]: ms for k, ms in v.timings.items()
                if k.startswith("phase:trials.sandbox.")}
-    assert {"inputs", "call", "traced_call", "checks", "send", "second"} <= set(sandbox)
+    assert {"release", "inputs", "call", "traced_call", "checks", "send", "second"} <= set(sandbox)
     assert 0 < sum(sandbox.values()) <= v.timings["phase:trials.candidate"]
     assert v.speedup_vs_compile is None  # compile_modes "" measures no compile baseline
     assert v.candidate_id == "c1" and v.device == "cpu"
