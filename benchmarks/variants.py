@@ -69,7 +69,8 @@ def _contenders(problem, settings, device: str):
     return out
 
 
-def bench_problem(path: Path, settings, trials: int, device: str = "cuda") -> list[dict]:
+def bench_problem(path: Path, settings, trials: int, device: str = "cuda",
+                  mode: str = "default") -> list[dict]:
     import torch
 
     from stitchcuda_lab.problem import load_problem
@@ -99,7 +100,8 @@ def bench_problem(path: Path, settings, trials: int, device: str = "cuda") -> li
             print(_line(rows[-1], rows[0].get("ms")), flush=True)
 
         row("eager", ref)
-        row("torch.compile default", torch.compile(ref))
+        if mode:
+            row(f"torch.compile {mode}", torch.compile(ref, mode=mode))
         for i, (label, cand) in enumerate(_contenders(problem, settings, device)):
             t0 = time.perf_counter()
             try:
@@ -132,11 +134,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--compile", default="default",
+                    help="the torch.compile mode timed beside them ('' for none)")
     args = ap.parse_args(argv)
     settings = Settings.from_env(device=args.device)
     rows: list[dict] = []
     for path in args.problems:
-        rows += bench_problem(path, settings, args.trials, args.device)
+        rows += bench_problem(path, settings, args.trials, args.device, args.compile)
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
     return 0
