@@ -13,8 +13,11 @@ path issues ``unroll`` loads per thread before using them, each with its own acc
 Welford and online softmax take a float4 at a time (one division, one rescale per four
 elements). Reductions combine with warp shuffles and a shared-memory block step. A row read
 by several passes is kept on chip: in registers when a thread's share is at most
-MAX_ROW_REGS float4, else in shared memory (``cache``), else re-read (from L2 for rows that fit);
-with one thread per row, in a register array of the row's length (THREAD_ROW_REGS at most).
+MAX_ROW_REGS float4, else in shared memory (``cache``), where one block's is too small in the
+shared memory of a thread-block cluster's blocks, a slice each, their partial states combined
+through distributed shared memory (``cluster``, Hopper), else re-read (from L2 for rows that
+fit); with one thread per row, in a register array of the row's length (THREAD_ROW_REGS at
+most).
 
 No fast-math intrinsics but the divisions of sigmoid and mish (their comments say why they
 hold): expf/tanhf/erff are the accurate versions, so results stay within the fp32 1e-4
