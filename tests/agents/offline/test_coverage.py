@@ -517,14 +517,25 @@ def test_a_dense_convolution_on_tensor_cores_matches_eager_on_cuda(shape, settin
         assert_close(got, want)
 
 
-def test_the_refine_round_tries_a_dense_convolution_on_tensor_cores_after_cudnn(settings):
+def test_the_refine_round_tries_a_dense_convolution_on_tensor_cores_after_the_simt_tiles(
+        settings):
+    """The tensor-core kernel lost to the SIMT tile on the GPU (67, 87, 92): it comes after
+    cuDNN's kernel and the SIMT tile's shapes; from a tensor-core best, the SIMT tile is
+    tried right after cuDNN's."""
     from stitchcuda_lab.agents.offline import OfflineCoder
+    from stitchcuda_lab.agents.offline.coder import MAX_VARIANTS
 
     _, cuda, plan = _planned_for_the_gpu("conv_few_input_channels", settings)
     (task,) = [t for t in plan.tasks if "conv2d" in t.ops]
-    found = OfflineCoder().variants(cuda, plan, {task.id: dict(task.params)}, 1, None)
-    assert found[1][0] == f"{task.id} convolution on tensor cores (3xTF32)"
-    assert found[1][1][task.id]["tc"] is True
+    coder = OfflineCoder()
+    pool = [v for it in range(1, 8)
+            for v in coder.variants(cuda, plan, {task.id: dict(task.params)}, it, None)]
+    labels = [label for label, _ in pool]
+    tc = labels.index(f"{task.id} convolution on tensor cores (3xTF32)")
+    assert pool[tc][1][task.id]["tc"] is True
+    assert labels.index(f"{task.id} convolution in cuDNN") < tc
+    assert all(labels.index(f"{task.id}.{k}") < tc for k in ("px=1", "cot=32"))
+    assert tc >= MAX_VARIANTS   # not in the first refine round
     # from a tensor-core best: back to the SIMT tile, and no tile knobs it would not read
     after = [label for label, _ in OfflineCoder().variants(
         cuda, plan, {task.id: {**task.params, "tc": True}}, 1, None)]
