@@ -3,11 +3,11 @@
 The refine loop judges at most a few variants a round, and a bench with a short budget judges
 fewer; this times all of them side by side, so a reader sees which knob pays on which problem
 without a whole bench run. For each problem file: eager PyTorch, torch.compile ``default``,
-the planner's program (iteration 0) and each single-knob variant of it (``OfflineCoder.variants``
-at iteration 1, uncapped), each timed with the Verifier's own ``time_forward`` (L2 flushed,
-CUDA events, median), with its largest error against float64 arithmetic in units of the
-tolerance (atol = rtol = 1e-4; below 1 passes). PyTorch's own settings stay as they are (cuDNN's
-convolutions may take TF32, as in the bench's baselines).
+the planner's program (iteration 0) and every single-knob variant of it that the refine
+rounds would reach (``OfflineCoder.variants``), each timed with the Verifier's own
+``time_forward`` (L2 flushed, CUDA events, median), with its largest error against float64
+arithmetic in units of the tolerance (atol = rtol = 1e-4; below 1 passes). PyTorch's own
+settings stay as they are (cuDNN's convolutions may take TF32, as in the bench's baselines).
 
 Candidates run in this process: this is a tool for the project's own generated code, not a
 verdict (``stitchcuda-lab bench`` is that, with the Verifier's isolation).
@@ -44,28 +44,43 @@ def _error(got, want) -> float:
         return 0.0 if got == want else float("inf")
     if got.shape != want.shape:
         return float("inf")
-    diff = (got.double() - want.double()).abs() / (1e-4 + 1e-4 * want.double().abs())
+    g, w = got.double(), want.double()
+    diff = (g - w).abs() / (1e-4 + 1e-4 * w.abs())
+    diff = torch.where(g.isnan() & w.isnan(), 0.0, diff)   # NaN where the reference has NaN
     return float(torch.nan_to_num(diff, nan=float("inf")).max())
 
 
 def _contenders(problem, settings, device: str):
     """[(label, candidate)]: the planner's program, then each variant of it."""
-    from stitchcuda_lab.agents.offline import OfflineCoder, OfflinePlanner
+    from stitchcuda_lab.agents.offline import OfflinePlanner
     from stitchcuda_lab.graph import analyse
 
     graph = analyse(problem, device=device, profile=False, settings=settings)
-    plan = OfflinePlanner().plan(problem, graph, settings)
+    return contenders(problem, graph, OfflinePlanner().plan(problem, graph, settings))
+
+
+def contenders(problem, graph, plan) -> list:
+    """[(label, candidate)] of a planned problem: the planner's program, then every variant
+    the refine rounds would reach, each once."""
+    from stitchcuda_lab.agents.offline import OfflineCoder
+
     coder = OfflineCoder()
     first = coder.candidate(problem, graph, plan, {}, iteration=0)
     out = [("planner defaults", first)]
     base = dict(first.params.get("tasks", {}))
-    seen = {first.digest()}
-    for label, tparams in coder.variants(graph, plan, base, 1, None):
-        c = coder.candidate(problem, graph, plan, tparams, iteration=1, parent=first.id,
-                            variant=label)
-        if c.digest() not in seen:
-            seen.add(c.digest())
-            out.append((label, c))
+    seen, labels = {first.digest()}, set()
+    for it in range(1, 64):   # a refine round takes a few; its rounds go round the whole list
+        page = [(lbl, tp) for lbl, tp in coder.variants(graph, plan, base, it, None)
+                if lbl not in labels]
+        if not page:
+            break
+        for label, tparams in page:
+            labels.add(label)
+            c = coder.candidate(problem, graph, plan, tparams, iteration=1, parent=first.id,
+                                variant=label)
+            if c.digest() not in seen:
+                seen.add(c.digest())
+                out.append((label, c))
     return out
 
 

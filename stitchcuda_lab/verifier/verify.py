@@ -1886,13 +1886,29 @@ def own_kernels(source: str) -> set[str]:
     functions it exports, Triton ``@triton.jit`` functions)."""
     names = set()
     for head in re.findall(r"__global__([^{;]*)", source):
-        # __launch_bounds__(...) may stand before or after the return type
-        head = re.sub(r"__launch_bounds__\s*\([^)]*\)", " ", head)
-        name = re.match(r"[^(]*?(\w+)\s*\(", head)
+        name = _kernel_name(head)
         if name:
-            names.add(name.group(1))
+            names.add(name)
     names |= set(re.findall(r"@triton\.jit[^\n]*\n\s*def\s+(\w+)", source))
     return names
+
+
+def _kernel_name(head: str) -> str | None:
+    """The name in a kernel's head (what follows ``__global__``): the word before its
+    parameter list, the last parenthesised group at the top level. Attributes with
+    arguments may stand before it, before or after the return type
+    (``__launch_bounds__(256)``, ``__cluster_dims__(8, 1, 1)``, a macro for either), and a
+    GCC ``__attribute__((...))`` after it."""
+    head = re.sub(r"__attribute__\s*\(\(.*?\)\)", " ", head, flags=re.S)
+    depth, last = 0, None
+    for i, ch in enumerate(head):
+        if ch == "(":
+            last = i if depth == 0 else last
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+    found = re.search(r"(\w+)\s*$", head[:last]) if last is not None else None
+    return found.group(1) if found else None
 
 
 def _launched(trace: dict, own: set[str]) -> bool:

@@ -188,7 +188,9 @@ template <class V, class F> __device__ __forceinline__ V sc_split_reduce(V v, F 
 // state (the same in all its threads) put in its own shared slot, and every block combines
 // the slots of all of them in rank order, read through distributed shared memory, so each
 // gets the same bits. The second barrier keeps a slot alive until every block has read it.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// Hopper and Blackwell's data-centre parts only (sm_90, sm_100): a slice's cache needs their
+// 227 KB of shared memory a block (sm_120 has 99 KB, and takes the plain kernel)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1100
 #define SC_CLUSTER(n) __cluster_dims__(n, 1, 1)
 __device__ __forceinline__ unsigned sc_cluster_rank() {
     unsigned r;
@@ -295,7 +297,8 @@ def _row_body(spec: KernelSpec, params: dict) -> tuple[str, str]:
         return _RowKernel(spec, params).body(), ""
     shared = _RowKernel(spec, params, cs).body()
     alone = _RowKernel(spec, {**params, "cluster": 0, "cache": False}, cs, alone=True).body()
-    return (f"#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n{shared}#else\n{alone}"
+    return (f"#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1100\n"
+            f"{shared}#else\n{alone}"
             "#endif\n", f" SC_CLUSTER({cs})")
 
 

@@ -326,8 +326,9 @@ class OfflineCoder:
                 if "cache" in cur and cur.get("rows") in ("block", "thread", None):
                     pool.insert(head, (f"{t.id}.cache={not cur['cache']}",
                                     with_(t.id, cache=not cur["cache"])))
-                if cur.get("cluster"):   # a block a row again, its row re-read (from L2 or DRAM)
-                    pool.insert(head, (f"{t.id}.cluster=0", with_(t.id, cluster=0)))
+                if cur.get("cluster"):   # a block a row again, its row re-read (from L2 or
+                    # DRAM), at the block such rows take without a cluster
+                    pool.insert(head, (f"{t.id}.cluster=0", with_(t.id, cluster=0, block=512)))
                 if scan:   # the chunk's depth first: the chain of chunks is what it waits on
                     pool.insert(head, (f"{t.id}.ipt={8 if cur['ipt'] == 4 else 4}",
                                     with_(t.id, ipt=8 if cur["ipt"] == 4 else 4)))

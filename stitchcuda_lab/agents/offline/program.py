@@ -208,10 +208,11 @@ def _module_head(problem_source: str, problem_name: str, calls: list[KernelCall]
         lines += [f"    {c.spec.name!r}: {_grid(c.launch)}," for c in calls]
         lines.append("}")
         if any(c.launch.get("cluster") for c in calls):
-            # blocks that share a row through a cluster's shared memory (Hopper); before it,
-            # the kernel's first block of each group takes the row alone, with no row cache
+            # blocks that share a row through a cluster's shared memory (sm_90 and sm_100, as
+            # the kernel's own test of its architecture); elsewhere the kernel's first block
+            # of each group takes the row alone, with no row cache
             lines.append("_CLUSTERS = torch.cuda.is_available() and "
-                         "torch.cuda.get_device_capability()[0] >= 9")
+                         "torch.cuda.get_device_capability()[0] in (9, 10)")
     lines += ["", "", _PLACE]
     if cuda_graph:
         lines.append(_GRAPHED)

@@ -449,7 +449,8 @@ def test_a_max_whose_indices_nothing_reads_is_a_plain_max_and_keeps_nan(settings
 VARIANTS = [{}, {"vec": 1}, {"rows": "block", "block": 128}, {"rows": "warp", "ipt": 2},
             {"rows": "block", "cache": True}, {"rows": "block", "cache": True, "vec": 1},
             {"rows": "block", "cache": True, "unroll": 3}, {"ipt": 3, "block": 128},
-            {"rows": "split"}, {"rows": "split", "block": 128}]
+            {"rows": "split"}, {"rows": "split", "block": 128},
+            {"rows": "block", "cluster": 2}, {"rows": "block", "cluster": 8, "vec": 1}]
 
 
 def _all_cuda_sources() -> str:
@@ -594,8 +595,8 @@ def test_a_clustered_programs_grid_is_whole_clusters(settings):
     src = OfflineCoder().candidate(problem, graph, plan, {}).module_source()
     assert "'k0_t1': max(8, max(1, min(48, _SM * 512)) // 8 * 8)," in src
     assert "shared_mem=150016 if _CLUSTERS else 0)" in src
-    assert "_CLUSTERS = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9" \
-        in src
+    assert "_CLUSTERS = torch.cuda.is_available() and " \
+        "torch.cuda.get_device_capability()[0] in (9, 10)" in src
     labels = [lbl for lbl, _ in OfflineCoder().variants(graph, plan, {}, 1, None)]
     assert "t1.cluster=0" in labels
 
@@ -811,10 +812,16 @@ def test_division_by_a_constant_is_a_multiply_and_broadcasts_skip_lane_index_mat
 
 def test_the_verifier_finds_every_emitted_kernel_by_its_name():
     """The Verifier's trace check looks for the candidate's own kernels by the names its source
-    defines (``__launch_bounds__`` stands after the return type here): each must be found."""
+    defines (``__launch_bounds__`` stands after the return type here, and a cluster's
+    ``SC_CLUSTER(n)`` after it): each must be found."""
     from stitchcuda_lab.verifier.verify import own_kernels
     source, count = _all_cuda_sources()
+    assert "SC_CLUSTER(2) k" in source
     assert own_kernels(source) == {f"k{i}" for i in range(count)}
+    assert own_kernels("__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(64) "
+                       "a(float* x) {}\n__global__ void b(int n) __attribute__((used)) {}\n"
+                       "__global__ void __launch_bounds__(128, 2)\nc (const float* __restrict__ "
+                       "y);") == {"a", "b", "c"}
 
 
 def _gcc() -> bool:
