@@ -117,6 +117,13 @@ def test_own_kernels_are_named_wherever_launch_bounds_stand():
            'template <int B> __global__ void tmpl (float* y) {}\n'
            '@triton.jit\ndef tri(x):\n    pass\n')
     assert own_kernels(src) == {"row", "pre", "tmpl", "tri"}
+    # other attributes with arguments before the name (a cluster's, through a macro too),
+    # a GCC attribute after the parameters, a head over two lines
+    src = ('__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(64) a(float* x) {}\n'
+           '__global__ void __launch_bounds__(1024) SC_CLUSTER(8) b(const float* x) {}\n'
+           '__global__ void c(int n) __attribute__((used)) {}\n'
+           '__global__ void __launch_bounds__(128, 2)\nd (const float* __restrict__ y);')
+    assert own_kernels(src) == {"a", "b", "c", "d"}
 
 
 def test_held_outputs_stay_alive_up_to_the_budget_then_count_while_their_storage_lives():
