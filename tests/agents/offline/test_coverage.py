@@ -404,8 +404,6 @@ def test_the_refine_round_first_measures_a_dense_convolution_against_cudnn(setti
     found = OfflineCoder().variants(cuda, plan, base, 1, None)
     labels = [label for label, _ in found]
     assert labels[0] == f"{task.id} convolution in cuDNN"
-    assert labels[1] == f"{task.id} convolution on tensor cores (3xTF32)"
-    labels, found = labels[:1] + labels[2:], found[:1] + found[2:]
     # then cuDNN's channels-last (TF32: it passes where what follows averages its error away)
     assert labels[1].startswith(f"{task.id} convolution in cuDNN channels-last")
     assert found[1][1]["program"] == {"channels_last": True, "both_layouts": True,
