@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The KernelBench sample on one GPU machine: `bench` over its level folders, one process per
-# problem, results (json, md, per-problem logs) under ${OUT:-gpu_out}/kernelbench.
+# problem, results (json, md, per-problem logs, every try in sessions.txt) under
+# ${OUT:-gpu_out}/kernelbench.
 #   KB=path/to/kernelbench  LEVELS="1 2 3"  MODES=default  JOBS=3  BUDGET=540 \
 #     bash benchmarks/kernelbench.sh
 # JOBS problems share the GPU at once: their host work overlaps, their timing holds it alone.
@@ -30,6 +31,7 @@ if [ -n "${COMPILE_CACHE_IN:-}" ]; then
     --manifest "$restored"
 fi
 dirs=(); for l in ${LEVELS:-1 2 3}; do dirs+=("$kb/level$l"); done
+touch "$out/.started"   # the sessions this run writes are the ones after it
 python3 -m stitchcuda_lab bench "${dirs[@]}" --device "${DEVICE:-cuda}" --iters "${ITERS:-1}" \
   --modes "${MODES:-default}" --timeout "${TIMEOUT:-240}" --budget "${BUDGET:-540}" \
   --jobs "${JOBS:-3}" \
@@ -42,6 +44,8 @@ s = json.load(open(sys.argv[1]))["summary"]
 for name, g in s.get("suites", {}).items():
     print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in g.items()})
 PY
+# every try of every problem, its verdict and where its time went (the table keeps the best)
+python3 benchmarks/sessions.py "$STITCH_SESSIONS_DIR" --newer "$out/.started" >"$out/sessions.txt"
 tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"   # one file to bring back
 if [ -n "${COMPILE_CACHE_OUT:-}" ]; then
   # not where candidates run as this user: they could have written into the folders, and a

@@ -776,6 +776,9 @@ def test_the_kernelbench_script_carries_the_compile_caches_to_a_bare_machine(tmp
     assert not list((tmp_path / "more").glob("compile-cache-*"))
     rows = json.loads((tmp_path / "o2" / "kernelbench" / "results.json").read_text())["rows"]
     assert rows[0]["correct"] and rows[0]["compile_default_ms"] > 0, rows
+    # beside the table, every try of the run's own sessions (the first run's left out)
+    tries = (tmp_path / "o2" / "kernelbench" / "sessions.txt").read_text()
+    assert tries.count("== 1_pointwise_tiny") == 1 and " verdict " in tries, tries
     c2 = tmp_path / "c2"
     assert any((c2 / "compile" / "inductor").rglob("*.py"))
     assert not (c2 / "ab").exists()
