@@ -31,7 +31,7 @@ from __future__ import annotations
 from .codegen import (FIELDS, REDUCTIONS, RowValues, acc_name, elem_index, elem_lines,
                       group_update, identity, offset, reduction_id, row_bases, row_passes,
                       state_type, update)
-from .helpers import contiguous_strides, round_up
+from .helpers import contiguous_strides
 from .ir import KernelSpec, Operand, Stmt, deps_closure
 from .conv_tc import TC_PRELUDE
 from .pool import dense_tile, pool_body_cuda
@@ -191,6 +191,7 @@ template <class V, class F> __device__ __forceinline__ V sc_split_reduce(V v, F 
 // Hopper and Blackwell's data-centre parts only (sm_90, sm_100): a slice's cache needs their
 // 227 KB of shared memory a block (sm_120 has 99 KB, and takes the plain kernel)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1100
+#define SC_CLUSTERS 1   // what a kernel's clustered body is compiled under (_row_body)
 #define SC_CLUSTER(n) __cluster_dims__(n, 1, 1)
 __device__ __forceinline__ unsigned sc_cluster_rank() {
     unsigned r;
@@ -297,9 +298,7 @@ def _row_body(spec: KernelSpec, params: dict) -> tuple[str, str]:
         return _RowKernel(spec, params).body(), ""
     shared = _RowKernel(spec, params, cs).body()
     alone = _RowKernel(spec, {**params, "cluster": 0, "cache": False}, cs, alone=True).body()
-    return (f"#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1100\n"
-            f"{shared}#else\n{alone}"
-            "#endif\n", f" SC_CLUSTER({cs})")
+    return f"#ifdef SC_CLUSTERS\n{shared}#else\n{alone}#endif\n", f" SC_CLUSTER({cs})"
 
 
 def _broadcast_lanes(spec: KernelSpec, vops: list[int]) -> dict[int, str]:
@@ -448,7 +447,7 @@ class _RowKernel:
             self.U = spec.rowlen // 4 // self.lanes      # the thread's whole share of the row
         self.cache = {}   # cached operand -> its offset in shared memory
         if p.get("cache") and strategy == "block" and not self.regs:
-            span = slice_len(spec, self.cs) if self.cs else round_up(spec.rowlen, 4)
+            span = slice_len(spec, self.cs)
             self.cache = {i: k * span for k, i in enumerate(cached_operands(spec, self.cs))}
         if self.vec and any(i not in self.vops for i in self.cache):
             self.cache = {}   # every cached operand must take the same float4/scalar path each pass

@@ -88,7 +88,7 @@ def row_cluster(spec: KernelSpec, p: dict) -> int:
         cs = int(p["cluster"] or 0)
         return cs if cs in (2, 4, 8) and cs <= spec.rowlen else 0
     ops = _reread_inputs(spec)
-    if not ops or len(ops) * round_up(spec.rowlen, 4) * 4 <= CACHE_LIMIT:
+    if not ops or len(ops) * slice_len(spec, 0) * 4 <= CACHE_LIMIT:
         return 0
     return next((cs for cs in (2, 4, CLUSTER_MOST)
                  if len(ops) * slice_len(spec, cs) * 4 <= CLUSTER_SLICE), 0)
@@ -96,7 +96,7 @@ def row_cluster(spec: KernelSpec, p: dict) -> int:
 
 def slice_len(spec: KernelSpec, cs: int) -> int:
     """Elements of a row each block of a ``cs``-block cluster takes (whole float4s; the last
-    block's slice may be shorter)."""
+    block's slice may be shorter); with no cluster (0), the whole row's."""
     return round_up(ceildiv(spec.rowlen, max(1, cs)), 4)
 
 
@@ -193,11 +193,8 @@ def cached_operands(spec: KernelSpec, cs: int = 0) -> list[int]:
     if not spec.reduce[-1]:
         return []
     out = _reread_inputs(spec)
-    if cs > 1:
-        return out if len(out) * slice_len(spec, cs) * 4 <= CLUSTER_SLICE else []
-    if len(out) * round_up(spec.rowlen, 4) * 4 > CACHE_LIMIT:
-        return []
-    return out
+    limit = CLUSTER_SLICE if cs > 1 else CACHE_LIMIT
+    return out if len(out) * slice_len(spec, cs) * 4 <= limit else []
 
 
 def thread_row_operands(spec: KernelSpec) -> list[int]:
@@ -233,9 +230,7 @@ def cache_bytes(spec: KernelSpec, p: dict) -> int:
     if not p.get("cache") or strategy != "block" or row_in_registers(spec, p):
         return 0
     cs = row_cluster(spec, p)
-    if cs:
-        return len(cached_operands(spec, cs)) * slice_len(spec, cs) * 4
-    return len(cached_operands(spec)) * round_up(spec.rowlen, 4) * 4
+    return len(cached_operands(spec, cs)) * slice_len(spec, cs) * 4
 
 
 def row_in_registers(spec: KernelSpec, p: dict) -> bool:
@@ -244,7 +239,7 @@ def row_in_registers(spec: KernelSpec, p: dict) -> bool:
     flight together) and reused by the later passes. No shared memory, so more blocks fit."""
     strategy = p.get("rows") or row_strategy(spec)
     if not p.get("cache") or strategy not in ("block", "warp") or int(p.get("vec", 1)) != 4 \
-            or not vec_ok(spec, strategy) or (strategy == "block" and row_cluster(spec, p)):
+            or not vec_ok(spec, strategy) or row_cluster(spec, p):
         return False
     ops = cached_operands(spec)
     vo = vec_operands(spec)
