@@ -21,18 +21,10 @@ import argparse
 import json
 import sys
 import time
-import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-def _module(candidate, tag: str) -> types.ModuleType:
-    mod = types.ModuleType(f"stitch_variant_{tag}")
-    sys.modules[mod.__name__] = mod
-    exec(compile(candidate.module_source(), f"<{tag}>", "exec"), mod.__dict__)  # noqa: S102
-    return mod
 
 
 def _error(got, want) -> float:
@@ -88,7 +80,7 @@ def bench_problem(path: Path, settings, trials: int, device: str = "cuda",
                   mode: str = "default") -> list[dict]:
     import torch
 
-    from stitchcuda_lab.problem import load_problem
+    from stitchcuda_lab.problem import Problem, load_problem
     from stitchcuda_lab.verifier.timing import time_forward
 
     problem = load_problem(path)
@@ -120,9 +112,11 @@ def bench_problem(path: Path, settings, trials: int, device: str = "cuda",
         for i, (label, cand) in enumerate(_contenders(problem, settings, device)):
             t0 = time.perf_counter()
             try:
-                mod = _module(cand, f"{path.stem}_{i}")
+                # imported as the session imports its best (``Session.model``)
+                ns = Problem(name=f"{path.stem}_{i}", source=cand.module_source(),
+                             origin=f"<candidate {cand.id}>").namespace()
                 torch.manual_seed(42)
-                model = mod.ModelNew(*init).to(device)
+                model = ns["ModelNew"](*init).to(device)
                 model(*inputs)   # kernels build on first use
             except Exception as e:
                 rows.append({"problem": path.stem, "label": label, "ms": None, "err": None,
